@@ -1,0 +1,91 @@
+"""Input checks shared by every subpackage: clear errors, raised before any work."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+class DKernelError(ValueError):
+    """Bad input or parameters given to dkernel (a ``ValueError``)."""
+
+
+def check_finite_2d(X, *, name: str = "X", allow_empty: bool = False, dtype=None) -> np.ndarray:
+    """Return ``X`` as a 2-D floating NumPy array, or raise naming the first bad entry.
+
+    float32 and float64 are kept as they are; other numeric types become float64.
+    Read-only and Fortran-ordered inputs are accepted without a copy where possible.
+    """
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+        raise DKernelError(f"{name}: sparse input is not supported; pass a dense array")
+    arr = np.asarray(X)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ):
+        raise DKernelError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise DKernelError(f"{name} must be real, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise DKernelError(
+            f"{name} must be 2-D (n_samples, n_features), got an array of shape {arr.shape}"
+        )
+    if not allow_empty and (arr.shape[0] == 0 or arr.shape[1] == 0):
+        raise DKernelError(f"{name} is empty (shape {arr.shape})")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    elif arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    report_nonfinite(arr, name=name)
+    return arr
+
+
+def report_nonfinite(arr: np.ndarray, *, name: str = "X", row_offset: int = 0) -> None:
+    """Raise naming the first NaN/inf entry of ``arr`` (row offset for chunked checks)."""
+    if arr.size and not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        what = "NaN" if np.isnan(arr[tuple(bad)]) else "inf"
+        where = f"row {int(bad[0]) + row_offset}"
+        if arr.ndim > 1:
+            where += f", column {int(bad[1])}"
+        raise DKernelError(f"{name} contains {what} at {where}")
+
+
+def check_scalar(value, name: str, *, kind=numbers.Real, low=None, high=None,
+                 low_inclusive: bool = True, high_inclusive: bool = True, allow_none=False):
+    """Check a scalar parameter's type and range; return it unchanged."""
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, kind):
+        kinds = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DKernelError(f"{name} must be {kinds}, got {value!r}")
+    if isinstance(value, numbers.Real) and not np.isfinite(value):
+        raise DKernelError(f"{name} must be finite, got {value!r}")
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        op = ">=" if low_inclusive else ">"
+        raise DKernelError(f"{name} must be {op} {low}, got {value!r}")
+    if high is not None and (value > high or (value == high and not high_inclusive)):
+        op = "<=" if high_inclusive else "<"
+        raise DKernelError(f"{name} must be {op} {high}, got {value!r}")
+    return value
+
+
+def check_sample_weight(sample_weight, n: int, dtype=np.float64, *, name="sample_weight"):
+    """Weights as a 1-D array of length ``n``: finite, non-negative, not all zero."""
+    if sample_weight is None:
+        return np.ones(n, dtype=dtype)
+    w = np.asarray(sample_weight)
+    if w.ndim == 0:
+        w = np.full(n, float(w))
+    if w.ndim != 1 or w.shape[0] != n:
+        raise DKernelError(f"{name} has shape {w.shape}, expected ({n},) to match the rows of X")
+    if not np.issubdtype(w.dtype, np.number):
+        raise DKernelError(f"{name} must be numeric, got dtype {w.dtype}")
+    w = w.astype(dtype, copy=False)
+    report_nonfinite(w, name=name)
+    if (w < 0).any():
+        i = int(np.argmax(w < 0))
+        raise DKernelError(f"{name} is negative at row {i} ({w[i]})")
+    if not (w > 0).any():
+        raise DKernelError(f"{name} is zero everywhere: nothing to fit")
+    return w

@@ -1,0 +1,63 @@
+"""``dkernel ingest`` and ``dkernel info``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import emit_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="write a .npz, CSV or LIBSVM file into a zarr store")
+    p.add_argument("source", help="input file (.npz, .csv/.tsv, LIBSVM text)")
+    p.add_argument("store", help="output zarr store folder")
+    p.add_argument("--format", choices=["npz", "csv", "svmlight"], default=None)
+    p.add_argument("--chunk-rows", type=int, default=None)
+    p.add_argument("--dtype", choices=["float32", "float64"], default=None)
+    p.add_argument("--label-column", type=int, default=-1,
+                   help="CSV label column (default: last)")
+    p.add_argument("--no-labels", action="store_true", help="CSV has no label column")
+    p.add_argument("--delimiter", default=",")
+    p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.add_argument("--uncompressed", action="store_true", help="store chunks uncompressed")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_ingest)
+
+    p = sub.add_parser("info", help="shape, chunks and classes of a store")
+    p.add_argument("store")
+    p.set_defaults(func=_info)
+
+
+def _ingest(args) -> int:
+    from ..data import ingest
+
+    ds = ingest(args.source, args.store, format=args.format, chunk_rows=args.chunk_rows,
+                dtype=args.dtype, label_column=None if args.no_labels else args.label_column,
+                delimiter=args.delimiter, zero_based=args.zero_based,
+                overwrite=args.overwrite, compressors=None if args.uncompressed else "default")
+    emit_json(_describe(ds))
+    return 0
+
+
+def _info(args) -> int:
+    from ..data import open_dataset
+
+    emit_json(_describe(open_dataset(args.store)))
+    return 0
+
+
+def _describe(ds) -> dict:
+    out = {
+        "store": ds.path,
+        "n_samples": ds.n_samples,
+        "n_features": ds.n_features,
+        "dtype": str(ds.X.dtype),
+        "chunks": [int(ds.X.chunksize[0]), int(ds.X.chunksize[1])],
+        "n_chunks": int(ds.X.numblocks[0]),
+        "labels": ds.y is not None,
+        "classes": ds.attrs.get("classes"),
+        "source": ds.attrs.get("source"),
+    }
+    if ds.X_test is not None:
+        out["n_test"] = int(ds.X_test.shape[0])
+    return out

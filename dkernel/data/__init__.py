@@ -1,0 +1,28 @@
+"""Data layer: zarr 3 stores, seeded chunk-grouped batch sampling, synthetic generators."""
+
+from ._generators import (
+    make_checkerboard,
+    make_gauss,
+    make_pathological,
+    make_rings,
+    make_waveform,
+)
+from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
+from ._store import Dataset, as_array_input, ingest, open_dataset, write_arrays
+
+__all__ = [
+    "Dataset",
+    "as_array_input",
+    "chunk_bounds",
+    "draw_indices",
+    "ingest",
+    "make_checkerboard",
+    "make_gauss",
+    "make_pathological",
+    "make_rings",
+    "make_waveform",
+    "open_dataset",
+    "sample_rows",
+    "take_rows",
+    "write_arrays",
+]

@@ -1,0 +1,387 @@
+"""zarr 3 dataset stores: atomic writes, chunked dask views."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from .. import __version__
+from .._validation import DKernelError, check_scalar, report_nonfinite
+
+#: Version of the on-disk layout written into every store's attributes.
+STORE_FORMAT = 1
+#: Target bytes of one row chunk when ``chunk_rows`` is not given.
+_CHUNK_BYTES = 8 << 20
+
+
+def default_chunk_rows(n_features: int, itemsize: int = 4) -> int:
+    """Rows per chunk so that a chunk holds about 8 MiB."""
+    return int(max(1024, _CHUNK_BYTES // max(1, n_features * itemsize)))
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """An opened store: ``X`` (and ``y``) as dask arrays chunked by rows, plus attributes.
+
+    Attributes
+    ----------
+    path : str
+        Location of the zarr group.
+    X : dask.array.Array of shape (n, d)
+    y : dask.array.Array of shape (n,) or None
+    attrs : dict
+        ``n``, ``d``, ``classes``, ``source``, ``dtype``, ``chunk_rows``, ``format``.
+    X_test, y_test : dask.array.Array or None
+        The source's test split, when it had one.
+    """
+
+    path: str
+    X: Any
+    y: Any = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    X_test: Any = None
+    y_test: Any = None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    def array(self, name: str = "X"):
+        """The underlying read-only ``zarr.Array`` (for direct chunk reads)."""
+        import zarr
+
+        return zarr.open_array(os.path.join(self.path, name), mode="r")
+
+    def __repr__(self) -> str:
+        return (f"Dataset(path={self.path!r}, X={self.X.shape} {self.X.dtype}, "
+                f"chunks={self.X.chunksize}, y={'yes' if self.y is not None else 'no'}, "
+                f"classes={self.attrs.get('classes')})")
+
+
+def open_dataset(store) -> Dataset:
+    """Open a store written by :func:`ingest` or a generator.
+
+    Parameters
+    ----------
+    store : str, os.PathLike or Dataset
+        Path of the zarr group (a ``Dataset`` is returned as it is).
+
+    Returns
+    -------
+    Dataset
+    """
+    import dask.array as da
+    import zarr
+
+    if isinstance(store, Dataset):
+        return store
+    path = os.fspath(store)
+    if not os.path.isdir(path):
+        raise DKernelError(f"no dataset store at {path!r}")
+    try:
+        group = zarr.open_group(path, mode="r")
+    except Exception as exc:  # zarr raises several types for foreign folders
+        raise DKernelError(f"{path!r} is not a zarr dataset store ({exc})") from None
+    attrs = dict(group.attrs)
+    if "X" not in group:
+        raise DKernelError(f"store {path!r} has no array 'X'")
+
+    def view(name):
+        if name not in group:
+            return None
+        arr = group[name]
+        return da.from_zarr(arr, chunks=(arr.chunks[0],) + tuple(arr.shape[1:]),
+                            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path) + name).hex}")
+
+    return Dataset(path=path, X=view("X"), y=view("y"), attrs=attrs,
+                   X_test=view("X_test"), y_test=view("y_test"))
+
+
+def as_array_input(X):
+    """A path or Dataset becomes its dask ``X``; arrays pass through."""
+    if isinstance(X, (str, os.PathLike)):
+        return open_dataset(X).X
+    if isinstance(X, Dataset):
+        return X.X
+    return X
+
+
+class _ArrayWriter:
+    """Appends row blocks to one zarr array, writing whole chunks only."""
+
+    def __init__(self, group, name, *, n, tail_shape, dtype, chunk_rows, compressors):
+        kwargs = {} if compressors == "default" else {"compressors": compressors}
+        self.arr = group.create_array(name, shape=(n,) + tuple(tail_shape), dtype=dtype,
+                                      chunks=(chunk_rows,) + tuple(tail_shape), **kwargs)
+        self.n, self.chunk_rows, self.dtype = n, chunk_rows, np.dtype(dtype)
+        self.pos = 0
+        self.buf: list[np.ndarray] = []
+        self.buffered = 0
+
+    def append(self, block: np.ndarray) -> None:
+        self.buf.append(np.asarray(block, dtype=self.dtype))
+        self.buffered += len(block)
+        while self.buffered >= self.chunk_rows:
+            self._flush(self.chunk_rows)
+
+    def _flush(self, rows: int) -> None:
+        data = np.concatenate(self.buf) if len(self.buf) > 1 else self.buf[0]
+        head, rest = data[:rows], data[rows:]
+        if self.pos + rows > self.n:
+            raise DKernelError(f"more rows than the {self.n} announced")
+        self.arr[self.pos:self.pos + rows] = head
+        self.pos += rows
+        self.buf = [rest] if len(rest) else []
+        self.buffered = len(rest)
+
+    def close(self) -> None:
+        if self.buffered:
+            self._flush(self.buffered)
+        if self.pos != self.n:
+            raise DKernelError(f"wrote {self.pos} rows, expected {self.n}")
+
+
+class StoreWriter:
+    """Write a dataset group atomically: into a hidden sibling folder, renamed at the end.
+
+    A failure or interruption removes the partial folder; the target name only ever
+    points at a complete store. Used by :func:`ingest` and the ``make_*`` generators.
+    """
+
+    def __init__(self, store, *, overwrite: bool = False):
+        self.path = os.path.abspath(os.fspath(store))
+        if os.path.exists(self.path) and not overwrite:
+            raise DKernelError(f"{self.path!r} already exists; pass overwrite=True to replace it")
+        parent = os.path.dirname(self.path) or "."
+        if not os.path.isdir(parent):
+            raise DKernelError(f"folder {parent!r} does not exist")
+        self.tmp = os.path.join(parent, f".{os.path.basename(self.path)}.tmp-{uuid.uuid4().hex[:8]}")
+        self.group = None
+        self.writers: dict[str, _ArrayWriter] = {}
+        self.classes: set = set()
+
+    def __enter__(self) -> "StoreWriter":
+        import zarr
+
+        self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
+        return self
+
+    def add(self, name, *, n, tail_shape=(), dtype, chunk_rows, compressors="default"):
+        self.writers[name] = _ArrayWriter(self.group, name, n=n, tail_shape=tail_shape,
+                                          dtype=dtype, chunk_rows=chunk_rows,
+                                          compressors=compressors)
+
+    def append(self, name: str, block: np.ndarray, *, check_finite: bool = True) -> None:
+        w = self.writers[name]
+        if check_finite:
+            report_nonfinite(np.asarray(block), name=name, row_offset=w.pos + w.buffered)
+        if name in ("y", "y_test"):
+            self.classes.update(np.unique(block).tolist())
+        w.append(block)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        try:
+            for w in self.writers.values():
+                w.close()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+
+    def commit(self, attrs: Mapping[str, Any]) -> None:
+        """Close every array, set attributes and move the store into place."""
+        for w in self.writers.values():
+            w.close()
+        X = self.writers["X"]
+        meta = {
+            "format": STORE_FORMAT,
+            "dkernel_version": __version__,
+            "n": X.n,
+            "d": int(X.arr.shape[1]),
+            "dtype": str(X.dtype),
+            "chunk_rows": X.chunk_rows,
+            "classes": sorted(self.classes) if "y" in self.writers else None,
+        }
+        meta.update(attrs)
+        self.group.attrs.update(meta)
+        old = None
+        if os.path.exists(self.path):
+            old = self.path + f".old-{uuid.uuid4().hex[:8]}"
+            os.rename(self.path, old)
+        os.rename(self.tmp, self.path)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _label_dtype(y: np.ndarray) -> np.dtype:
+    if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
+        raise DKernelError(f"labels must be numeric to be stored, got dtype {y.dtype}")
+    if np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_:
+        return np.dtype(np.int64)
+    if np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        return np.dtype(np.int64)
+    return np.dtype(np.float64)
+
+
+def write_arrays(store, blocks: Iterable[tuple[np.ndarray, np.ndarray | None]], *, n: int,
+                 n_features: int, dtype, chunk_rows: int | None, has_y: bool,
+                 y_dtype=np.int64, attrs: Mapping[str, Any], overwrite: bool = False,
+                 compressors="default", extra: Mapping[str, np.ndarray] | None = None):
+    """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset."""
+    dtype = np.dtype(dtype)
+    chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
+    check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
+    with StoreWriter(store, overwrite=overwrite) as w:
+        w.add("X", n=n, tail_shape=(n_features,), dtype=dtype, chunk_rows=chunk_rows,
+              compressors=compressors)
+        if has_y:
+            w.add("y", n=n, dtype=y_dtype, chunk_rows=chunk_rows, compressors=compressors)
+        for Xb, yb in blocks:
+            if Xb.ndim != 2 or Xb.shape[1] != n_features:
+                raise DKernelError(f"a block has shape {Xb.shape}, expected (*, {n_features})")
+            w.append("X", Xb)
+            if has_y:
+                w.append("y", yb)
+        for name, arr in (extra or {}).items():
+            arr = np.asarray(arr)
+            dt = dtype if arr.ndim == 2 else _label_dtype(arr)
+            w.add(name, n=arr.shape[0], tail_shape=arr.shape[1:], dtype=dt,
+                  chunk_rows=chunk_rows, compressors=compressors)
+            w.append(name, arr)
+        w.commit(attrs)
+    return open_dataset(store)
+
+
+def _iter_array_blocks(X: np.ndarray, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
+    for r in range(0, X.shape[0], rows):
+        yield X[r:r + rows], (None if y is None else y[r:r + rows])
+
+
+def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
+           format: str | None = None, label_column: int | None = -1, delimiter: str = ",",
+           zero_based: bool = False, n_features: int | None = None, overwrite: bool = False,
+           compressors="default"):
+    """Write a dataset into a zarr 3 store and open it.
+
+    Parameters
+    ----------
+    source : ndarray, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``.
+    store : str or os.PathLike
+        Folder of the new zarr group (``X``, optional ``y``, attributes ``n``, ``d``,
+        ``classes``, ``source``, ``dtype``, ``chunk_rows``). The write is atomic: it goes
+        to a hidden sibling folder that is renamed into place only when complete.
+    y : array, optional
+        Labels when ``source`` is an array.
+    chunk_rows : int, optional
+        Rows per zarr chunk (default: about 8 MiB per chunk).
+    dtype : {"float32", "float64"}, optional
+        Storage dtype of X; default keeps float32/float64 and stores other input as float32.
+    format : {"npz", "csv", "svmlight"}, optional
+        Guessed from the file extension when omitted.
+    label_column : int or None, default=-1
+        CSV column holding the label (``None``: no labels).
+    delimiter : str, default=","
+        CSV field separator.
+    zero_based : bool, default=False
+        LIBSVM feature indices start at 0 (default: at 1, as LIBSVM writes them).
+    n_features : int, optional
+        LIBSVM width when the file does not reach the last feature.
+    overwrite : bool, default=False
+        Replace an existing store (atomically).
+    compressors : "default", None or zarr codecs
+        ``None`` stores chunks uncompressed (fastest random batch reads).
+
+    Returns
+    -------
+    Dataset
+    """
+    from ._readers import guess_format, iter_csv, iter_svmlight, scan_csv, scan_svmlight
+
+    dest = os.path.abspath(os.fspath(store))
+    if os.path.exists(dest) and not overwrite:
+        raise DKernelError(f"{dest!r} already exists; pass overwrite=True to replace it")
+    if chunk_rows is not None:
+        check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
+    if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
+        raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
+    common = dict(chunk_rows=chunk_rows, overwrite=overwrite, compressors=compressors)
+
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise DKernelError(f"cannot read {path!r}: no such file")
+        fmt = format or guess_format(path)
+        if fmt == "npz":
+            try:
+                data = np.load(path, allow_pickle=False)
+            except Exception as exc:
+                raise DKernelError(f"cannot read {path!r} as .npz ({exc})") from None
+            if "X" not in data:
+                raise DKernelError(f"{path!r} has no array 'X' (found {sorted(data.files)})")
+            extra = {k: data[k] for k in ("X_test", "y_test") if k in data}
+            return _ingest_arrays(data["X"], data["y"] if "y" in data else None, dest, dtype=dtype,
+                                  source=os.path.basename(path), extra=extra, **common)
+        if fmt == "csv":
+            delim = "\t" if path.endswith(".tsv") and delimiter == "," else delimiter
+            layout = scan_csv(path, delimiter=delim, label_column=label_column)
+            if label_column is not None and not -layout.n_features <= label_column < layout.n_features:
+                raise DKernelError(f"label_column={label_column} is outside the {layout.n_features} columns")
+            d = layout.n_features - (label_column is not None)
+            lab = None if label_column is None else label_column % layout.n_features
+
+            def blocks():
+                for B in iter_csv(path, layout, 1 << 14, delimiter=delim):
+                    if lab is None:
+                        yield B, None
+                    else:
+                        yield np.delete(B, lab, axis=1), B[:, lab]
+
+            return write_arrays(dest, blocks(), n=layout.n_rows, n_features=d,
+                                dtype=dtype or np.float32, has_y=lab is not None,
+                                y_dtype=np.int64 if layout.integral_labels else np.float64,
+                                attrs={"source": os.path.basename(path)}, **common)
+        if fmt == "svmlight":
+            layout = scan_svmlight(path, zero_based=zero_based, n_features=n_features)
+            yd = np.int64 if layout.integral_labels else np.float64
+            return write_arrays(dest, iter_svmlight(path, layout, 1 << 14, zero_based=zero_based),
+                                n=layout.n_rows, n_features=layout.n_features,
+                                dtype=dtype or np.float32, has_y=True, y_dtype=yd,
+                                attrs={"source": os.path.basename(path)}, **common)
+        raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
+    return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
+
+
+def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, compressors):
+    X = np.asarray(X)
+    if X.ndim != 2 or 0 in X.shape:
+        raise DKernelError(f"X must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number):
+        raise DKernelError(f"X must be numeric, got dtype {X.dtype}")
+    if np.issubdtype(X.dtype, np.floating):
+        report_nonfinite(X, name="X")
+    if y is not None:
+        y = np.asarray(y).ravel()
+        if y.shape[0] != X.shape[0]:
+            raise DKernelError(f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
+        if np.issubdtype(y.dtype, np.floating):
+            report_nonfinite(y, name="y")
+    if dtype is None:
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
+    yd = _label_dtype(y) if y is not None else None
+    rows = chunk_rows or default_chunk_rows(X.shape[1], np.dtype(dtype).itemsize)
+    return write_arrays(dest, _iter_array_blocks(X, y, rows), n=X.shape[0],
+                        n_features=X.shape[1], dtype=dtype, chunk_rows=chunk_rows,
+                        has_y=y is not None, y_dtype=yd, attrs={"source": source},
+                        overwrite=overwrite, compressors=compressors, extra=extra)

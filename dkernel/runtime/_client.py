@@ -1,0 +1,124 @@
+"""Clusters and clients: the embedded default, config files, or an existing scheduler."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import dask.config
+
+from .._validation import DKernelError
+from ._config import load_cluster_config, numba_threads
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+logger = logging.getLogger(__name__)
+
+
+def _local_cluster(**overrides: Any):
+    from distributed import LocalCluster
+
+    opts = dict(dask.config.get("dkernel.cluster.local"))
+    opts.update({k.replace("_", "-"): v for k, v in overrides.items()})
+    n_workers = opts.pop("n-workers", None) or min(os.cpu_count() or 1, 4)
+    threads = opts.pop("threads-per-worker", 1)
+    processes = bool(opts.pop("processes", True))
+    kwargs: dict[str, Any] = dict(
+        n_workers=int(n_workers),
+        threads_per_worker=int(threads),
+        processes=processes,
+        memory_limit=opts.pop("memory-limit", "auto"),
+        dashboard_address=opts.pop("dashboard-address", ":0"),
+    )
+    kwargs.update({k.replace("-", "_"): v for k, v in opts.items()})
+    if processes:
+        env = dict(kwargs.pop("env", None) or {})
+        env.setdefault("NUMBA_NUM_THREADS", str(numba_threads()))
+        kwargs["env"] = env
+    return LocalCluster(**kwargs)
+
+
+def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):
+    try:
+        import dask_jobqueue
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise DKernelError(
+            f"a {kind} cluster needs dask-jobqueue: pip install 'dkernel[hpc]'"
+        ) from None
+    opts = dict(cfg.get("options") or {})
+    prologue = list(opts.pop("job_script_prologue", None) or [])
+    line = f"export NUMBA_NUM_THREADS={numba_threads()}"
+    if not any("NUMBA_NUM_THREADS" in p for p in prologue):
+        prologue.append(line)
+    cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
+    return cls(job_script_prologue=prologue, **opts)
+
+
+def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
+    """Build the cluster object a config describes, without connecting a client.
+
+    ``None`` gives the embedded default (``LocalCluster``); a YAML path from
+    ``cluster-configs/`` or an already-loaded ``cluster:`` mapping gives a local, SLURM or
+    PBS cluster (dask-jobqueue, scaled as the config's ``scale:`` says once a client
+    connects). ``scheduler-file`` and ``address`` configs have no cluster object: they
+    return ``None``.
+    """
+    if config is None:
+        return _local_cluster()
+    cfg = config if isinstance(config, dict) else load_cluster_config(config)
+    kind = cfg["kind"]
+    if kind == "local":
+        return _local_cluster(**(cfg.get("options") or {}))
+    if kind in ("slurm", "pbs"):
+        return _jobqueue_cluster(kind, cfg)
+    return None
+
+
+def get_client(config: str | os.PathLike | None = None, **local_options: Any) -> "Client":
+    """Connect a ``distributed.Client`` to the cluster ``config`` names.
+
+    Parameters
+    ----------
+    config : None, path of a cluster YAML, or a scheduler address
+        ``None``: the embedded default, an in-process ``LocalCluster`` sized to the
+        machine (``dkernel.cluster.local`` in the Dask config). A path: a file from
+        ``cluster-configs/`` (local, slurm, pbs, scheduler-file). A string like
+        ``"tcp://host:8786"``: connect to that scheduler.
+    **local_options
+        Overrides of the embedded default (``n_workers``, ``threads_per_worker``,
+        ``processes``, ``memory_limit``).
+
+    Returns
+    -------
+    distributed.Client
+        Its dashboard link is logged at INFO level. Close it (``client.close()`` and
+        ``client.cluster.close()``, or use it as a context manager) when done.
+    """
+    from distributed import Client
+
+    if config is None:
+        client = Client(_local_cluster(**local_options))
+    elif isinstance(config, str) and "://" in config:
+        client = Client(config)
+    else:
+        cfg = load_cluster_config(config)
+        kind = cfg["kind"]
+        if kind == "scheduler-file":
+            sf = os.path.expanduser(os.path.expandvars(str(cfg.get("scheduler_file", ""))))
+            if not os.path.isfile(sf):
+                raise DKernelError(f"scheduler file {sf!r} does not exist (start the scheduler first)")
+            client = Client(scheduler_file=sf)
+        elif kind == "address":
+            client = Client(cfg["address"])
+        else:
+            cluster = make_cluster(cfg)
+            scale = cfg.get("scale") or {}
+            if scale:
+                cluster.scale(**scale)
+            client = Client(cluster)
+            if kind != "local" and cfg.get("wait_for_workers"):
+                client.wait_for_workers(int(cfg["wait_for_workers"]))
+    logger.info("dask dashboard: %s", client.dashboard_link)
+    return client

@@ -1,0 +1,43 @@
+"""Packaged defaults and cluster-config files."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dask.config
+import yaml
+
+from .._validation import DKernelError
+
+_DEFAULTS = os.path.join(os.path.dirname(__file__), "dkernel.yaml")
+with open(_DEFAULTS, encoding="utf-8") as _fh:
+    dask.config.update_defaults(yaml.safe_load(_fh))
+
+#: The cluster kinds a config file may name.
+CLUSTER_KINDS = ("local", "slurm", "pbs", "scheduler-file", "address")
+
+
+def load_cluster_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a ``cluster-configs/*.yaml`` file and check its ``cluster.kind``."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DKernelError(f"cluster config {path!r} does not exist")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh) or {}
+    except yaml.YAMLError as exc:
+        raise DKernelError(f"cluster config {path!r} is not valid YAML ({exc})") from None
+    cfg = doc.get("cluster") if isinstance(doc, dict) else None
+    if not isinstance(cfg, dict):
+        raise DKernelError(f"cluster config {path!r} needs a top-level 'cluster:' mapping")
+    kind = cfg.get("kind")
+    if kind not in CLUSTER_KINDS:
+        raise DKernelError(
+            f"cluster config {path!r}: kind must be one of {', '.join(CLUSTER_KINDS)}, got {kind!r}"
+        )
+    return cfg
+
+
+def numba_threads() -> int:
+    return int(dask.config.get("dkernel.numba-threads-per-worker", 1) or 1)
