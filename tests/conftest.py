@@ -1,0 +1,67 @@
+"""Shared fixtures: seeds, the two schedulers every Dask path is tested on."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# dask-jobqueue writes jobqueue.yaml into the Dask config folder on import: keep it in a
+# temporary folder, never the user's ~/.config/dask.
+os.environ.setdefault("DASK_CONFIG", tempfile.mkdtemp(prefix="dkernel-dask-config-"))
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import dask  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def seed() -> int:
+    return 0
+
+
+@pytest.fixture
+def rng(seed) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def local_cluster_client():
+    """One in-process LocalCluster (2 workers x 1 thread) for the whole session."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                           dashboard_address=":0")
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(params=["threads", "distributed"])
+def scheduler(request):
+    """Run the test body under the threaded scheduler, then under a LocalCluster client.
+
+    Yields the client (or ``None`` for the threaded scheduler).
+    """
+    if request.param == "threads":
+        with dask.config.set(scheduler="threads"):
+            yield None
+    else:
+        client = request.getfixturevalue("local_cluster_client")
+        with client.as_current(), dask.config.set(scheduler=client):
+            yield client
+
+
+@pytest.fixture
+def process_cluster():
+    """A LocalCluster with worker processes (for killed-worker tests); function scope."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+    client = Client(cluster, set_as_default=False)
+    with client.as_current(), dask.config.set(scheduler=client):
+        yield client
+    client.close()
+    cluster.close()
