@@ -223,15 +223,15 @@ def make_pathological(n_samples=10000, *, separation=10.0, spread=0.5, random_st
                  spread=float(spread))
 
 
-def _rings(rng, n, *, start, n_rings, noise, n_features):
+def _rings(rng, n, *, start, n_rings, noise, width):
     y = rng.integers(0, n_rings, size=n)
     theta = rng.uniform(0.0, 2 * np.pi, size=n)
     r = (y + 1.0) + noise * rng.standard_normal(n)
-    X = np.empty((n, n_features))
+    X = np.empty((n, width))
     X[:, 0] = r * np.cos(theta)
     X[:, 1] = r * np.sin(theta)
-    if n_features > 2:
-        X[:, 2:] = noise * rng.standard_normal((n, n_features - 2))
+    if width > 2:
+        X[:, 2:] = noise * rng.standard_normal((n, width - 2))
     return X, y
 
 
@@ -266,7 +266,7 @@ def make_rings(n_samples=3000, *, n_rings=3, noise=0.1, n_features=2, random_sta
     check_scalar(n_features, "n_features", kind=numbers.Integral, low=2)
     return _make(_rings, "make_rings", n_samples, int(n_features), random_state, store,
                  chunk_rows, overwrite, _dtype(dtype, store), n_rings=int(n_rings),
-                 noise=float(noise), n_features=int(n_features))
+                 noise=float(noise), width=int(n_features))
 
 
 def _dtype(dtype, store):
