@@ -20,7 +20,7 @@ BASE_PYTHON ?= $(shell \
   fi; \
   echo python3)
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
