@@ -99,6 +99,8 @@ def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
         label = float(body[0])
     except ValueError:
         raise DKernelError(f"{path}: line {lineno}: cannot read label {body[0]!r}") from None
+    if not np.isfinite(label):
+        raise DKernelError(f"{path}: line {lineno}: label {body[0]!r} is not finite")
     idx, val = [], []
     last = -1
     for tok in body[1:]:

@@ -99,8 +99,11 @@ def open_dataset(store) -> Dataset:
         if name not in group:
             return None
         arr = group[name]
+        # the name identifies this write of the store (``store_id``), not just its path:
+        # a store overwritten in place must not share task keys with its old contents
+        ident = f"{os.path.abspath(path)}|{name}|{attrs.get('store_id', '')}"
         return da.from_zarr(arr, chunks=(arr.chunks[0],) + tuple(arr.shape[1:]),
-                            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, os.path.abspath(path) + name).hex}")
+                            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}")
 
     return Dataset(path=path, X=view("X"), y=view("y"), attrs=attrs,
                    X_test=view("X_test"), y_test=view("y_test"))
@@ -128,7 +131,7 @@ class _ArrayWriter:
         self.buffered = 0
 
     def append(self, block: np.ndarray) -> None:
-        self.buf.append(np.asarray(block, dtype=self.dtype))
+        self.buf.append(block)
         self.buffered += len(block)
         while self.buffered >= self.chunk_rows:
             self._flush(self.chunk_rows)
@@ -167,7 +170,8 @@ class StoreWriter:
         self.tmp = os.path.join(parent, f".{os.path.basename(self.path)}.tmp-{uuid.uuid4().hex[:8]}")
         self.group = None
         self.writers: dict[str, _ArrayWriter] = {}
-        self.classes: set = set()
+        self.classes: set | None = set()
+        self.committed = False
 
     def __enter__(self) -> "StoreWriter":
         import zarr
@@ -182,44 +186,62 @@ class StoreWriter:
 
     def append(self, name: str, block: np.ndarray, *, check_finite: bool = True) -> None:
         w = self.writers[name]
+        raw = np.asarray(block)
+        if not (np.issubdtype(raw.dtype, np.number) or raw.dtype == np.bool_):
+            raise DKernelError(f"{name} must be numeric, got dtype {raw.dtype}")
+        if np.issubdtype(raw.dtype, np.complexfloating):
+            raise DKernelError(f"{name} must be real, got dtype {raw.dtype}")
+        offset = w.pos + w.buffered
         if check_finite:
-            report_nonfinite(np.asarray(block), name=name, row_offset=w.pos + w.buffered)
-        if name in ("y", "y_test"):
-            self.classes.update(np.unique(block).tolist())
-        w.append(block)
+            report_nonfinite(raw, name=name, row_offset=offset)
+        with np.errstate(over="ignore", invalid="ignore"):
+            data = raw.astype(w.dtype, copy=False)
+        if check_finite and data is not raw and np.issubdtype(w.dtype, np.floating):
+            try:  # finite values that overflow the storage dtype (1e300 as float32)
+                report_nonfinite(data, name=name, row_offset=offset)
+            except DKernelError as exc:
+                raise DKernelError(f"{exc} after conversion to {w.dtype}") from None
+        if name in ("y", "y_test") and self.classes is not None:
+            if np.issubdtype(w.dtype, np.integer):
+                self.classes.update(np.unique(data).tolist())
+            else:  # real-valued targets: no class list
+                self.classes = None
+        w.append(data)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
+        if exc_type is not None or not self.committed:
             shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        try:
-            for w in self.writers.values():
-                w.close()
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
 
     def commit(self, attrs: Mapping[str, Any]) -> None:
         """Close every array, set attributes and move the store into place."""
         for w in self.writers.values():
             w.close()
         X = self.writers["X"]
+        classes = sorted(self.classes) if self.classes is not None else None
         meta = {
             "format": STORE_FORMAT,
+            "store_id": uuid.uuid4().hex,
             "dkernel_version": __version__,
             "n": X.n,
             "d": int(X.arr.shape[1]),
             "dtype": str(X.dtype),
             "chunk_rows": X.chunk_rows,
-            "classes": sorted(self.classes) if "y" in self.writers else None,
+            "classes": classes if "y" in self.writers else None,
         }
         meta.update(attrs)
         self.group.attrs.update(meta)
         old = None
-        if os.path.exists(self.path):
-            old = self.path + f".old-{uuid.uuid4().hex[:8]}"
+        if os.path.exists(self.path):  # overwrite: move the old store aside, then swap
+            parent, base = os.path.split(self.path)
+            old = os.path.join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
             os.rename(self.path, old)
-        os.rename(self.tmp, self.path)
+        try:
+            os.rename(self.tmp, self.path)
+        except BaseException:
+            if old:
+                os.rename(old, self.path)
+            raise
+        self.committed = True
         if old:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -248,10 +270,14 @@ def write_arrays(store, blocks: Iterable[tuple[np.ndarray, np.ndarray | None]], 
         if has_y:
             w.add("y", n=n, dtype=y_dtype, chunk_rows=chunk_rows, compressors=compressors)
         for Xb, yb in blocks:
+            Xb = np.asarray(Xb)
             if Xb.ndim != 2 or Xb.shape[1] != n_features:
                 raise DKernelError(f"a block has shape {Xb.shape}, expected (*, {n_features})")
             w.append("X", Xb)
             if has_y:
+                if yb is None or np.ndim(yb) != 1 or len(yb) != len(Xb):
+                    raise DKernelError(
+                        f"a label block has shape {np.shape(yb)}, expected ({len(Xb)},)")
                 w.append("y", yb)
         for name, arr in (extra or {}).items():
             arr = np.asarray(arr)
@@ -309,11 +335,14 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
     """
     from ._readers import guess_format, iter_csv, iter_svmlight, scan_csv, scan_svmlight
 
+    if format is not None and format not in ("npz", "csv", "svmlight"):
+        raise DKernelError(f"unknown format {format!r}; use 'npz', 'csv' or 'svmlight'")
     dest = os.path.abspath(os.fspath(store))
     if os.path.exists(dest) and not overwrite:
         raise DKernelError(f"{dest!r} already exists; pass overwrite=True to replace it")
     if chunk_rows is not None:
         check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
+    check_scalar(n_features, "n_features", kind=(int, np.integer), low=1, allow_none=True)
     if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
         raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
     common = dict(chunk_rows=chunk_rows, overwrite=overwrite, compressors=compressors)
@@ -322,23 +351,22 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise DKernelError(f"cannot read {path!r}: no such file")
+        if y is not None:
+            raise DKernelError("y= is only for array input; a file brings its own labels")
         fmt = format or guess_format(path)
         if fmt == "npz":
-            try:
-                data = np.load(path, allow_pickle=False)
-            except Exception as exc:
-                raise DKernelError(f"cannot read {path!r} as .npz ({exc})") from None
-            if "X" not in data:
-                raise DKernelError(f"{path!r} has no array 'X' (found {sorted(data.files)})")
-            extra = {k: data[k] for k in ("X_test", "y_test") if k in data}
-            return _ingest_arrays(data["X"], data["y"] if "y" in data else None, dest, dtype=dtype,
-                                  source=os.path.basename(path), extra=extra, **common)
+            arrays = _load_npz(path)
+            return _ingest_arrays(arrays.pop("X"), arrays.pop("y", None), dest, dtype=dtype,
+                                  source=os.path.basename(path), extra=arrays, **common)
         if fmt == "csv":
-            delim = "\t" if path.endswith(".tsv") and delimiter == "," else delimiter
+            delim = ("\t" if path.lower().endswith(".tsv") and delimiter == ","
+                     else delimiter)
             layout = scan_csv(path, delimiter=delim, label_column=label_column)
             if label_column is not None and not -layout.n_features <= label_column < layout.n_features:
                 raise DKernelError(f"label_column={label_column} is outside the {layout.n_features} columns")
             d = layout.n_features - (label_column is not None)
+            if d < 1:
+                raise DKernelError(f"{path}: no feature columns besides the label column")
             lab = None if label_column is None else label_column % layout.n_features
 
             def blocks():
@@ -363,20 +391,53 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
 
 
-def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, compressors):
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays ``X``, ``y``, ``X_test``, ``y_test`` of an ``.npz`` file (others ignored)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "X" not in data.files:
+                raise DKernelError(f"{path!r} has no array 'X' (found {sorted(data.files)})")
+            return {k: data[k] for k in ("X", "y", "X_test", "y_test") if k in data.files}
+    except DKernelError:
+        raise
+    except Exception as exc:  # not a zip, object arrays, truncated file ...
+        raise DKernelError(f"cannot read {path!r} as .npz ({exc})") from None
+
+
+def _check_xy(X, y, *, name: str = "X", yname: str = "y"):
+    """Shape, dtype and finiteness checks of an (X, y) pair, naming row and column."""
     X = np.asarray(X)
     if X.ndim != 2 or 0 in X.shape:
-        raise DKernelError(f"X must be a non-empty 2-D array, got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number):
-        raise DKernelError(f"X must be numeric, got dtype {X.dtype}")
+        raise DKernelError(f"{name} must be a non-empty 2-D array, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise DKernelError(f"{name} must be real and numeric, got dtype {X.dtype}")
     if np.issubdtype(X.dtype, np.floating):
-        report_nonfinite(X, name="X")
+        report_nonfinite(X, name=name)
     if y is not None:
-        y = np.asarray(y).ravel()
+        y = np.asarray(y)
+        if y.ndim > 1 and y.size == y.shape[0]:
+            y = y.ravel()
+        if y.ndim != 1:
+            raise DKernelError(f"{yname} must be 1-D, got shape {y.shape}")
         if y.shape[0] != X.shape[0]:
-            raise DKernelError(f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
+            raise DKernelError(f"{yname} has {y.shape[0]} labels but {name} has {X.shape[0]} rows")
         if np.issubdtype(y.dtype, np.floating):
-            report_nonfinite(y, name="y")
+            report_nonfinite(y, name=yname)
+        _label_dtype(y)
+    return X, y
+
+
+def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, compressors):
+    X, y = _check_xy(X, y)
+    if "y_test" in extra and "X_test" not in extra:
+        raise DKernelError("y_test given without X_test")
+    if "X_test" in extra:
+        Xt, yt = _check_xy(extra["X_test"], extra.get("y_test"), name="X_test", yname="y_test")
+        if Xt.shape[1] != X.shape[1]:
+            raise DKernelError(f"X_test has {Xt.shape[1]} columns but X has {X.shape[1]}")
+        if yt is not None and y is None:
+            raise DKernelError("y_test given but the training set has no y")
+        extra = {"X_test": Xt} if yt is None else {"X_test": Xt, "y_test": yt}
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
     yd = _label_dtype(y) if y is not None else None

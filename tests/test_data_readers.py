@@ -1,0 +1,203 @@
+"""CSV and LIBSVM/svmlight text into zarr stores: layouts, labels, line-precise errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from dkernel._validation import DKernelError
+from dkernel.data import ingest
+from dkernel.data._readers import guess_format, scan_csv, scan_svmlight
+
+
+def _write(path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _only(tmp_path, *names):
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def test_csv_with_header_and_last_column_labels(tmp_path):
+    src = _write(tmp_path / "d.csv", "a,b,label\n1,2,1\n3.5,-4,0\n\n5,6e-1,1\n")
+    ds = ingest(src, tmp_path / "d.zarr", chunk_rows=2)
+    np.testing.assert_array_equal(ds.X.compute(), np.array([[1, 2], [3.5, -4], [5, 0.6]],
+                                                           dtype=np.float32))
+    np.testing.assert_array_equal(ds.y.compute(), [1, 0, 1])
+    assert ds.y.dtype == np.int64
+    assert (ds.attrs["n"], ds.attrs["d"], ds.attrs["classes"]) == (3, 2, [0, 1])
+    assert ds.attrs["source"] == "d.csv" and ds.X.chunks[0] == (2, 1)
+
+
+def test_csv_without_header_first_column_labels(tmp_path):
+    src = _write(tmp_path / "d.csv", "-1,0.5,0.25\n1,1.5,2.5\n")
+    ds = ingest(src, tmp_path / "d.zarr", label_column=0, dtype="float64")
+    np.testing.assert_array_equal(ds.X.compute(), [[0.5, 0.25], [1.5, 2.5]])
+    np.testing.assert_array_equal(ds.y.compute(), [-1, 1])
+    assert ds.X.dtype == np.float64
+    assert not scan_csv(str(src)).has_header
+
+
+def test_csv_middle_label_column_and_real_targets(tmp_path):
+    src = _write(tmp_path / "d.csv", "1,0.5,2\n3,1.25,4\n")
+    ds = ingest(src, tmp_path / "d.zarr", label_column=1)
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(ds.y.compute(), [0.5, 1.25])
+    assert ds.y.dtype == np.float64 and ds.attrs["classes"] is None
+
+
+def test_csv_no_labels(tmp_path):
+    src = _write(tmp_path / "d.csv", "x,y\n1,2\n3,4\n")
+    ds = ingest(src, tmp_path / "d.zarr", label_column=None)
+    assert ds.y is None and ds.X.shape == (2, 2)
+
+
+def test_tsv_and_other_delimiters(tmp_path):
+    src = _write(tmp_path / "d.TSV", "1\t2\t1\n3\t4\t-1\n")
+    ds = ingest(src, tmp_path / "d.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4]])
+    src = _write(tmp_path / "e.csv", "1;2;1\n3;4;-1\n")
+    ds = ingest(src, tmp_path / "e.zarr", delimiter=";")
+    np.testing.assert_array_equal(ds.y.compute(), [1, -1])
+
+
+def test_csv_many_blocks(tmp_path, rng):
+    X = rng.standard_normal((2000, 3)).round(4)
+    y = rng.integers(0, 2, 2000)
+    lines = [",".join(f"{v:.4f}" for v in row) + f",{lab}" for row, lab in zip(X, y)]
+    src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
+    ds = ingest(src, tmp_path / "d.zarr", chunk_rows=300, dtype="float64")
+    np.testing.assert_allclose(ds.X.compute(), X)
+    np.testing.assert_array_equal(ds.y.compute(), y)
+
+
+@pytest.mark.parametrize("text, kwargs, match", [
+    ("1,2,3\n4,5\n", {}, r"line 2 has 2 columns, expected 3 \(ragged CSV\)"),
+    ("a,b,c\n1,2,3\n4,5,6\n7,8,9,10\n", {}, "line 4 has 4 columns, expected 3"),
+    ("1,2,3\n4,x,6\n", {}, r"line 2, column 1: cannot read 'x' as a number"),
+    ("1,2,3\n4,5,\n", {}, r"line 2, column 2: cannot read '' as a number"),
+    ("1,2,3\n4,5,cat\n", {}, r"line 2, column 2: cannot read 'cat'"),  # string label
+    ("1,2,3\n4,nan,6\n", {}, "line 2, column 1: value nan is not finite"),
+    ("", {}, "no data rows"),
+    ("a,b,c\n", {}, "no data rows"),
+    ("1,2\n", {"label_column": 5}, "label_column=5 is outside the 2 columns"),
+    ("1\n2\n", {}, "no feature columns besides the label column"),
+])
+def test_bad_csv(tmp_path, text, kwargs, match):
+    src = _write(tmp_path / "d.csv", text)
+    with pytest.raises(DKernelError, match=match):
+        ingest(src, tmp_path / "d.zarr", **kwargs)
+    _only(tmp_path, "d.csv")
+
+
+def test_bad_value_late_in_a_big_csv_leaves_nothing(tmp_path):
+    lines = [f"{i},{i + 1},1" for i in range(40000)] + ["1,oops,1"]
+    src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
+    with pytest.raises(DKernelError, match="line 40001, column 1: cannot read 'oops'"):
+        ingest(src, tmp_path / "d.zarr", chunk_rows=1000)
+    _only(tmp_path, "d.csv")
+
+
+# --------------------------------------------------------------------------- LIBSVM
+
+
+LIBSVM = """# a comment line
++1 1:0.5 3:-2 # trailing comment
+-1 qid:7 2:1.5
+
+1 4:3e-1
+-1
+"""
+
+
+def test_libsvm_one_based(tmp_path):
+    src = _write(tmp_path / "d.svm", LIBSVM)
+    ds = ingest(src, tmp_path / "d.zarr", chunk_rows=3, dtype="float64")
+    expect = np.array([[0.5, 0, -2, 0], [0, 1.5, 0, 0], [0, 0, 0, 0.3], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(ds.X.compute(), expect)
+    np.testing.assert_array_equal(ds.y.compute(), [1, -1, 1, -1])
+    assert ds.attrs["classes"] == [-1, 1] and ds.attrs["d"] == 4
+
+
+def test_libsvm_zero_based_and_n_features(tmp_path):
+    src = _write(tmp_path / "d.txt", "0 0:1 2:2\n1 1:3\n")
+    ds = ingest(src, tmp_path / "d.zarr", zero_based=True, n_features=6)
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 0, 2, 0, 0, 0], [0, 3, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(ds.y.compute(), [0, 1])
+
+
+def test_libsvm_matches_sklearn(tmp_path, rng):
+    X = rng.standard_normal((500, 7)).round(3)
+    X[rng.random(X.shape) < 0.6] = 0.0
+    y = rng.integers(0, 2, 500) * 2 - 1
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)
+    Xs, ys = load_svmlight_file(str(tmp_path / "d.svm"), n_features=7)
+    ds = ingest(tmp_path / "d.svm", tmp_path / "d.zarr", chunk_rows=64, dtype="float64",
+                n_features=7)
+    np.testing.assert_allclose(ds.X.compute(), Xs.toarray())
+    np.testing.assert_array_equal(ds.y.compute(), ys)
+    assert ds.X.chunks[0][0] == 64
+
+
+def test_libsvm_real_targets(tmp_path):
+    src = _write(tmp_path / "d.svm", "0.5 1:1\n-2.25 2:1\n")
+    ds = ingest(src, tmp_path / "d.zarr")
+    np.testing.assert_array_equal(ds.y.compute(), [0.5, -2.25])
+    assert ds.attrs["classes"] is None
+
+
+@pytest.mark.parametrize("text, kwargs, match", [
+    ("1 1:1\n-1 0:2\n", {}, r"line 2: bad feature index '0' \(indices are 1-based\)"),
+    ("1 -1:1\n", {"zero_based": True}, r"line 1: bad feature index '-1' \(indices are 0-based\)"),
+    ("1 1:1\n1 3:1 2:1\n", {}, "line 2: feature index 2 is not larger than the one before it"),
+    ("1 1:1\n1 2:1 2:3\n", {}, "line 2: feature index 2 is not larger"),
+    ("1 1:1\n\n1 2 3:1\n", {}, "line 3: expected index:value, got '2'"),
+    ("1 a:1\n", {}, "line 1: bad feature index 'a'"),
+    ("1 1:x\n", {}, "line 1: cannot read value 'x' of feature 1"),
+    ("1 1:inf\n", {}, "line 1: value of feature 1 is not finite"),
+    ("cat 1:1\n", {}, "line 1: cannot read label 'cat'"),
+    ("nan 1:1\n", {}, "line 1: label 'nan' is not finite"),
+    ("# only a comment\n\n", {}, "no data rows"),
+    ("1 5:1\n", {"n_features": 3}, "a feature index exceeds n_features=3"),
+    ("1 1:1\n", {"n_features": 0}, "n_features must be >= 1"),
+])
+def test_bad_libsvm(tmp_path, text, kwargs, match):
+    src = _write(tmp_path / "d.svm", text)
+    with pytest.raises(DKernelError, match=match):
+        ingest(src, tmp_path / "d.zarr", **kwargs)
+    _only(tmp_path, "d.svm")
+
+
+def test_bad_index_late_in_a_big_libsvm_leaves_nothing(tmp_path):
+    lines = [f"{1 - 2 * (i % 2)} 1:{i} 2:1" for i in range(30000)] + ["1 0:1"]
+    src = _write(tmp_path / "d.svm", "\n".join(lines) + "\n")
+    with pytest.raises(DKernelError, match="line 30001: bad feature index '0'"):
+        ingest(src, tmp_path / "d.zarr", chunk_rows=1000)
+    _only(tmp_path, "d.svm")
+
+
+def test_scan_svmlight_layout(tmp_path):
+    src = _write(tmp_path / "d.svm", LIBSVM)
+    lay = scan_svmlight(str(src))
+    assert (lay.n_rows, lay.n_features, lay.integral_labels) == (4, 4, True)
+
+
+@pytest.mark.parametrize("name, fmt", [("a.npz", "npz"), ("a.CSV", "csv"), ("a.tsv", "csv"),
+                                       ("a.svm", "svmlight"), ("a.libsvm", "svmlight"),
+                                       ("a.txt", "svmlight"), ("a9a.t", "svmlight"),
+                                       ("a", "svmlight")])
+def test_guess_format(name, fmt):
+    assert guess_format(name) == fmt
+
+
+def test_explicit_format_overrides_extension(tmp_path):
+    src = _write(tmp_path / "d.data", "1,2,1\n3,4,-1\n")
+    ds = ingest(src, tmp_path / "d.zarr", format="csv")
+    assert ds.X.shape == (2, 2)
