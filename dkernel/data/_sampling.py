@@ -28,7 +28,16 @@ def draw_indices(n: int, size: int, random_state=None, *, replace: bool = True) 
         raise DKernelError("cannot sample from an empty array")
     if not replace and size > n:
         raise DKernelError(f"size={size} exceeds the {n} rows available without replacement")
-    rng = check_random_state(random_state)
+    if isinstance(random_state, np.random.Generator):
+        if replace:
+            return random_state.integers(0, n, size=size, dtype=np.int64)
+        return random_state.choice(n, size=size, replace=False).astype(np.int64)
+    try:
+        rng = check_random_state(random_state)
+    except ValueError:
+        raise DKernelError(
+            f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}"
+        ) from None
     if replace:
         return rng.randint(0, n, size=size).astype(np.int64)
     return rng.choice(n, size=size, replace=False).astype(np.int64)
@@ -40,10 +49,10 @@ def sample_rows(X, size: int, random_state=None, *, replace: bool = True,
 
     Parameters
     ----------
-    X : ndarray, zarr.Array or dask.array.Array of shape (n, ...)
+    X : ndarray, zarr.Array, dask.array.Array of shape (n, ...), Dataset or store path
     size : int
         Number of rows.
-    random_state : int, RandomState or None
+    random_state : int, RandomState, Generator or None
         Seed of the index draw: the same seed gives the same rows for any chunking.
     replace : bool, default=True
         Sample with replacement (the mini-batch algorithms' uniform sampling).
@@ -65,19 +74,57 @@ def sample_rows(X, size: int, random_state=None, *, replace: bool = True,
     >>> bool((a == b).all())
     True
     """
+    from ._store import as_array_input
+
+    X = as_array_input(X)
     idx = draw_indices(_n_rows(X), size, random_state, replace=replace)
     rows = take_rows(X, idx)
     return (rows, idx) if return_indices else rows
 
 
 def take_rows(X, indices) -> np.ndarray:
-    """Rows ``X[indices]`` as NumPy, gathered with one task per touched chunk for dask input."""
-    idx = np.asarray(indices, dtype=np.int64).ravel()
+    """Rows ``X[indices]`` as NumPy, gathered with one task per touched chunk for dask input.
+
+    Parameters
+    ----------
+    X : ndarray, zarr.Array, dask.array.Array, Dataset or store path
+    indices : array-like of int
+        Row positions in ``[0, n)``; repeats are allowed and kept in order.
+
+    Returns
+    -------
+    ndarray of shape (len(indices), ...)
+
+    Notes
+    -----
+    Dask input: the indices are sorted and grouped by row chunk; each touched chunk gets one
+    task that takes its rows, built directly from the array's chunk keys (no whole-graph
+    ``to_delayed``). When the chunks are held by a distributed client (``persist()``), the
+    tasks are submitted on those futures, so each runs where its chunk lives.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dkernel.data import take_rows
+    >>> X = da.from_array(np.arange(12.0).reshape(6, 2), chunks=(4, 2))
+    >>> take_rows(X, [5, 0, 5]).tolist()
+    [[10.0, 11.0], [0.0, 1.0], [10.0, 11.0]]
+    """
+    from ._store import as_array_input
+
+    X = as_array_input(X)
     n = _n_rows(X)
+    idx = np.asarray(indices)
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        raise DKernelError(f"row indices must be integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64, copy=False).ravel()
     if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise DKernelError(f"row indices must lie in [0, {n})")
+        bad = idx[(idx < 0) | (idx >= n)][0]
+        raise DKernelError(f"row index {int(bad)} is outside [0, {n})")
     if isinstance(X, np.ndarray):
         return X[idx]
+    if idx.size == 0:
+        return np.empty((0,) + tuple(X.shape[1:]), dtype=X.dtype)
     uniq, inverse = np.unique(idx, return_inverse=True)
     if _is_dask(X):
         got = _take_dask(X, uniq)
@@ -90,7 +137,7 @@ def take_rows(X, indices) -> np.ndarray:
 
 
 def _is_dask(X) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed")
+    return hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "__dask_keys__")
 
 
 def _take_local(block, local):
@@ -102,18 +149,70 @@ def chunk_bounds(X) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
 
 
-def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
-    import dask
-    from dask import delayed
+def _group_by_chunk(X, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(chunk, local row positions)`` for each row chunk of ``X`` that ``uniq`` touches."""
+    bounds = chunk_bounds(X)
+    owner = np.searchsorted(bounds, uniq, side="right") - 1
+    cuts = np.flatnonzero(np.diff(owner)) + 1  # uniq is sorted, so owners are too
+    starts = np.concatenate([[0], cuts])
+    return [(int(owner[s]), uniq[s:e] - bounds[owner[s]])
+            for s, e in zip(starts, np.concatenate([cuts, [uniq.size]]))]
+
+
+def _row_keys(X) -> list:
+    """The key of row chunk ``i`` (columns in one chunk) for every ``i``."""
+    tail = (0,) * (X.ndim - 1)
+    return [(X.name, i) + tail for i in range(X.numblocks[0])]
+
+
+def _take_graph(X, uniq: np.ndarray):
+    """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk.
+
+    The graph is built from the chunk keys of ``X`` and depends on its graph only through
+    them, so building it costs O(touched chunks), whatever the size of ``X``'s graph.
+    """
+    import dask.array as da
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
 
     if X.ndim > 1 and X.numblocks[1] > 1:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
-    bounds = chunk_bounds(X)
-    owner = np.searchsorted(bounds, uniq, side="right") - 1
-    blocks = X.to_delayed().reshape(X.numblocks[0], -1)[:, 0]
-    parts = []
-    for c in np.unique(owner):
-        local = uniq[owner == c] - bounds[c]
-        parts.append(delayed(_take_local, pure=True)(blocks[c], local))
-    got = dask.compute(*parts)
-    return np.concatenate(got, axis=0)
+    keys = _row_keys(X)
+    groups = _group_by_chunk(X, uniq)
+    name = "take-rows-" + tokenize(X.name, uniq)
+    tail = (0,) * (X.ndim - 1)
+    layer = {(name, j) + tail: (_take_local, keys[c], local)
+             for j, (c, local) in enumerate(groups)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
+    chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
+    return da.Array(graph, name, chunks=chunks, meta=X._meta)
+
+
+def _persisted_futures(X, keys: list) -> list | None:
+    """The distributed futures holding ``keys`` of ``X``, or None if any is not one."""
+    try:
+        from distributed import Future
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    graph = X.__dask_graph__()
+    futs = []
+    for k in keys:
+        v = graph.get(k)
+        if not isinstance(v, Future):
+            return None
+        futs.append(v)
+    return futs
+
+
+def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
+    if X.ndim > 1 and X.numblocks[1] > 1:
+        X = X.rechunk({i: -1 for i in range(1, X.ndim)})
+    groups = _group_by_chunk(X, uniq)
+    keys = _row_keys(X)
+    futs = _persisted_futures(X, [keys[c] for c, _ in groups])
+    if futs:  # chunks held by a client: submit next to them, no graph at all
+        client = futs[0].client
+        parts = client.gather(client.map(_take_local, futs, [local for _, local in groups],
+                                         pure=False))
+        return np.concatenate(parts, axis=0)
+    return np.asarray(_take_graph(X, uniq).compute())
