@@ -21,7 +21,9 @@ _GEN_BLOCK = 1 << 16
 def _base_seed(random_state) -> int:
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
-    if isinstance(random_state, numbers.Integral):
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise DKernelError(f"random_state must be >= 0, got {random_state}")
         return int(random_state)
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
@@ -41,6 +43,12 @@ def _make(gen, name: str, n_samples: int, n_features: int, random_state, store, 
           overwrite, dtype, **kw):
     check_scalar(n_samples, "n_samples", kind=numbers.Integral, low=1)
     seed = _base_seed(random_state)
+    try:
+        ok = np.dtype(dtype) in (np.float32, np.float64)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
     dtype = np.dtype(dtype)
     blocks = ((X.astype(dtype, copy=False), y) for X, y in _blocks(gen, n_samples, seed, **kw))
     if store is None:
@@ -61,8 +69,16 @@ _DOC_STORE = """
     chunk_rows : int, optional
         Rows per zarr chunk.
     overwrite : bool, default=False
-    dtype : default=float32 for stores, float64 for arrays
+        Replace an existing store (atomically).
+    dtype : {"float32", "float64"}, optional
+        Default float32 for stores, float64 for arrays.
 """
+
+
+def _store_doc(func):
+    """Insert the shared ``random_state``/``store``/... parameter docs into a docstring."""
+    func.__doc__ = func.__doc__.replace("{store_parameters}", _DOC_STORE.strip() + "\n")
+    return func
 
 
 def _checkerboard(rng, n, *, start, n_cells):
@@ -72,6 +88,7 @@ def _checkerboard(rng, n, *, start, n_cells):
     return X, y
 
 
+@_store_doc
 def make_checkerboard(n_samples=10000, *, n_cells=4, random_state=None, store=None,
                       chunk_rows=None, overwrite=False, dtype=None):
     """Uniform points on an ``n_cells x n_cells`` board with alternating labels -1/+1.
@@ -83,7 +100,7 @@ def make_checkerboard(n_samples=10000, *, n_cells=4, random_state=None, store=No
     ----------
     n_samples : int
     n_cells : int, default=4
-    """ + _DOC_STORE + """
+    {store_parameters}
     Returns
     -------
     X, y : ndarray of shape (n, 2) and (n,), or Dataset when ``store`` is given
@@ -108,6 +125,7 @@ def _gauss(rng, n, *, start):
     return X, np.where(pos, 1, -1)
 
 
+@_store_doc
 def make_gauss(n_samples=10000, *, random_state=None, store=None, chunk_rows=None,
                overwrite=False, dtype=None):
     """Two overlapping Gaussians: class +1 from N((0,0), I), class -1 from N((2,0), 4I).
@@ -117,7 +135,7 @@ def make_gauss(n_samples=10000, *, random_state=None, store=None, chunk_rows=Non
     Parameters
     ----------
     n_samples : int
-    """ + _DOC_STORE + """
+    {store_parameters}
     Returns
     -------
     X, y : ndarray of shape (n, 2) and (n,), or Dataset when ``store`` is given
@@ -149,6 +167,7 @@ def _waveform(rng, n, *, start):
     return X, y
 
 
+@_store_doc
 def make_waveform(n_samples=5000, *, random_state=None, store=None, chunk_rows=None,
                   overwrite=False, dtype=None):
     """Breiman's waveform data: 21 features, 3 classes (0, 1, 2), each a random convex mix
@@ -157,7 +176,7 @@ def make_waveform(n_samples=5000, *, random_state=None, store=None, chunk_rows=N
     Parameters
     ----------
     n_samples : int
-    """ + _DOC_STORE + """
+    {store_parameters}
     Returns
     -------
     X, y : ndarray of shape (n, 21) and (n,), or Dataset when ``store`` is given
@@ -189,6 +208,7 @@ def _pathological(rng, n, *, start, separation, spread):
     return X, y
 
 
+@_store_doc
 def make_pathological(n_samples=10000, *, separation=10.0, spread=0.5, random_state=None,
                       store=None, chunk_rows=None, overwrite=False, dtype=None):
     """Two far clusters of opposite labels plus two close points of different labels.
@@ -204,7 +224,7 @@ def make_pathological(n_samples=10000, *, separation=10.0, spread=0.5, random_st
         Cluster centres at ``(-separation, 0)`` (label -1) and ``(+separation, 0)`` (+1).
     spread : float, default=0.5
         Standard deviation of each cluster.
-    """ + _DOC_STORE + """
+    {store_parameters}
     Returns
     -------
     X, y : ndarray of shape (n, 2) and (n,), or Dataset when ``store`` is given
@@ -235,6 +255,7 @@ def _rings(rng, n, *, start, n_rings, noise, width):
     return X, y
 
 
+@_store_doc
 def make_rings(n_samples=3000, *, n_rings=3, noise=0.1, n_features=2, random_state=None,
                store=None, chunk_rows=None, overwrite=False, dtype=None):
     """Concentric rings (radius 1, 2, ..., n_rings), label = ring index.
@@ -249,7 +270,7 @@ def make_rings(n_samples=3000, *, n_rings=3, noise=0.1, n_features=2, random_sta
         Radial noise, and the scale of the extra noise features.
     n_features : int, default=2
         Extra dimensions beyond 2 hold N(0, noise^2) noise (for wide scaling tests).
-    """ + _DOC_STORE + """
+    {store_parameters}
     Returns
     -------
     X, y : ndarray of shape (n, n_features) and (n,), or Dataset when ``store`` is given
