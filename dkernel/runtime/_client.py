@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import dask.config
 
 from .._validation import DKernelError
-from ._config import load_cluster_config, numba_threads
+from ._config import check_cluster_config, load_cluster_config, numba_threads
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -53,7 +53,10 @@ def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):
     if not any("NUMBA_NUM_THREADS" in p for p in prologue):
         prologue.append(line)
     cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
-    return cls(job_script_prologue=prologue, **opts)
+    try:
+        return cls(job_script_prologue=prologue, **opts)
+    except (TypeError, ValueError) as exc:  # unknown or ill-typed option in the YAML
+        raise DKernelError(f"cannot build the {kind} cluster from its options ({exc})") from None
 
 
 def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
@@ -67,25 +70,30 @@ def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
     """
     if config is None:
         return _local_cluster()
-    cfg = config if isinstance(config, dict) else load_cluster_config(config)
+    cfg = check_cluster_config(config) if isinstance(config, dict) else load_cluster_config(config)
     kind = cfg["kind"]
     if kind == "local":
-        return _local_cluster(**(cfg.get("options") or {}))
+        try:
+            return _local_cluster(**(cfg.get("options") or {}))
+        except TypeError as exc:  # an option LocalCluster does not know
+            raise DKernelError(f"cannot build the local cluster from its options ({exc})") from None
     if kind in ("slurm", "pbs"):
         return _jobqueue_cluster(kind, cfg)
     return None
 
 
-def get_client(config: str | os.PathLike | None = None, **local_options: Any) -> "Client":
+def get_client(config: str | os.PathLike | dict[str, Any] | None = None,
+               **local_options: Any) -> "Client":
     """Connect a ``distributed.Client`` to the cluster ``config`` names.
 
     Parameters
     ----------
-    config : None, path of a cluster YAML, or a scheduler address
+    config : None, path of a cluster YAML, a loaded ``cluster:`` mapping, or an address
         ``None``: the embedded default, an in-process ``LocalCluster`` sized to the
         machine (``dkernel.cluster.local`` in the Dask config). A path: a file from
-        ``cluster-configs/`` (local, slurm, pbs, scheduler-file). A string like
-        ``"tcp://host:8786"``: connect to that scheduler.
+        ``cluster-configs/`` (local, slurm, pbs, scheduler-file, address); a mapping: the
+        ``cluster:`` part of such a file, as :func:`load_cluster_config` returns it. A
+        string like ``"tcp://host:8786"``: connect to that scheduler.
     **local_options
         Overrides of the embedded default (``n_workers``, ``threads_per_worker``,
         ``processes``, ``memory_limit``).
@@ -101,17 +109,17 @@ def get_client(config: str | os.PathLike | None = None, **local_options: Any) ->
     if config is None:
         client = Client(_local_cluster(**local_options))
     elif isinstance(config, str) and "://" in config:
-        client = Client(config)
+        client = _connect(config)
     else:
-        cfg = load_cluster_config(config)
+        cfg = check_cluster_config(config) if isinstance(config, dict) else load_cluster_config(config)
         kind = cfg["kind"]
         if kind == "scheduler-file":
-            sf = os.path.expanduser(os.path.expandvars(str(cfg.get("scheduler_file", ""))))
+            sf = os.path.expanduser(os.path.expandvars(str(cfg.get("scheduler_file") or "")))
             if not os.path.isfile(sf):
                 raise DKernelError(f"scheduler file {sf!r} does not exist (start the scheduler first)")
-            client = Client(scheduler_file=sf)
+            client = _connect(None, scheduler_file=sf)
         elif kind == "address":
-            client = Client(cfg["address"])
+            client = _connect(str(cfg["address"]))
         else:
             cluster = make_cluster(cfg)
             scale = cfg.get("scale") or {}
@@ -122,3 +130,14 @@ def get_client(config: str | os.PathLike | None = None, **local_options: Any) ->
                 client.wait_for_workers(int(cfg["wait_for_workers"]))
     logger.info("dask dashboard: %s", client.dashboard_link)
     return client
+
+
+def _connect(address: str | None, **kwargs: Any) -> "Client":
+    """A client of a running scheduler; a failed connection becomes a ``DKernelError``."""
+    from distributed import Client
+
+    try:
+        return Client(address, **kwargs)
+    except (OSError, TimeoutError) as exc:
+        where = address or kwargs.get("scheduler_file")
+        raise DKernelError(f"cannot connect to the scheduler at {where} ({exc})") from None

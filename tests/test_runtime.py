@@ -1,0 +1,249 @@
+"""Runtime: cluster-config files, jobqueue job scripts, clients, NUMBA_NUM_THREADS, timing."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+
+import dask
+import pytest
+import yaml
+
+from dkernel._validation import DKernelError
+from dkernel.runtime import (
+    CLUSTER_KINDS,
+    _timer,
+    check_cluster_config,
+    get_client,
+    load_cluster_config,
+    make_cluster,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(glob.glob(os.path.join(ROOT, "cluster-configs", "*.yaml")))
+
+
+def _close(client):
+    cluster = client.cluster
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def _yaml(tmp_path, doc, name="c.yaml"):
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc), encoding="utf-8")
+    return str(path)
+
+
+def test_every_config_file_loads():
+    names = {os.path.basename(p) for p in CONFIGS}
+    assert {"local.yaml", "slurm.yaml", "pbs.yaml", "scheduler-file.yaml"} <= names
+    for path in CONFIGS:
+        cfg = load_cluster_config(path)
+        assert cfg["kind"] in CLUSTER_KINDS
+        with open(path, encoding="utf-8") as fh:
+            assert fh.readline().startswith("#")  # commented for a first-time user
+
+
+@pytest.mark.parametrize("name, lines", [
+    ("slurm.yaml", ["#SBATCH -p normal", "#SBATCH --cpus-per-task=16", "#SBATCH --mem=60G",
+                    "#SBATCH -t 01:00:00", "--nworkers 4", "--nthreads 4"]),
+    ("pbs.yaml", ["#PBS -q workq", "#PBS -l select=1:ncpus=16:mem=64GB",
+                  "#PBS -l walltime=01:00:00", "--nworkers 4", "--nthreads 4"]),
+])
+def test_jobqueue_cluster_job_script(tmp_path, monkeypatch, name, lines):
+    """The object is built (no job is submitted) and its script carries the file's values."""
+    monkeypatch.chdir(tmp_path)  # dask-jobqueue creates log_directory in the working dir
+    path = os.path.join(ROOT, "cluster-configs", name)
+    cluster = make_cluster(path)
+    try:
+        script = cluster.job_script()
+        assert len(cluster.workers) == 0  # nothing submitted
+    finally:
+        cluster.close()
+    assert "export NUMBA_NUM_THREADS=1" in script
+    for line in lines:
+        assert line in script, (line, script)
+    # --mem is dask-jobqueue's rendering of "memory: 64GB" (64e9 bytes = 60 GiB)
+    assert load_cluster_config(path)["options"]["memory"] == "64GB"
+
+
+def test_jobqueue_prologue_is_kept_and_not_doubled(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_cluster_config(os.path.join(ROOT, "cluster-configs", "slurm.yaml"))
+    cfg = {**cfg, "options": {**cfg["options"], "log_directory": None,
+                              "job_script_prologue": ["module load python",
+                                                      "export NUMBA_NUM_THREADS=2"]}}
+    cluster = make_cluster(cfg)
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert "module load python" in script and script.count("NUMBA_NUM_THREADS") == 1
+    with dask.config.set({"dkernel.numba-threads-per-worker": 3}):
+        cfg["options"]["job_script_prologue"] = []
+        cluster = make_cluster(cfg)
+        try:
+            assert "export NUMBA_NUM_THREADS=3" in cluster.job_script()
+        finally:
+            cluster.close()
+
+
+def test_unknown_jobqueue_option(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = {"kind": "slurm", "options": {"cores": 2, "memory": "1GB", "bogus": 1}}
+    with pytest.raises(DKernelError, match="cannot build the slurm cluster"):
+        make_cluster(cfg)
+
+
+def test_local_yaml_builds_a_local_cluster(tmp_path):
+    cfg = load_cluster_config(os.path.join(ROOT, "cluster-configs", "local.yaml"))
+    assert cfg["options"]["processes"] is True and cfg["options"]["n_workers"] == 2
+    # the same mapping, with threads instead of processes and no fixed port, stays fast
+    cfg = {**cfg, "options": {**cfg["options"], "processes": False, "n_workers": 1,
+                              "dashboard_address": ":0"}}
+    cluster = make_cluster(cfg)
+    try:
+        assert len(cluster.workers) == 1
+        assert cluster.scheduler_info["workers"]
+    finally:
+        cluster.close()
+    client = get_client(cfg)
+    try:
+        assert client.submit(sum, [1, 2]).result() == 3
+        assert client.dashboard_link.startswith("http")
+    finally:
+        _close(client)
+    client = get_client(_yaml(tmp_path, {"cluster": cfg, "ignored": 1}))
+    try:
+        assert len(client.scheduler_info()["workers"]) == 1
+    finally:
+        _close(client)
+
+
+def test_scheduler_file_and_address_configs_have_no_cluster_object(tmp_path):
+    assert make_cluster({"kind": "scheduler-file", "scheduler_file": "x.json"}) is None
+    assert make_cluster({"kind": "address", "address": "tcp://h:1"}) is None
+
+
+def test_embedded_default_in_process(caplog):
+    with caplog.at_level(logging.INFO, logger="dkernel.runtime._client"):
+        client = get_client(None, processes=False, n_workers=1)
+    try:
+        assert client.dashboard_link.startswith("http")
+        assert client.dashboard_link in caplog.text
+        assert len(client.scheduler_info()["workers"]) == 1
+        assert client.submit(lambda x: x + 1, 1).result() == 2
+    finally:
+        _close(client)
+
+
+def test_defaults_come_from_the_dask_config():
+    assert dask.config.get("dkernel.cluster.local.threads-per-worker") == 1
+    assert dask.config.get("dkernel.numba-threads-per-worker") == 1
+    with dask.config.set({"dkernel.cluster.local.n-workers": 1,
+                          "dkernel.cluster.local.processes": False}):
+        client = get_client()
+        try:
+            assert len(client.scheduler_info()["workers"]) == 1
+        finally:
+            _close(client)
+
+
+def test_connect_by_address_and_scheduler_file(tmp_path):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                           protocol="tcp://", dashboard_address=":0")
+    try:
+        assert cluster.scheduler_address.startswith("tcp://")
+        client = get_client(cluster.scheduler_address)
+        try:
+            assert client.submit(sum, [2, 3]).result() == 5
+            sf = str(tmp_path / "scheduler.json")
+            client.write_scheduler_file(sf)
+        finally:
+            client.close()
+        path = _yaml(tmp_path, {"cluster": {"kind": "scheduler-file", "scheduler_file": sf}})
+        client = get_client(path)
+        try:
+            assert client.scheduler.address == cluster.scheduler_address
+            assert client.submit(sum, [3, 4]).result() == 7
+        finally:
+            client.close()
+        path = _yaml(tmp_path, {"cluster": {"kind": "address",
+                                            "address": cluster.scheduler_address}}, "a.yaml")
+        with Client(cluster, set_as_default=False):
+            client = get_client(path)
+            try:
+                assert client.submit(sum, [1]).result() == 1
+            finally:
+                client.close()
+    finally:
+        cluster.close()
+
+
+def test_unreachable_address():
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(DKernelError, match="cannot connect to the scheduler at tcp://"):
+            get_client("tcp://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("doc, match", [
+    ("cluster: [unclosed", "is not valid YAML"),
+    ("just a string", "needs a top-level 'cluster:' mapping"),
+    ("cluster:\n  kind: kubernetes\n", "kind must be one of local, slurm, pbs"),
+    ("cluster:\n  options: {}\n", "kind must be one of .* got None"),
+    ("cluster:\n  kind: local\n  options: [1, 2]\n", "'options' must be a mapping"),
+    ("cluster:\n  kind: scheduler-file\n", "needs 'scheduler_file: <path>'"),
+    ("cluster:\n  kind: address\n", "needs 'address: tcp://host:port'"),
+])
+def test_bad_config_files(tmp_path, doc, match):
+    path = _yaml(tmp_path, doc)
+    with pytest.raises(DKernelError, match=match):
+        load_cluster_config(path)
+    with pytest.raises(DKernelError, match=match):
+        get_client(path)
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(DKernelError, match="does not exist"):
+        get_client(str(tmp_path / "nope.yaml"))
+    with pytest.raises(DKernelError, match="needs a scheme"):
+        get_client("localhost:8786")
+    path = _yaml(tmp_path, {"cluster": {"kind": "scheduler-file",
+                                        "scheduler_file": str(tmp_path / "gone.json")}})
+    with pytest.raises(DKernelError, match="scheduler file .*gone.json' does not exist"):
+        get_client(path)
+    with pytest.raises(DKernelError, match="kind must be one of"):
+        check_cluster_config({"kind": "yarn"})
+
+
+def test_unknown_local_option():
+    with pytest.raises(DKernelError, match="cannot build the local cluster"):
+        make_cluster({"kind": "local", "options": {"processes": False, "n_workers": 1,
+                                                   "no_such_option": 1}})
+
+
+def test_process_workers_get_numba_num_threads(monkeypatch):
+    """Spawned worker processes get NUMBA_NUM_THREADS from the nanny, not by inheritance."""
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    client = get_client(None, n_workers=1, processes=True)
+    try:
+        got = client.run(lambda: os.environ.get("NUMBA_NUM_THREADS"))
+        assert list(got.values()) == ["1"]
+    finally:
+        _close(client)
+
+
+def test_timer_logs_and_reports(caplog):
+    log = logging.getLogger("dkernel.test")
+    with caplog.at_level(logging.DEBUG, logger="dkernel.test"):
+        with _timer("phase", log) as t:
+            pass
+    assert t["seconds"] >= 0 and "phase: " in caplog.text
+    with pytest.raises(KeyError), _timer("failing", log) as t:
+        raise KeyError("x")
+    assert "seconds" in t
