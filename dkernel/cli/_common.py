@@ -44,5 +44,7 @@ def _jsonable(o):
 
 
 def fail(msg: str, code: int = 2) -> int:
-    print(f"dkernel: error: {msg}", file=sys.stderr)
+    """Print ``dkernel: error: <msg>`` as one line on stderr; return the exit code."""
+    one_line = " ".join(str(msg).split())
+    print(f"dkernel: error: {one_line}", file=sys.stderr)
     return code

@@ -17,8 +17,15 @@ COMMAND_MODULES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, ``dkernel: error: ...``, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"dkernel: error: {message} (see dkernel --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dkernel", description="Scalable kernel methods on Dask.")
     parser.add_argument(
         "--cluster", default=None,
@@ -35,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # distributed logs cluster start/stop at INFO: only show it at -vv (its import
@@ -48,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DKernelError as exc:
         return fail(str(exc))
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+    except OSError as exc:  # unreadable/unwritable paths, full disk ...
         return fail(str(exc))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
