@@ -9,7 +9,6 @@ with the chunk count).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_scalar
 
@@ -32,6 +31,8 @@ def draw_indices(n: int, size: int, random_state=None, *, replace: bool = True) 
         if replace:
             return random_state.integers(0, n, size=size, dtype=np.int64)
         return random_state.choice(n, size=size, replace=False).astype(np.int64)
+    from sklearn.utils import check_random_state  # not at import: workers unpickle this module
+
     try:
         rng = check_random_state(random_state)
     except ValueError:
