@@ -83,10 +83,13 @@ def step_kernels(ctx: DemoContext) -> dict:
             "cluster_mvals_per_s": evals / dist_s / 1e6, "blocks": int(K.npartitions)}
 
 
+from ._kmeans import step_kmeans as _step_kmeans  # noqa: E402
+
 #: (title, step) in the order the demo runs them.
 STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [
     ("data layer: zarr store + seeded batches", step_data),
     ("kernel blocks", step_kernels),
+    ("kernel k-means: rings, k-means vs mini-batch kernel k-means", _step_kmeans),
 ]
 
 

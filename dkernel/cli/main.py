@@ -14,6 +14,7 @@ from ._common import fail
 COMMAND_MODULES = (
     "dkernel.cli._data",
     "dkernel.cli._demo",
+    "dkernel.cli._kmeans",
 )
 
 

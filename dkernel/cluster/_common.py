@@ -1,0 +1,331 @@
+"""Shared plumbing of the kernel k-means estimators: kernel access, input checks, centers.
+
+A *kernel oracle* evaluates ``K(A, B)`` and ``diag K(A, A)`` on "points": rows of X for
+the numeric kernels, row indices into the training set for the transductive graph kernels
+(``kernel="knn"``/``"heat"``). Everything above it is written once for both.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import DKernelError, report_nonfinite
+from ..kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels
+from . import _kernels as _nb
+
+#: Transductive graph kernels, built on the training rows and addressed by index.
+GRAPH_KERNELS = ("knn", "heat")
+#: Numeric kernels the estimators accept (plus a callable).
+SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
+#: Rows per local tile in the labels pass and in the untruncated dynamic program.
+_TILE_ROWS = 4096
+
+
+class _NumericOracle:
+    """Kernel values on rows of X through the kernel module's numba+BLAS core."""
+
+    graph = False
+
+    def __init__(self, spec: KernelSpec):
+        self.spec = spec
+        self.evals = 0
+
+    def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        self.evals += A.shape[0] * B.shape[0]
+        if A.shape[0] == 0 or B.shape[0] == 0:
+            return np.zeros((A.shape[0], B.shape[0]), dtype=A.dtype)
+        return _pairwise_kernels(A, B, self.spec)
+
+    def diag(self, A: np.ndarray) -> np.ndarray:
+        return np.asarray(_kernel_diag(A, self.spec), dtype=np.float64)
+
+
+class _GraphOracle:
+    """Kernel values of a :class:`~dkernel.kernels.GraphKernel`; points are row indices."""
+
+    graph = True
+
+    def __init__(self, graph):
+        self.G = graph
+        self.evals = 0
+
+    def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        self.evals += A.shape[0] * B.shape[0]
+        if A.shape[0] == 0 or B.shape[0] == 0:
+            return np.zeros((A.shape[0], B.shape[0]))
+        return np.ascontiguousarray(self.G.block(A, B))
+
+    def diag(self, A: np.ndarray) -> np.ndarray:
+        return np.asarray(self.G.diag(A), dtype=np.float64)
+
+
+class _PrecomputedOracle:
+    """Kernel values from a dense matrix held in memory; points are row indices."""
+
+    graph = True
+
+    def __init__(self, K: np.ndarray):
+        self.K = K
+        self.evals = 0
+
+    def kernel(self, A, B):
+        self.evals += len(A) * len(B)
+        return np.ascontiguousarray(self.K[np.ix_(A, B)])
+
+    def diag(self, A):
+        return np.asarray(self.K[A, A], dtype=np.float64)
+
+
+def _is_dask(X) -> bool:
+    return hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed")
+
+
+def _check_rate(learning_rate):
+    if isinstance(learning_rate, str):
+        if learning_rate not in ("beta", "sklearn"):
+            raise DKernelError(
+                f"unknown learning_rate {learning_rate!r}; use 'beta', 'sklearn' or a float in (0, 1]")
+        return learning_rate
+    if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real) \
+            or not 0.0 < float(learning_rate) <= 1.0:
+        raise DKernelError(
+            f"learning_rate must be 'beta', 'sklearn' or a float in (0, 1], got {learning_rate!r}")
+    return float(learning_rate)
+
+
+def _graph_params(kernel, kernel_params, n):
+    params = dict(kernel_params or {})
+    allowed = {"knn": {"n_neighbors"}, "heat": {"n_neighbors", "t"}}[kernel]
+    extra = set(params) - allowed
+    if extra:
+        raise DKernelError(f"kernel={kernel!r} takes kernel_params {sorted(allowed)}, got {sorted(extra)}")
+    nn = params.get("n_neighbors", 10)
+    if isinstance(nn, bool) or not isinstance(nn, numbers.Integral) or not 1 <= nn <= n - 1:
+        raise DKernelError(f"kernel_params['n_neighbors'] must be an int in [1, {n - 1}], got {nn!r}")
+    params["n_neighbors"] = int(nn)
+    if kernel == "heat":
+        t = params.get("t", 1.0)
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not t > 0:
+            raise DKernelError(f"kernel_params['t'] must be a positive number, got {t!r}")
+        params["t"] = float(t)
+    return params
+
+
+class _KernelCentersMixin:
+    """Centers as weighted support points; input checks; predict/transform/score.
+
+    Fitted attributes used here: ``center_support_`` (s, d), ``center_coef_`` (k, s),
+    ``center_norms_`` (k,) = ``<C_j, C_j>``, ``_spec`` (the resolved kernel) and, for the
+    graph kernels, ``_graph``.
+    """
+
+    def _is_graph(self) -> bool:
+        return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
+
+    # ------------------------------------------------------------------ input
+    def _validate_input(self, X, *, reset: bool):
+        """NumPy (validated now) or a dask array (shape/dtype now, values scanned lazily).
+
+        Returns ``(X, is_dask)``; paths and Datasets become their dask ``X``.
+        """
+        from ..data import as_array_input
+
+        if isinstance(X, (str, os.PathLike)) or type(X).__name__ == "Dataset":
+            X = as_array_input(X)
+        if type(X).__module__.startswith("zarr"):
+            import dask.array as da
+
+            X = da.from_zarr(X, chunks=(X.chunks[0],) + tuple(X.shape[1:]))
+        if _is_dask(X):
+            if X.ndim != 2:
+                raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) \
+                    or np.issubdtype(X.dtype, np.complexfloating):
+                raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
+            if 0 in X.shape:
+                raise DKernelError(f"X is empty (shape {X.shape})")
+            self._check_width(X.shape[1], reset=reset)
+            if np.issubdtype(X.dtype, np.floating):
+                _scan_nonfinite(X)
+            return X, True
+        try:
+            X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
+                              ensure_all_finite=False)
+        except DKernelError:
+            raise
+        except ValueError as exc:
+            raise DKernelError(str(exc)) from None
+        report_nonfinite(X, name="X")
+        return X, False
+
+    def _check_width(self, d: int, *, reset: bool) -> None:
+        if reset:
+            self.n_features_in_ = int(d)
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        elif d != self.n_features_in_:
+            raise DKernelError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input")
+
+    def _resolve_spec(self, X, rng) -> KernelSpec:
+        """The kernel with ``gamma=None`` resolved (median heuristic for rbf/laplacian)."""
+        from ..kernels import estimate_gamma
+
+        spec = self._kernel_spec(None)
+        if spec.gamma is None and isinstance(spec.kernel, str):
+            if spec.kernel in ("rbf", "laplacian") and X.shape[0] >= 2:
+                seed = int(rng.randint(0, 2**31 - 1))
+                try:
+                    g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
+                except DKernelError:  # all rows equal: any width clusters them the same
+                    g = 1.0 / X.shape[1]
+            else:
+                g = 1.0 / X.shape[1]
+            spec = spec._replace(gamma=float(g))
+        return spec
+
+    def _oracle(self):
+        if self._is_graph():
+            return _GraphOracle(self._graph)
+        return _NumericOracle(self._spec)
+
+    # ---------------------------------------------------------------- centers
+    def _set_centers(self, oracle, points, coef, norms, X_rows=None):
+        """Store the fitted centers: ``points`` stacked support, ``coef`` (k, s)."""
+        coef = np.asarray(coef, dtype=np.float64)
+        keep = np.flatnonzero(np.any(coef != 0.0, axis=0))
+        coef = np.ascontiguousarray(coef[:, keep])
+        pts = points[keep]
+        if oracle.graph:
+            self.center_support_indices_ = np.asarray(pts, dtype=np.int64)
+            self.center_support_ = X_rows[pts] if X_rows is not None else None
+        else:
+            self.center_support_ = np.ascontiguousarray(pts)
+        self.center_coef_ = coef
+        self.center_norms_ = np.asarray(norms, dtype=np.float64).copy()
+
+    def _inner_local(self, oracle, P: np.ndarray) -> np.ndarray:
+        S = self.center_support_indices_ if oracle.graph else self.center_support_
+        out = np.empty((len(P), self.center_coef_.shape[0]))
+        for r0 in range(0, len(P), _TILE_ROWS):
+            Kb = oracle.kernel(P[r0:r0 + _TILE_ROWS], S)
+            out[r0:r0 + _TILE_ROWS] = Kb @ self.center_coef_.T
+        return out
+
+    def _sq_distances_local(self, oracle, P: np.ndarray) -> np.ndarray:
+        D = oracle.diag(P)[:, None] - 2.0 * self._inner_local(oracle, P) + self.center_norms_
+        return np.maximum(D, 0.0)
+
+    def _assign_all(self, X, is_dask: bool):
+        """Labels and squared distances of every row: local tiles or one blockwise pass."""
+        if self._is_graph():
+            oracle = self._oracle()
+            idx = np.arange(self._graph.n_samples)
+            return self._assign_points(oracle, idx)
+        if not is_dask:
+            X = X.astype(self.center_support_.dtype, copy=False)
+            return self._assign_points(self._oracle(), X)
+        k = self.center_coef_.shape[0]
+        out = X.map_blocks(_assign_block, self.center_support_, self.center_coef_,
+                           self.center_norms_, self._spec, dtype=np.float64,
+                           chunks=(X.chunks[0], (2,)), meta=np.empty((0, 2)))
+        res = out.compute()
+        labels = res[:, 0].astype(np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= k):
+            raise AssertionError("label out of range")
+        return labels, res[:, 1]
+
+    def _assign_points(self, oracle, P):
+        labels = np.empty(len(P), dtype=np.int64)
+        dist = np.empty(len(P))
+        S = self.center_support_indices_ if oracle.graph else self.center_support_
+        inner = np.empty((0, 0))
+        for r0 in range(0, len(P), _TILE_ROWS):
+            Pb = P[r0:r0 + _TILE_ROWS]
+            inner = oracle.kernel(Pb, S) @ self.center_coef_.T
+            _nb.assign_nearest(oracle.diag(Pb), np.ascontiguousarray(inner), self.center_norms_,
+                               labels[r0:r0 + _TILE_ROWS], dist[r0:r0 + _TILE_ROWS])
+        return labels, dist
+
+    def _check_predictable(self):
+        check_is_fitted(self, "center_coef_")
+        if self._is_graph():
+            raise DKernelError(
+                f"kernel={self.kernel!r} is a transductive graph kernel defined only on the "
+                "training rows: use labels_ or fit_predict, not predict/transform/score on new data")
+
+    # ------------------------------------------------------------- public API
+    def predict(self, X):
+        """Index of the nearest center in feature space for each row of X.
+
+        Parameters
+        ----------
+        X : ndarray, dask array or zarr store path of shape (n, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n,)
+        """
+        self._check_predictable()
+        X, is_dask = self._validate_input(X, reset=False)
+        return self._assign_all(X, is_dask)[0]
+
+    def transform(self, X):
+        """Feature-space distances ``||phi(x) - C_j||`` to every center, shape (n, k)."""
+        self._check_predictable()
+        X, is_dask = self._validate_input(X, reset=False)
+        if is_dask:
+            X = np.asarray(X.compute())
+        X = X.astype(self.center_support_.dtype, copy=False)
+        return np.sqrt(self._sq_distances_local(self._oracle(), X))
+
+    def score(self, X, y=None, sample_weight=None):
+        """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``."""
+        self._check_predictable()
+        X, is_dask = self._validate_input(X, reset=False)
+        w = _check_weights(sample_weight, X.shape[0])
+        return -float(np.dot(w, self._assign_all(X, is_dask)[1]))
+
+
+def _check_weights(sample_weight, n):
+    from .._validation import check_sample_weight
+
+    if sample_weight is not None and _is_dask(sample_weight):
+        sample_weight = np.asarray(sample_weight.compute())
+    return check_sample_weight(sample_weight, n)
+
+
+def _assign_block(Xb, support, coef, norms, spec):
+    """One row chunk: ``[label, squared distance]`` per row (a map_blocks task)."""
+    Xb = np.asarray(Xb)
+    report_nonfinite(Xb, name="X")
+    Xb = Xb.astype(support.dtype, copy=False)
+    oracle = _NumericOracle(spec)
+    out = np.empty((Xb.shape[0], 2))
+    labels = np.empty(Xb.shape[0], dtype=np.int64)
+    dist = np.empty(Xb.shape[0])
+    for r0 in range(0, Xb.shape[0], _TILE_ROWS):
+        Pb = Xb[r0:r0 + _TILE_ROWS]
+        inner = np.ascontiguousarray(oracle.kernel(Pb, support) @ coef.T)
+        _nb.assign_nearest(oracle.diag(Pb), inner, norms, labels[r0:r0 + _TILE_ROWS],
+                           dist[r0:r0 + _TILE_ROWS])
+    out[:, 0] = labels
+    out[:, 1] = dist
+    return out
+
+
+def _scan_nonfinite(X) -> None:
+    """One lazy pass over a dask array; raise naming the first NaN/inf row and column."""
+    import dask.array as da
+
+    from ..data import take_rows
+
+    bad = da.any(~da.isfinite(X), axis=1).compute()
+    if bad.any():
+        i = int(np.argmax(bad))
+        report_nonfinite(take_rows(X, [i]), name="X", row_offset=i)

@@ -1,0 +1,331 @@
+"""Full-batch kernel k-means (Lloyd in feature space) with Dask kernel blocks."""
+
+from __future__ import annotations
+
+import logging
+import numbers
+
+import numpy as np
+from sklearn.base import ClusterMixin, TransformerMixin
+from sklearn.utils import check_random_state
+
+from .._validation import DKernelError, check_scalar
+from ..kernels import _BaseKernelEstimator
+from ..runtime import _timer
+from . import _kernels as _nb
+from ._common import (
+    GRAPH_KERNELS,
+    SUPPORTED_KERNELS,
+    _check_weights,
+    _graph_params,
+    _GraphOracle,
+    _KernelCentersMixin,
+    _NumericOracle,
+)
+from ._init import _kernel_kmeans_plusplus
+
+logger = logging.getLogger(__name__)
+
+
+class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKernelEstimator):
+    """Full-batch kernel k-means: Lloyd's algorithm in the feature space of a kernel.
+
+    Each iteration sets every center to the (weighted) mean of its cluster,
+    ``C_j = sum_{i in P_j} w_i phi(x_i) / W_j``, and reassigns every row to the nearest
+    center by the exact ``||phi(x) - C_j||^2 = k(x, x) - 2 (K A^T)_{ij} + A_j K A_j^T``
+    (the center-norm term is kept). ``K A^T`` is computed from lazy kernel blocks
+    (:func:`dkernel.kernels.kernel_matrix`) as Dask tasks; the kernel matrix is cached
+    (persisted) only when it fits ``max_kernel_bytes``, otherwise its blocks are
+    recomputed every iteration, so nothing n x n has to fit in memory.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    kernel, gamma, degree, coef0, kernel_params
+        As :class:`MiniBatchKernelKMeans` (including the graph kernels ``"knn"`` and
+        ``"heat"``, computed in memory).
+    max_iter : int, default=100
+        Lloyd iterations; the run stops earlier when no label changes.
+    tol : float, default=0.0
+        Also stop when the relative decrease of the objective is below ``tol``.
+    init : {"k-means++", "random"} or ndarray of shape (n_clusters, n_features)
+    init_size : int, default=None
+        Rows sampled for the k-means++ seeding (``None``: ``min(n, 10000)``).
+    n_init : int, default=1
+        Full runs from different seedings; the lowest objective wins.
+    max_kernel_bytes : int, default=2**30
+        Cache the n x n kernel (persisted blocks) only if it needs at most this many bytes.
+    chunk_size : int, default=None
+        Rows per block for NumPy input (default: about 4096); dask input keeps its chunks.
+    random_state : int, RandomState or None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    labels_, inertia_, n_iter_, center_support_, center_coef_, center_norms_, gamma_,
+    n_kernel_evals_, n_features_in_
+        As :class:`MiniBatchKernelKMeans`; here the support is every training row (plus
+        the initial points of a cluster that stayed empty).
+    history_ : list of float
+        Objective after each iteration.
+
+    Notes
+    -----
+    O(n^2) kernel evaluations per iteration (once in total when the kernel is cached),
+    O(n k) memory on the driver, one kernel block per task.
+
+    References
+    ----------
+    I. S. Dhillon, Y. Guan and B. Kulis, "Kernel k-means, spectral clustering and
+    normalized cuts", KDD 2004.
+
+    Examples
+    --------
+    >>> from dkernel.cluster import KernelKMeans
+    >>> from dkernel.data import make_rings
+    >>> X, y = make_rings(300, n_rings=2, noise=0.05, random_state=0)
+    >>> km = KernelKMeans(2, gamma=2.0, random_state=0).fit(X)
+    >>> km.labels_.shape
+    (300,)
+    """
+
+    _supported_kernels = SUPPORTED_KERNELS
+
+    def __init__(self, n_clusters=8, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
+                 kernel_params=None, max_iter=100, tol=0.0, init="k-means++", init_size=None,
+                 n_init=1, max_kernel_bytes=2**30, chunk_size=None, random_state=None,
+                 verbose=0):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.init_size = init_size
+        self.n_init = n_init
+        self.max_kernel_bytes = max_kernel_bytes
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _check_params(self, n):
+        check_scalar(self.n_clusters, "n_clusters", kind=numbers.Integral, low=1)
+        if self.n_clusters > n:
+            raise DKernelError(f"n_clusters={self.n_clusters} must be <= n_samples={n}")
+        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
+        check_scalar(self.tol, "tol", low=0.0)
+        check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
+        check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
+        check_scalar(self.max_kernel_bytes, "max_kernel_bytes", kind=numbers.Integral, low=0)
+        check_scalar(self.chunk_size, "chunk_size", kind=numbers.Integral, low=1, allow_none=True)
+        check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
+        if isinstance(self.init, str):
+            if self.init not in ("k-means++", "random"):
+                raise DKernelError(f"init must be 'k-means++', 'random' or an array, got {self.init!r}")
+        else:
+            if self._is_graph():
+                raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
+            Z = np.asarray(self.init)
+            if Z.shape != (self.n_clusters, self.n_features_in_):
+                raise DKernelError(
+                    f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})")
+        if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
+            self._kernel_spec(None)
+        elif not isinstance(self.kernel, str) and not callable(self.kernel):
+            raise DKernelError(f"unknown kernel {self.kernel!r}")
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on X (NumPy, dask array or zarr store path).
+
+        Parameters
+        ----------
+        X : array-like, dask array or path, shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        import dask.array as da
+
+        from ..data import draw_indices, take_rows
+
+        X, is_dask = self._validate_input(X, reset=True)
+        n = int(X.shape[0])
+        self._check_params(n)
+        w = _check_weights(sample_weight, n)
+        rng = check_random_state(self.random_state)
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        X_rows = None
+        if self._is_graph():
+            from ..kernels import heat_kernel, knn_kernel
+
+            X_rows = np.asarray(X.compute() if is_dask else X, dtype=dtype)
+            params = _graph_params(self.kernel.lower(), self.kernel_params, n)
+            self._graph = (knn_kernel(X_rows, params["n_neighbors"]) if self.kernel.lower() == "knn"
+                           else heat_kernel(X_rows, params["n_neighbors"], params["t"]))
+            self._spec, self.gamma_ = None, None
+            oracle = _GraphOracle(self._graph)
+            points = np.arange(n)
+            diag = oracle.diag(points)
+            Kop = _GraphProduct(self._graph)
+        else:
+            self._spec = self._resolve_spec(X, rng)
+            self.gamma_ = self._spec.gamma
+            oracle = _NumericOracle(self._spec)
+            Xd = X.astype(dtype) if is_dask else da.from_array(
+                np.asarray(X, dtype=dtype), chunks=(self.chunk_size or 4096, -1))
+            Xd = Xd.rechunk({1: -1})
+            diag = Xd.map_blocks(_diag_block, self._spec, dtype=np.float64, drop_axis=1,
+                                 meta=np.empty((0,))).compute()
+            Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
+            oracle.evals += Kop.cached_evals
+        best = None
+        for _ in range(self.n_init):
+            if isinstance(self.init, str):
+                size = min(n, self.init_size or 10000)
+                idx = np.sort(draw_indices(n, size, rng, replace=False))
+                P = idx if oracle.graph else np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
+                if self.init == "random":
+                    Z = P[rng.choice(size, self.n_clusters, replace=False)]
+                else:
+                    wi = w[idx] if w[idx].sum() > 0 else np.ones(size)
+                    chosen, _ = _kernel_kmeans_plusplus(oracle, P, oracle.diag(P), wi,
+                                                        self.n_clusters, rng)
+                    Z = P[chosen]
+            else:
+                Z = np.asarray(self.init, dtype=dtype)
+            with _timer("lloyd", logger):
+                run = self._lloyd(oracle, Kop, X if not oracle.graph else None, Z, diag, w, is_dask)
+            if best is None or run["inertia"] < best["inertia"]:
+                best = run
+        self.labels_ = best["labels"]
+        self.inertia_ = best["inertia"]
+        self.n_iter_ = best["n_iter"]
+        self.history_ = best["history"]
+        if oracle.graph:
+            pts = np.concatenate([np.arange(n), best["Z"]])
+        else:
+            Xn = np.asarray(X.compute() if is_dask else X, dtype=dtype)
+            pts = np.concatenate([Xn, best["Z"]])
+        self._set_centers(oracle, pts, np.hstack([best["A"], best["AZ"]]), best["norms"], X_rows)
+        self.n_kernel_evals_ = int(oracle.evals + Kop.evals)
+        return self
+
+    def _lloyd(self, oracle, Kop, X, Z, diag, w, is_dask):
+        n, k = len(diag), self.n_clusters
+        # first assignment: to the initial points
+        if oracle.graph:
+            KZ = oracle.kernel(np.arange(n), Z)
+        else:
+            KZ = Kop.cross(Z)
+            oracle.evals += n * k
+        KZZ = oracle.kernel(Z, Z)
+        A = np.zeros((k, n))
+        AZ = np.eye(k)
+        norms = np.einsum("ij,ij->i", AZ @ KZZ, AZ)
+        labels = np.empty(n, dtype=np.int64)
+        dist = np.empty(n)
+        _nb.assign_nearest(diag, np.ascontiguousarray(KZ), norms, labels, dist)
+        inertia = float(np.dot(w, dist))
+        history = []
+        n_iter = 0
+        for it in range(self.max_iter):
+            for j in range(k):
+                mask = labels == j
+                Wj = float(w[mask].sum())
+                if Wj > 0:
+                    A[j] = np.where(mask, w / Wj, 0.0)
+                    AZ[j] = 0.0
+                # an empty cluster keeps its previous center (A[j], AZ[j] unchanged)
+            KA = Kop.matmul(A.T)  # (n, k) = K A^T
+            inner = KA + KZ @ AZ.T
+            norms = (np.einsum("jn,nj->j", A, KA) + 2.0 * np.einsum("jn,nj->j", A, KZ @ AZ.T)
+                     + np.einsum("ij,ij->i", AZ @ KZZ, AZ))
+            norms = np.maximum(norms, 0.0)
+            new = np.empty(n, dtype=np.int64)
+            _nb.assign_nearest(diag, np.ascontiguousarray(inner), norms, new, dist)
+            new_inertia = float(np.dot(w, dist))
+            history.append(new_inertia)
+            n_iter = it + 1
+            if self.verbose:
+                logger.info("Lloyd iteration %d: objective %.6g", n_iter, new_inertia)
+            changed = not np.array_equal(new, labels)
+            rel = (inertia - new_inertia) / max(abs(inertia), 1e-300)
+            labels, inertia = new, new_inertia
+            if not changed or (self.tol > 0 and rel < self.tol):
+                break
+        return {"labels": labels, "inertia": inertia, "n_iter": n_iter, "history": history,
+                "A": A, "AZ": AZ, "norms": norms, "Z": Z}
+
+
+def _diag_block(Xb, spec):
+    from ..kernels._pairwise import _kernel_diag
+
+    return np.asarray(_kernel_diag(np.asarray(Xb), spec), dtype=np.float64)
+
+
+def _cross_block(Xb, Z, spec):
+    from ..kernels._pairwise import _pairwise_kernels
+
+    return np.asarray(_pairwise_kernels(np.asarray(Xb), Z, spec), dtype=np.float64)
+
+
+class _DaskProduct:
+    """``K A^T`` over lazy kernel blocks; the blocks are persisted when they fit the budget."""
+
+    def __init__(self, Xd, spec, max_bytes):
+        from ..kernels import kernel_matrix
+
+        self.Xd = Xd
+        self.spec = spec
+        n = Xd.shape[0]
+        self.K = kernel_matrix(Xd, Xd, kernel=spec.kernel, gamma=spec.gamma, degree=spec.degree,
+                               coef0=spec.coef0, kernel_params=spec.params)
+        self.cached = n * n * self.K.dtype.itemsize <= max_bytes
+        self.evals = 0
+        self.cached_evals = 0
+        if self.cached:
+            self.K = self.K.persist()
+            self.cached_evals = n * n
+
+    def matmul(self, AT):
+        import dask.array as da
+
+        n = self.Xd.shape[0]
+        ATd = da.from_array(AT.astype(self.K.dtype), chunks=(self.K.chunks[1], AT.shape[1]))
+        if not self.cached:
+            self.evals += n * n
+        return np.asarray((self.K @ ATd).compute(), dtype=np.float64)
+
+    def cross(self, Z):
+        k = Z.shape[0]
+        return self.Xd.map_blocks(_cross_block, Z, self.spec, dtype=np.float64,
+                                  chunks=(self.Xd.chunks[0], (k,)),
+                                  meta=np.empty((0, 0))).compute()
+
+
+class _GraphProduct:
+    """``K A^T`` for a graph kernel in memory (sparse product, or column blocks)."""
+
+    def __init__(self, G):
+        self.G = G
+        self.evals = 0
+        self.cached_evals = 0
+
+    def matmul(self, AT):
+        n = self.G.n_samples
+        if getattr(self.G, "matrix", None) is not None:
+            self.evals += int(self.G.matrix.nnz)
+            return np.asarray(self.G.matrix @ AT)
+        out = np.zeros((n, AT.shape[1]))
+        rows = np.arange(n)
+        for c0 in range(0, n, 1024):
+            cols = rows[c0:c0 + 1024]
+            out += self.G.block(rows, cols) @ AT[cols]
+        self.evals += n * n
+        return out
