@@ -1,0 +1,569 @@
+"""numba kernels of budgeted SGD (Wang, Crammer & Vucetic, 2012): the per-example step and
+the three budget maintenance strategies (removal, projection, merging).
+
+Nothing here imports dask; :mod:`dkernel.svm._bsgd` decides what runs where. Every
+function trusts its input (validated by the estimator).
+
+Model state (see :func:`new_state`): support vectors ``SV`` (B+1, d) float64 with their
+squared norms ``sqn``, coefficients ``A`` (B+1, c) stored *unscaled* (the true coefficients
+are ``s * A`` with the global scale ``s = fs[0]``, so the shrink ``w <- (1 - eta lam) w`` is
+O(1) per step), the kernel matrix of the SVs ``K`` (B+1, B+1), the inverse ``M`` of
+``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented constant feature
+(also scaled by ``s``), float scalars ``fs = [s, ||w||^2, sum ||Delta||, ...]`` and integer
+scalars ``ist = [t, n_sv, n_maint, since_refresh]``.
+
+The binary problem uses one column (labels -1/+1, hinge ``y f(x) < 1``); ``c >= 2`` columns
+use the Crammer-Singer multi-class hinge ``f_y - max_{r != y} f_r < 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# kernel codes
+RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
+KERNEL_CODES = {"rbf": RBF, "laplacian": LAPLACIAN, "linear": LINEAR,
+                "polynomial": POLYNOMIAL, "sigmoid": SIGMOID, "cosine": COSINE}
+# learning-rate families
+PEGASOS, NORMA, PERCEPTRON = 0, 1, 2
+ALGORITHM_CODES = {"pegasos": PEGASOS, "norma": NORMA, "perceptron": PERCEPTRON}
+# maintenance strategies
+REMOVE, PROJECT, MERGE = 0, 1, 2
+MAINTENANCE_CODES = {"remove": REMOVE, "project": PROJECT, "merge": MERGE}
+# merge searches: golden section for every partner, or a lookup table to screen partners
+GOLDEN, LOOKUP = 0, 1
+
+#: Ridge added to the SV kernel matrix for projection: (K + ridge I)^-1.
+PROJECT_RIDGE = 1e-6
+#: Rescale A by s when the global scale falls below this (avoids underflow).
+_MIN_SCALE = 1e-6
+#: Iterations of the golden-section screen over all partners and of the final refinement.
+_GOLD_SCREEN = 10
+_GOLD_REFINE = 48
+_INVPHI = 0.6180339887498949
+
+# indices into the scalar state arrays
+FS_SCALE, FS_WNORM2, FS_DEGR, FS_DEGR2 = 0, 1, 2, 3
+IS_T, IS_NSV, IS_NMAINT, IS_SINCE = 0, 1, 2, 3
+
+
+def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> tuple:
+    """Fresh, empty model state (see the module docstring)."""
+    B1 = budget + 1
+    SV = np.zeros((B1, n_features))
+    sqn = np.zeros(B1)
+    A = np.zeros((B1, n_cols))
+    K = np.zeros((B1, B1))
+    M = np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1))
+    b = np.zeros(n_cols)
+    fs = np.zeros(4)
+    fs[FS_SCALE] = 1.0
+    ist = np.zeros(4, dtype=np.int64)
+    return SV, sqn, A, K, M, b, fs, ist
+
+
+# ----------------------------------------------------------------------------- kernels
+@njit(cache=True, nogil=True)
+def kval(kind, gamma, degree, coef0, x, xsq, z, zsq):
+    """One kernel value k(x, z) (squared norms given)."""
+    d = x.shape[0]
+    if kind == LAPLACIAN:
+        s = 0.0
+        for k in range(d):
+            s += abs(x[k] - z[k])
+        return np.exp(-gamma * s)
+    dot = 0.0
+    for k in range(d):
+        dot += x[k] * z[k]
+    if kind == RBF:
+        d2 = xsq + zsq - 2.0 * dot
+        if d2 < 0.0:
+            d2 = 0.0
+        return np.exp(-gamma * d2)
+    if kind == LINEAR:
+        return dot
+    if kind == POLYNOMIAL:
+        return (gamma * dot + coef0) ** degree
+    if kind == SIGMOID:
+        return np.tanh(gamma * dot + coef0)
+    den = np.sqrt(xsq) * np.sqrt(zsq)  # cosine
+    return dot / den if den > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def kernel_matrix(X, Y, kind, gamma, degree, coef0):
+    """Plain k(X, Y) with the same arithmetic as the SGD loop (tests and state rebuilds)."""
+    n, m = X.shape[0], Y.shape[0]
+    out = np.empty((n, m))
+    for i in range(n):
+        xsq = np.dot(X[i], X[i])
+        for j in range(m):
+            out[i, j] = kval(kind, gamma, degree, coef0, X[i], xsq, Y[j], np.dot(Y[j], Y[j]))
+    return out
+
+
+# ----------------------------------------------------------------------------- merging
+@njit(cache=True, nogil=True)
+def _merge_obj(P, Q, R, L, pw, h):
+    """F(h) = sum_i (a_m k^((1-h)^p) + a_n k^(h^p))^2 = P e1^2 + 2 Q e1 e2 + R e2^2,
+    with k^x evaluated as exp(x log k) (p = 2 for rbf, 1 for laplacian)."""
+    u = 1.0 - h
+    if pw == 2:
+        e1 = np.exp(u * u * L)
+        e2 = np.exp(h * h * L)
+    else:
+        e1 = np.exp(abs(u) * L)
+        e2 = np.exp(abs(h) * L)
+    return P * e1 * e1 + 2.0 * Q * e1 * e2 + R * e2 * e2
+
+
+@njit(cache=True, nogil=True)
+def merge_h(P, Q, R, L, pw, iters):
+    """Maximise F(h) on [0, 1]: a 5-point grid picks the bracket, golden section refines it.
+
+    Returns (h, F(h)); the endpoints h = 0 and h = 1 are always candidates, so a merge
+    never degrades the model more than removing the smaller of the two points.
+    """
+    best_j = 0
+    best_f = -1.0
+    for j in range(5):
+        f = _merge_obj(P, Q, R, L, pw, 0.25 * j)
+        if f > best_f:
+            best_f = f
+            best_j = j
+    lo = max(0.0, 0.25 * (best_j - 1))
+    hi = min(1.0, 0.25 * (best_j + 1))
+    c = hi - _INVPHI * (hi - lo)
+    d = lo + _INVPHI * (hi - lo)
+    fc = _merge_obj(P, Q, R, L, pw, c)
+    fd = _merge_obj(P, Q, R, L, pw, d)
+    for _ in range(iters):
+        if fc > fd:
+            hi = d
+            d = c
+            fd = fc
+            c = hi - _INVPHI * (hi - lo)
+            fc = _merge_obj(P, Q, R, L, pw, c)
+        else:
+            lo = c
+            c = d
+            fc = fd
+            d = lo + _INVPHI * (hi - lo)
+            fd = _merge_obj(P, Q, R, L, pw, d)
+    h = 0.5 * (lo + hi)
+    fh = _merge_obj(P, Q, R, L, pw, h)
+    if best_f > fh:
+        return 0.25 * best_j, best_f
+    return h, fh
+
+
+#: Lookup table of the binary merge's argmax h over (m, k) (later budgeted-SVM work,
+#: e.g. Glasmachers & Qaadan's precomputed merging): rows m in [0, 1], columns k in [0, 1].
+LOOKUP_M = 201
+LOOKUP_K = 201
+
+
+@njit(cache=True, nogil=True)
+def build_lookup(pw):
+    """h*(m, k) on a (LOOKUP_M, LOOKUP_K) grid: argmax of m k^((1-h)^p) + (1-m) k^(h^p)."""
+    T = np.empty((LOOKUP_M, LOOKUP_K))
+    for i in range(LOOKUP_M):
+        m = i / (LOOKUP_M - 1)
+        for j in range(LOOKUP_K):
+            k = max(j / (LOOKUP_K - 1), 1e-300)
+            # F with a_m = m, a_n = 1 - m (same argmax as the linear objective when F > 0)
+            h, _ = merge_h(m * m, m * (1.0 - m), (1.0 - m) * (1.0 - m), np.log(k), pw,
+                           _GOLD_REFINE)
+            T[i, j] = h
+    return T
+
+
+@njit(cache=True, nogil=True)
+def _lookup_h(T, m, k):
+    x = m * (LOOKUP_M - 1)
+    y = k * (LOOKUP_K - 1)
+    i = min(int(x), LOOKUP_M - 2)
+    j = min(int(y), LOOKUP_K - 2)
+    fx = x - i
+    fy = y - j
+    return ((1 - fx) * (1 - fy) * T[i, j] + fx * (1 - fy) * T[i + 1, j]
+            + (1 - fx) * fy * T[i, j + 1] + fx * fy * T[i + 1, j + 1])
+
+
+@njit(cache=True, nogil=True)
+def merge_partner(A, K, n_sv, m, pw, search, T):
+    """Best merge partner of SV ``m``: (n, h, degradation^2 in unscaled units).
+
+    Every partner is screened (golden section with few iterations, or the lookup table for
+    one-column models with same-sign coefficients); the chosen one is refined to ~1e-9.
+    Degradation ||a_m phi_m + a_n phi_n - a_z phi_z||^2 = P + R + 2 Q k - F(h) (closed form).
+    """
+    c = A.shape[1]
+    best_n = -1
+    best_d = np.inf
+    P = 0.0
+    for i in range(c):
+        P += A[m, i] * A[m, i]
+    for n in range(n_sv):
+        if n == m:
+            continue
+        Q = 0.0
+        R = 0.0
+        for i in range(c):
+            Q += A[m, i] * A[n, i]
+            R += A[n, i] * A[n, i]
+        k = K[m, n]
+        if k <= 0.0:
+            k = 1e-300
+        L = np.log(k)
+        base = P + R + 2.0 * Q * k
+        if search == LOOKUP and c == 1:
+            am = A[m, 0]
+            an = A[n, 0]
+            if am * an > 0.0:
+                h = _lookup_h(T, am / (am + an), k)
+                f = _merge_obj(P, Q, R, L, pw, h)
+            else:
+                f = _merge_obj(P, Q, R, L, pw, 0.0)
+        else:
+            h, f = merge_h(P, Q, R, L, pw, _GOLD_SCREEN)
+        dg = base - f
+        if dg < best_d:
+            best_d = dg
+            best_n = n
+    Q = 0.0
+    R = 0.0
+    for i in range(c):
+        Q += A[m, i] * A[best_n, i]
+        R += A[best_n, i] * A[best_n, i]
+    k = max(K[m, best_n], 1e-300)
+    h, f = merge_h(P, Q, R, np.log(k), pw, _GOLD_REFINE)
+    return best_n, h, max(P + R + 2.0 * Q * k - f, 0.0)
+
+
+# ----------------------------------------------------------------------------- state edits
+@njit(cache=True, nogil=True)
+def _smallest(A, K, n_sv):
+    """Index of the SV with the smallest ||alpha_j||^2 k(x_j, x_j), and that value."""
+    best = 0
+    bv = np.inf
+    for j in range(n_sv):
+        a2 = 0.0
+        for i in range(A.shape[1]):
+            a2 += A[j, i] * A[j, i]
+        v = a2 * K[j, j]
+        if v < bv:
+            bv = v
+            best = j
+    return best, bv
+
+
+@njit(cache=True, nogil=True)
+def _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M):
+    """Remove SV ``p`` by moving the last one into its slot. Returns the new count."""
+    last = n_sv - 1
+    if p != last:
+        SV[p, :] = SV[last, :]
+        sqn[p] = sqn[last]
+        A[p, :] = A[last, :]
+        for j in range(n_sv):
+            K[p, j] = K[last, j]
+        for j in range(n_sv):
+            K[j, p] = K[j, last]
+        K[p, p] = K[last, last]
+        if has_M:
+            for j in range(n_sv):
+                M[p, j] = M[last, j]
+            for j in range(n_sv):
+                M[j, p] = M[j, last]
+            M[p, p] = M[last, last]
+    A[last, :] = 0.0
+    return last
+
+
+@njit(cache=True, nogil=True)
+def refresh_inverse(K, M, n_sv, ridge):
+    """M <- (K + ridge I)^-1 from scratch (projection's periodic refresh)."""
+    if n_sv == 0:
+        return
+    Kr = K[:n_sv, :n_sv].copy()
+    for j in range(n_sv):
+        Kr[j, j] += ridge
+    M[:n_sv, :n_sv] = np.linalg.inv(Kr)
+
+
+@njit(cache=True, nogil=True)
+def _inverse_add(M, K, n, kxx, ridge):
+    """Grow M = (K_n + rI)^-1 by the new row/column n of K (block inverse, O(n^2)).
+
+    Returns False when the Schur complement is not safely positive (the caller refreshes).
+    """
+    v = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * K[n, j]
+        v[i] = s
+    schur = kxx + ridge
+    for i in range(n):
+        schur -= K[n, i] * v[i]
+    if not (schur > 0.5 * ridge):
+        return False
+    inv = 1.0 / schur
+    for i in range(n):
+        vi = v[i] * inv
+        for j in range(n):
+            M[i, j] += vi * v[j]
+        M[i, n] = -vi
+        M[n, i] = -vi
+    M[n, n] = inv
+    return True
+
+
+# ----------------------------------------------------------------------------- maintenance
+@njit(cache=True, nogil=True)
+def maintain(SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0, ridge, pw,
+             search, T, budget):
+    """Bring the model from B+1 back to B SVs; return ||Delta||^2 in true units.
+
+    removal: drop p = argmin ||a_j||^2 k_jj, ||Delta||^2 = ||a_p||^2 k_pp.  O(B).
+    projection: a_j += a_p d_j with d = (K_-p + rI)^-1 k_-p,p read off the maintained
+    inverse M = (K + rI)^-1 as d = -M[:, p] / M[p, p]; ||Delta||^2 = ||a_p||^2 (k_pp - k.d
+    - r ||d||^2); M is downdated in place. O(B^2).
+    merging: p = m as above; partner n and h from :func:`merge_partner`. O(B) (+ O(B d)
+    for the kernel row of the merged point).
+    """
+    n_sv = ist[IS_NSV]
+    s = fs[FS_SCALE]
+    c = A.shape[1]
+    has_M = maint == PROJECT
+    if maint == MERGE:
+        m, _ = _smallest(A, K, n_sv)
+        n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T)
+        k = max(K[m, n], 1e-300)
+        L = np.log(k)
+        u = 1.0 - h
+        if pw == 2:
+            e1 = np.exp(u * u * L)
+            e2 = np.exp(h * h * L)
+        else:
+            e1 = np.exp(abs(u) * L)
+            e2 = np.exp(abs(h) * L)
+        az = np.empty(c)
+        for i in range(c):
+            az[i] = A[m, i] * e1 + A[n, i] * e2
+        z = h * SV[m] + u * SV[n]
+        last = n_sv - 1
+        n_sv = _swap_remove(n, SV, sqn, A, K, M, n_sv, has_M)
+        if m == last:
+            m = n
+        SV[m, :] = z
+        zsq = np.dot(z, z)
+        sqn[m] = zsq
+        for i in range(c):
+            A[m, i] = az[i]
+        for j in range(n_sv):
+            kz = kval(kind, gamma, degree, coef0, z, zsq, SV[j], sqn[j])
+            K[m, j] = kz
+            K[j, m] = kz
+        K[m, m] = kval(kind, gamma, degree, coef0, z, zsq, z, zsq)
+        ist[IS_NSV] = n_sv
+        return dg * s * s
+    p, v = _smallest(A, K, n_sv)
+    if maint == REMOVE:
+        ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M)
+        return v * s * s
+    mpp = M[p, p]
+    if not (mpp > 0.0) or ist[IS_SINCE] >= budget:
+        refresh_inverse(K, M, n_sv, ridge)
+        ist[IS_SINCE] = 0
+        mpp = M[p, p]
+    ist[IS_SINCE] += 1
+    dk = 0.0
+    dd = 0.0
+    a2 = 0.0
+    for i in range(c):
+        a2 += A[p, i] * A[p, i]
+    for j in range(n_sv):
+        if j == p:
+            continue
+        dj = -M[j, p] / mpp
+        dk += dj * K[j, p]
+        dd += dj * dj
+        for i in range(c):
+            A[j, i] += dj * A[p, i]
+    res = K[p, p] - dk - ridge * dd
+    if res < 0.0:
+        res = 0.0
+    for i in range(n_sv):
+        if i == p:
+            continue
+        f = M[i, p] / mpp
+        if f == 0.0:
+            continue
+        for j in range(n_sv):
+            if j != p:
+                M[i, j] -= f * M[p, j]
+    ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M)
+    return a2 * res * s * s
+
+
+@njit(cache=True, nogil=True)
+def exact_wnorm2(A, K, b, fs, n_sv, icpt):
+    """||w||^2 = s^2 (sum_i a_i^T K a_i + ||b||^2) when the intercept feature is on."""
+    s = fs[FS_SCALE]
+    tot = 0.0
+    c = A.shape[1]
+    for i in range(c):
+        for j in range(n_sv):
+            aj = A[j, i]
+            if aj == 0.0:
+                continue
+            r = 0.0
+            for l in range(n_sv):
+                r += K[j, l] * A[l, i]
+            tot += aj * r
+        if icpt > 0.0:
+            tot += b[i] * b[i]
+    return tot * s * s
+
+
+# ----------------------------------------------------------------------------- the SGD loop
+@njit(cache=True, nogil=True)
+def sgd_chunk(X, yi, w, SV, sqn, A, K, M, b, fs, ist, kind, gamma, degree, coef0, algo, lam,
+              eta0, radius, maint, icpt, ridge, pw, search, T, budget):
+    """One pass over the rows of X in the given order (the whole per-example loop).
+
+    ``yi`` holds class indices (binary: 0 -> -1, 1 -> +1); ``w`` the sample weights (a
+    weight scales the step). Per example: scores from the SVs (O(B d)), the shrink
+    ``s <- (1 - eta lam) s`` (O(1)), an SV added when the hinge is violated, budget
+    maintenance at B + 1, and the optional projection onto ``||w|| <= radius``.
+    """
+    n = X.shape[0]
+    c = A.shape[1]
+    krow = np.empty(budget + 1)
+    f = np.empty(c)
+    for ii in range(n):
+        x = X[ii]
+        xsq = np.dot(x, x)
+        ist[IS_T] += 1
+        t = ist[IS_T]
+        if algo == PEGASOS:
+            eta = 1.0 / (lam * t)
+        elif algo == NORMA:
+            eta = eta0 / np.sqrt(t)
+        else:
+            eta = eta0
+        n_sv = ist[IS_NSV]
+        s = fs[FS_SCALE]
+        for i in range(c):
+            f[i] = b[i] * icpt
+        for j in range(n_sv):
+            kj = kval(kind, gamma, degree, coef0, x, xsq, SV[j], sqn[j])
+            krow[j] = kj
+            for i in range(c):
+                f[i] += A[j, i] * kj
+        for i in range(c):
+            f[i] *= s
+        y = yi[ii]
+        r = -1
+        yy = 1.0
+        if c == 1:
+            yy = 1.0 if y == 1 else -1.0
+            viol = yy * f[0] < 1.0
+        else:
+            best = -np.inf
+            for i in range(c):
+                if i != y and f[i] > best:
+                    best = f[i]
+                    r = i
+            viol = f[y] - best < 1.0
+        # shrink w <- (1 - eta lam) w through the global scale
+        if algo != PERCEPTRON and lam > 0.0:
+            fac = 1.0 - eta * lam
+            if fac <= 0.0:
+                A[:n_sv, :] = 0.0
+                b[:] = 0.0
+                n_sv = 0
+                ist[IS_NSV] = 0
+                s = 1.0
+                fs[FS_WNORM2] = 0.0
+                f[:] = 0.0
+            else:
+                s *= fac
+                fs[FS_WNORM2] *= fac * fac
+                for i in range(c):
+                    f[i] *= fac
+                if s < _MIN_SCALE:
+                    A[:n_sv, :] *= s
+                    b[:] *= s
+                    s = 1.0
+            fs[FS_SCALE] = s
+        if not viol or w[ii] <= 0.0:
+            continue
+        beta = eta * w[ii] / s
+        SV[n_sv, :] = x
+        sqn[n_sv] = xsq
+        A[n_sv, :] = 0.0
+        if c == 1:
+            A[n_sv, 0] = yy * beta
+            b[0] += yy * beta * icpt
+            gain = yy * f[0]
+        else:
+            A[n_sv, y] = beta
+            A[n_sv, r] = -beta
+            b[y] += beta * icpt
+            b[r] -= beta * icpt
+            gain = f[y] - f[r]
+        kxx = kval(kind, gamma, degree, coef0, x, xsq, x, xsq)
+        for j in range(n_sv):
+            K[n_sv, j] = krow[j]
+            K[j, n_sv] = krow[j]
+        K[n_sv, n_sv] = kxx
+        if radius > 0.0:
+            bt = beta * s
+            nb = 1.0 if c == 1 else 2.0
+            fs[FS_WNORM2] += 2.0 * bt * gain + nb * bt * bt * (kxx + icpt * icpt)
+        ok = True
+        if maint == PROJECT:
+            if n_sv == 0:
+                M[0, 0] = 1.0 / (kxx + ridge)
+            else:
+                ok = _inverse_add(M, K, n_sv, kxx, ridge)
+        n_sv += 1
+        ist[IS_NSV] = n_sv
+        if not ok:
+            refresh_inverse(K, M, n_sv, ridge)
+            ist[IS_SINCE] = 0
+        if n_sv > budget:
+            d2 = maintain(SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0,
+                          ridge, pw, search, T, budget)
+            fs[FS_DEGR] += np.sqrt(d2)
+            fs[FS_DEGR2] += d2
+            ist[IS_NMAINT] += 1
+            if radius > 0.0:
+                fs[FS_WNORM2] = exact_wnorm2(A, K, b, fs, ist[IS_NSV], icpt)
+        if radius > 0.0 and fs[FS_WNORM2] > radius * radius:
+            fs[FS_SCALE] *= radius / np.sqrt(fs[FS_WNORM2])
+            fs[FS_WNORM2] = radius * radius
+
+
+@njit(cache=True, nogil=True)
+def decision(X, SV, sqn, A, b, s, icpt, n_sv, kind, gamma, degree, coef0):
+    """Scores s (sum_j a_j k(x, x_j) + icpt b) for the rows of X (the loop's arithmetic)."""
+    n = X.shape[0]
+    c = A.shape[1]
+    out = np.empty((n, c))
+    for ii in range(n):
+        x = X[ii]
+        xsq = np.dot(x, x)
+        for i in range(c):
+            out[ii, i] = b[i] * icpt
+        for j in range(n_sv):
+            kj = kval(kind, gamma, degree, coef0, x, xsq, SV[j], sqn[j])
+            for i in range(c):
+                out[ii, i] += A[j, i] * kj
+        for i in range(c):
+            out[ii, i] *= s
+    return out

@@ -1,0 +1,125 @@
+"""Seeded one-pass visiting order over row blocks, read with a bounded prefetch.
+
+The order never depends on how the data is stored: rows are grouped in fixed *virtual
+blocks* of ``block_rows`` consecutive rows (independent of the zarr/dask chunks); an epoch
+visits the virtual blocks in an order drawn from ``SeedSequence([seed, epoch])`` and the rows
+of block ``i`` in an order drawn from ``SeedSequence([seed, epoch, i])``. So NumPy input, a
+dask array under any chunking and any number of workers, and a zarr store all give the same
+sequence of examples, hence the same model. A virtual block is a contiguous row range, so
+reading it touches one or two storage chunks.
+
+Reading runs in one background thread that keeps at most ``depth`` blocks ahead of the
+learner (the numba loop releases the GIL, so reading overlaps learning; memory stays
+bounded by ``depth + 1`` blocks).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+from typing import Any, Callable, Iterator, NamedTuple
+
+import numpy as np
+
+from .._validation import DKernelError, report_nonfinite
+
+#: Rows of one virtual block (the unit of shuffling and of reading).
+BLOCK_ROWS = 1 << 16
+
+
+class BlockTask(NamedTuple):
+    """One virtual block to read: rows ``start:stop`` visited in ``order`` (None: as stored)."""
+
+    start: int
+    stop: int
+    order: np.ndarray | None
+
+
+def block_plan(n: int, *, seed: int, epoch: int, shuffle: bool,
+               block_rows: int = BLOCK_ROWS) -> list[BlockTask]:
+    """The visiting order of one epoch over ``n`` rows (see the module docstring)."""
+    n_blocks = max(1, -(-n // block_rows))
+    blocks = np.arange(n_blocks)
+    if shuffle:
+        blocks = np.random.default_rng(np.random.SeedSequence([seed, epoch])).permutation(n_blocks)
+    plan = []
+    for i in blocks.tolist():
+        start, stop = i * block_rows, min(n, (i + 1) * block_rows)
+        order = None
+        if shuffle:
+            rng = np.random.default_rng(np.random.SeedSequence([seed, epoch, i]))
+            order = rng.permutation(stop - start)
+        plan.append(BlockTask(start, stop, order))
+    return plan
+
+
+def visit_order(n: int, *, seed: int, epoch: int = 0, shuffle: bool = True,
+                block_rows: int = BLOCK_ROWS) -> np.ndarray:
+    """Global row indices in the order one epoch visits them (for tests and tools)."""
+    parts = [np.arange(t.start, t.stop) if t.order is None else t.start + t.order
+             for t in block_plan(n, seed=seed, epoch=epoch, shuffle=shuffle,
+                                 block_rows=block_rows)]
+    return np.concatenate(parts)
+
+
+def _is_dask(a) -> bool:
+    return hasattr(a, "dask") and hasattr(a, "chunks")
+
+
+def read_block(X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray], np.ndarray]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``task.start:task.stop`` of X (float64, C order), class indices and weights,
+    in the task's order. NaN/inf are reported with the global row number."""
+    sl = slice(task.start, task.stop)
+    if _is_dask(X):
+        import dask
+
+        parts = [X[sl]]
+        if _is_dask(y):
+            parts.append(y[sl])
+        if _is_dask(w):
+            parts.append(w[sl])
+        got = list(dask.compute(*parts))
+        Xb = got.pop(0)
+        yb = got.pop(0) if _is_dask(y) else np.asarray(y[sl])
+        wb = got.pop(0) if _is_dask(w) else np.asarray(w[sl])
+    else:
+        Xb = np.asarray(X[sl])
+        yb = np.asarray(y[sl])
+        wb = np.asarray(w[sl])
+    Xb = np.asarray(Xb)
+    if not np.issubdtype(Xb.dtype, np.number):
+        raise DKernelError(f"X must be numeric, got dtype {Xb.dtype}")
+    Xb = Xb.astype(np.float64, copy=False)
+    report_nonfinite(Xb, name="X", row_offset=task.start)
+    yi = y_map(np.asarray(yb).ravel(), task.start)
+    wb = np.asarray(wb, dtype=np.float64).ravel()
+    if len(yi) != len(Xb) or len(wb) != len(Xb):
+        raise DKernelError(f"rows {task.start}:{task.stop}: y or sample_weight length differs "
+                           f"from X ({len(yi)}, {len(wb)} vs {len(Xb)})")
+    if task.order is not None:
+        Xb, yi, wb = Xb[task.order], yi[task.order], wb[task.order]
+    return np.ascontiguousarray(Xb), np.ascontiguousarray(yi), np.ascontiguousarray(wb)
+
+
+def prefetch(reader: Callable[[Any], Any], tasks: list, depth: int = 2) -> Iterator[Any]:
+    """Yield ``reader(task)`` for each task in order, reading up to ``depth`` ahead in one
+    background thread (bounded: never more than ``depth`` results waiting)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dkernel-read")
+    pending: collections.deque = collections.deque()
+    it = iter(tasks)
+    try:
+        for task in it:
+            pending.append(pool.submit(reader, task))
+            if len(pending) >= depth:
+                break
+        while pending:
+            result = pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(reader, nxt))
+            yield result
+    finally:
+        for fut in pending:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
