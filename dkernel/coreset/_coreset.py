@@ -1,0 +1,369 @@
+"""The ``Coreset`` type, the single-machine construction, merge / reduce and training."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import numbers
+from dataclasses import dataclass, field, replace
+import numpy as np
+
+from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from ..runtime import _timer
+from ._sensitivity import (
+    _binary_labels,
+    _rng,
+    _sensitivities,
+    _with_bias,
+    check_lam,
+    default_k,
+)
+from ._solver import svm_objective
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class Coreset:
+    """A weighted subset (S, v) standing in for a data set P in the SVM cost.
+
+    ``weight`` counts replicated rows: fitting an estimator on ``(X, y, sample_weight=weight)``
+    approximates fitting it on the full data, and ``weight.sum()`` estimates the full set's
+    total weight (its size for unit weights).
+
+    Attributes
+    ----------
+    X : ndarray of shape (m', n_features)
+        The sampled rows (m' <= m distinct points; duplicates are merged into one weight).
+    y : ndarray of shape (m',)
+        Their labels, as given (one-vs-rest coresets hold -1/+1).
+    weight : ndarray of shape (m',)
+        v(p) = u(p) * count(p) / (m q(p)).
+    sensitivity : ndarray of shape (m',)
+        gamma(p) of each row in the set it was sampled from.
+    total_sensitivity : float
+        t = sum gamma over that set (summed over the parts of a merged coreset).
+    source_size : int
+        Rows of the data the coreset stands for.
+    lam : float
+        Hinge weight the sensitivities were computed for.
+    classes : tuple
+        (negative, positive) labels.
+    info : dict
+        Construction details (``opt``, ``method``, ``levels``, ...).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray
+    sensitivity: np.ndarray
+    total_sensitivity: float
+    source_size: int
+    lam: float = 1.0
+    classes: tuple = (-1, 1)
+    info: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+    def __or__(self, other: "Coreset") -> "Coreset":
+        return merge(self, other)
+
+    def __repr__(self) -> str:
+        return (f"Coreset(size={len(self)}, n_features={self.X.shape[1]}, "
+                f"source_size={self.source_size}, total_weight={self.weight.sum():.6g}, "
+                f"total_sensitivity={self.total_sensitivity:.6g}, lam={self.lam:g})")
+
+    @property
+    def signs(self) -> np.ndarray:
+        """Labels as -1/+1 (``classes[1]`` is +1)."""
+        return np.where(self.y == self.classes[1], 1.0, -1.0)
+
+    def cost(self, coef, intercept=0.0) -> float:
+        """F(S, w) = ||coef||^2 / 2 + lam * sum v hinge, the same convention as the full set."""
+        w = np.r_[np.ravel(coef), float(np.ravel([intercept])[0])]
+        return svm_objective(_with_bias(self.X), self.signs, self.weight, self.lam, w)
+
+    def reduce(self, m, *, random_state=None, k=None, beta=0.0, total_weight=None):
+        """A coreset of this coreset with at most ``m`` rows (one more resampling level).
+
+        Parameters
+        ----------
+        m : int
+            Draws (rows after merging duplicates <= m). ``m >= len(self)`` returns ``self``.
+        random_state : int, SeedSequence, Generator or None
+        k : int, optional
+            k-means++ clusters per label (default ``ceil(ln len(self))``).
+        beta : float, default=0.0
+            Mixture with weight-proportional sampling (see :func:`svm_coreset`).
+        total_weight : float, optional
+            Weight U of the whole data when this coreset stands for a part of it: the
+            sensitivities are then those of the part's share of the global cost (the node's
+            hinge weight is lam * U / U_node).
+
+        Returns
+        -------
+        Coreset
+        """
+        m = _check_m(m, None)
+        if m >= len(self):
+            return self
+        beta = _check_beta(beta)
+        rng = _rng(random_state)
+        U_node = float(self.weight.sum())
+        lam_node = self.lam * (U_node if total_weight is None else float(total_weight)) / U_node
+        k = default_k(len(self)) if k is None else int(k)
+        out = _build(self.X, self.signs, self.weight, m, lam=lam_node, k=k, rng=rng, beta=beta)
+        return replace(out, y=np.where(out.y > 0, self.classes[1], self.classes[0]),
+                       source_size=self.source_size, lam=self.lam, classes=self.classes,
+                       info={**out.info, "levels": self.info.get("levels", 0) + 1})
+
+    def fit(self, estimator, **fit_params):
+        """Fit ``estimator`` on the coreset so its objective matches the full-data one.
+
+        Any estimator whose ``fit`` takes ``sample_weight`` works (duck typing):
+
+        - estimators with ``C`` (scikit-learn ``SVC``, ``LinearSVC``, ``LogisticRegression``)
+          minimise ``||w||^2/2 + C sum_i s_i loss_i``: the coreset weights count replicated
+          rows, so ``C`` stays as it is ("weight = replicated rows": a fit with integer
+          weights equals a fit on the rows repeated that many times);
+        - estimators with ``alpha`` or ``lam`` (``SGDClassifier``, dkernel's ``BudgetedSVC``)
+          minimise a *mean* loss plus ``alpha R(w)``: they get the weights normalised to
+          mean 1, ``v * m' / U``, which gives the full set's ``(1/n) sum loss`` (equivalent to
+          raw weights with ``alpha`` rescaled by ``U / m'``, and safe for SGD step sizes);
+        - others (kernel k-means, ...) get the raw weights.
+
+        The estimator is fitted in place and returned (as ``estimator.fit`` does).
+        """
+        params = inspect.signature(estimator.fit).parameters
+        if "sample_weight" not in params and not any(
+                p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise DKernelError(f"{type(estimator).__name__}.fit takes no sample_weight; a "
+                               "coreset needs a weighted fit")
+        names = set(estimator.get_params()) if hasattr(estimator, "get_params") else set()
+        w = self.weight
+        if "C" not in names and ({"alpha", "lam"} & names):
+            w = w * (len(self) / float(w.sum()))
+        return estimator.fit(self.X, self.y, sample_weight=w, **fit_params)
+
+
+def merge(a: Coreset, b: Coreset) -> Coreset:
+    """Union of two coresets (a coreset of the union of their sources); also ``a | b``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel.coreset import uniform_coreset, merge
+    >>> X = np.arange(40.0).reshape(20, 2); y = np.repeat([-1, 1], 10)
+    >>> a = uniform_coreset(X[:10], y[:10], 5, random_state=0)
+    >>> c = merge(a, uniform_coreset(X[10:], y[10:], 5, random_state=1))
+    >>> c.source_size, float(c.weight.sum())
+    (20, 20.0)
+    """
+    if not isinstance(a, Coreset) or not isinstance(b, Coreset):
+        raise DKernelError("merge takes two Coreset objects")
+    if a.X.shape[1] != b.X.shape[1]:
+        raise DKernelError(f"cannot merge coresets with {a.X.shape[1]} and {b.X.shape[1]} "
+                           "features")
+    if a.lam != b.lam:
+        raise DKernelError(f"cannot merge coresets built for lam={a.lam} and lam={b.lam}")
+    classes = _merge_classes(a, b)
+    return Coreset(
+        X=np.concatenate([a.X, b.X]), y=np.concatenate([a.y, b.y]),
+        weight=np.concatenate([a.weight, b.weight]),
+        sensitivity=np.concatenate([a.sensitivity, b.sensitivity]),
+        total_sensitivity=a.total_sensitivity + b.total_sensitivity,
+        source_size=a.source_size + b.source_size, lam=a.lam, classes=classes,
+        info={"method": "merge", "levels": max(a.info.get("levels", 0),
+                                               b.info.get("levels", 0))})
+
+
+def _merge_classes(a: Coreset, b: Coreset) -> tuple:
+    la = set(np.unique(a.y).tolist()) | set(a.classes)
+    lb = set(np.unique(b.y).tolist()) | set(b.classes)
+    labels = sorted(la | lb)
+    if len(labels) > 2:
+        raise DKernelError(f"cannot merge coresets with labels {labels}: more than two classes")
+    if a.classes == b.classes:
+        return a.classes
+    return tuple(labels) if len(labels) == 2 else a.classes
+
+
+def _check_m(m, n: int | None) -> int:
+    check_scalar(m, "m", kind=numbers.Integral, low=1)
+    if n is not None and m > n:
+        raise DKernelError(f"m={m} exceeds the {n} rows of X")
+    return int(m)
+
+
+def _check_beta(beta) -> float:
+    return float(check_scalar(beta, "beta", kind=numbers.Real, low=0.0, high=1.0))
+
+
+def _draw(gamma, u, m, rng, beta, *, total=None, U=None):
+    """m i.i.d. draws with q = (1 - beta) gamma / t + beta u / U; (unique idx, weights, q)."""
+    t = float(gamma.sum()) if total is None else float(total)
+    U = float(u.sum()) if U is None else float(U)
+    q = (1.0 - beta) * gamma / t + beta * u / U
+    cum = np.cumsum(q)
+    idx = np.searchsorted(cum, rng.random(m) * cum[-1], side="right")
+    idx = np.minimum(idx, len(q) - 1)
+    uniq, counts = np.unique(idx, return_counts=True)
+    weight = u[uniq] * counts / (m * q[uniq])
+    return uniq, weight
+
+
+def _build(X, ys, u, m, *, lam, k, rng, beta=0.0, opt=None):
+    """Sensitivity sampling on trusted input (``ys`` in {-1, +1}); y of the result is ys."""
+    with _timer("sensitivities", logger):
+        gamma, info = _sensitivities(_with_bias(X), ys, u, lam=lam, k=k, rng=rng, opt=opt)
+    t = float(gamma.sum())
+    idx, weight = _draw(gamma, u, m, rng, beta)
+    return Coreset(X=X[idx], y=ys[idx], weight=weight, sensitivity=gamma[idx],
+                   total_sensitivity=t, source_size=int(X.shape[0]), lam=lam,
+                   classes=(-1.0, 1.0),
+                   info={"method": "sensitivity", "opt": info.opt, "coarse_cost": info.upper,
+                         "n_clusters": info.n_clusters, "beta": beta, "levels": 1,
+                         "fallback_uniform": info.exact})
+
+
+def _validate(X, y, m, lam, sample_weight, *, allow_multiclass=False):
+    X = check_finite_2d(X)
+    n = X.shape[0]
+    m = _check_m(m, n)
+    lam = check_lam(lam)
+    u = check_sample_weight(sample_weight, n)
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise DKernelError(f"y has shape {y.shape}, expected ({n},) to match the rows of X")
+    return X, y, m, lam, u
+
+
+def svm_coreset(X, y, m, *, lam=1.0, k=None, sample_weight=None, opt=None, beta=0.0,
+                multiclass=None, random_state=None):
+    """Sensitivity-sampling coreset of a labelled set for the linear SVM cost.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        NumPy input (see :func:`distributed_coreset` for dask arrays and zarr stores).
+    y : array-like of shape (n_samples,)
+        Two classes (the larger label plays +1), or more with ``multiclass="ovr"``.
+    m : int
+        Number of i.i.d. draws; duplicates are merged, so the coreset has at most m rows.
+    lam : float, default=1.0
+        Hinge weight lambda of F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + lam
+        hinge(p, w)] (scikit-learn's ``C`` for unit weights).
+    k : int, optional
+        k-means++ clusters per label; default ``ceil(ln n)``.
+    sample_weight : array-like of shape (n_samples,), optional
+        Input weights u(p) (a weighted set, e.g. a coreset); default 1.
+    opt : float, optional
+        A certified lower bound of min_w F(P, w); by default the coarse solve computes one
+        (L-BFGS on a smoothed hinge, certified by a dual-feasible point).
+    beta : float in [0, 1], default=0.0
+        Mixture q = (1 - beta) gamma / t + beta u / U with weight-proportional (uniform)
+        sampling: keeps the coreset unbiased and caps each weight at U / (beta m), which
+        helps where the bound is loose (large t / n).
+    multiclass : {None, "ovr"}, default=None
+        ``"ovr"`` builds one coreset per class (that class +1, the rest -1) and returns a
+        dict ``{class: Coreset}``; more than two classes without it is an error.
+    random_state : int, Generator, RandomState or None
+        Seeds the k-means++ seeding and the draw (the coarse solve is deterministic).
+
+    Returns
+    -------
+    Coreset, or dict of Coreset with ``multiclass="ovr"``
+
+    Notes
+    -----
+    O(n d (k + I)) for the clustering, O(n d) per L-BFGS iteration of the coarse solve and
+    O(n + m log n) for the draw. The coreset is unbiased for any w:
+    E[F(S, w)] = F(P, w); its relative error shrinks like sqrt(t / m).
+
+    References
+    ----------
+    M. Tukan, C. Baykal, D. Feldman, D. Rus, "On coresets for support vector machines",
+    TAMC 2020 / Theoretical Computer Science 2021, Algorithm 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel.coreset import svm_coreset
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(500, 2)); y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1, -1)
+    >>> S = svm_coreset(X, y, 50, random_state=0)
+    >>> len(S) <= 50, S.source_size
+    (True, 500)
+    """
+    X, y, m, lam, u = _validate(X, y, m, lam, sample_weight)
+    if multiclass not in (None, "ovr"):
+        raise DKernelError(f"multiclass must be None or 'ovr', got {multiclass!r}")
+    beta = _check_beta(beta)
+    if opt is not None:
+        check_scalar(opt, "opt", low=0.0, low_inclusive=False)
+    k = default_k(X.shape[0]) if k is None else int(
+        check_scalar(k, "k", kind=numbers.Integral, low=1))
+    classes = np.unique(y)
+    if multiclass == "ovr" and classes.size > 2:
+        seeds = np.random.SeedSequence(_seed_entropy(random_state)).spawn(classes.size)
+        return {c.item(): _one(X, np.where(y == c, 1, -1), u, m, lam, k, opt, beta, s)
+                for c, s in zip(classes, seeds)}
+    return _one(X, y, u, m, lam, k, opt, beta, random_state)
+
+
+def _seed_entropy(random_state):
+    from ._sensitivity import _base_seed
+
+    return _base_seed(random_state)
+
+
+def _one(X, y, u, m, lam, k, opt, beta, random_state) -> Coreset:
+    ys, classes = _binary_labels(y, X.shape[0])
+    rng = _rng(random_state)
+    with _timer("svm_coreset", logger):
+        out = _build(X, ys, u, m, lam=lam, k=k, rng=rng, beta=beta, opt=opt)
+    return replace(out, y=np.where(out.y > 0, classes[1], classes[0]), classes=classes)
+
+
+def uniform_coreset(X, y, m, *, lam=1.0, sample_weight=None, random_state=None):
+    """The baseline: m i.i.d. draws proportional to the input weights, v = U / m each.
+
+    Same return type as :func:`svm_coreset` (``sensitivity`` holds u, ``total_sensitivity``
+    U), so both go through the same training and evaluation code.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel.coreset import uniform_coreset
+    >>> X = np.arange(20.0).reshape(10, 2); y = np.array([0, 1] * 5)
+    >>> S = uniform_coreset(X, y, 4, random_state=0)
+    >>> float(S.weight.sum())
+    10.0
+    """
+    X, y, m, lam, u = _validate(X, y, m, lam, sample_weight)
+    _, classes = _binary_labels(y, X.shape[0])
+    rng = _rng(random_state)
+    idx, weight = _draw(u, u, m, rng, 0.0)
+    return Coreset(X=X[idx], y=y[idx], weight=weight, sensitivity=u[idx],
+                   total_sensitivity=float(u.sum()), source_size=int(X.shape[0]), lam=lam,
+                   classes=classes, info={"method": "uniform", "levels": 1})
+
+
+def coreset_cost(X, y, coef, intercept=0.0, *, lam=1.0, sample_weight=None) -> float:
+    """F(P, w) = ||coef||^2 / 2 + lam sum_p u(p) hinge(p, w) of a labelled set (two classes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel.coreset import coreset_cost
+    >>> coreset_cost(np.array([[1.0], [-1.0]]), np.array([1, -1]), [0.5], lam=1.0)
+    1.125
+    """
+    X = check_finite_2d(X)
+    ys, _ = _binary_labels(y, X.shape[0])
+    u = check_sample_weight(sample_weight, X.shape[0])
+    w = np.r_[np.ravel(coef).astype(np.float64), float(np.ravel([intercept])[0])]
+    if w.shape[0] != X.shape[1] + 1:
+        raise DKernelError(f"coef has {w.shape[0] - 1} entries, X has {X.shape[1]} features")
+    return svm_objective(_with_bias(X), ys, u, check_lam(lam), w)

@@ -1,0 +1,184 @@
+"""Sensitivity upper bounds of the SVM cost (Tukan et al. 2020, Algorithm 1, lines 1-8)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from ..runtime import _timer
+from ._kernels import _sensitivity_bound, _weighted_kmeans
+from ._solver import coarse_svm
+
+logger = logging.getLogger(__name__)
+
+#: Lloyd steps after the k-means++ seeding (the bound holds for any partition; a few steps
+#: tighten it).
+_LLOYD_STEPS = 2
+
+
+class SensitivityInfo(NamedTuple):
+    opt: float           # the certified lower bound used in the bound
+    upper: float         # the coarse solution's cost (nan when opt was given)
+    w: np.ndarray | None  # the coarse solution (None when opt was given)
+    n_clusters: int      # clusters over both labels
+    exact: bool          # True when the bound fell back to weight-proportional (one class)
+
+
+def default_k(n: int) -> int:
+    """k = ceil(ln n) clusters per label (the paper's k ~ log n)."""
+    return max(1, int(math.ceil(math.log(max(n, 2)))))
+
+
+def _with_bias(X) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+def _cluster_bound(X1, ys, u, *, lam, opt, U_total, k, rng):
+    """gamma(p) for every row given opt: clusters per label, alpha_i, the numba bound."""
+    n = X1.shape[0]
+    gamma = np.empty(n)
+    n_clusters = 0
+    for sign in (-1.0, 1.0):
+        rows = np.flatnonzero(ys == sign)
+        if rows.size == 0:
+            continue
+        Z = np.ascontiguousarray(sign * X1[rows, :-1])
+        uz = np.ascontiguousarray(u[rows])
+        kk = min(k, rows.size)
+        labels, centers, cluster_u = _weighted_kmeans(Z, uz, kk, rng.random(kk), _LLOYD_STEPS)
+        with np.errstate(divide="ignore"):
+            alpha = (U_total - cluster_u) / (2.0 * lam * U_total * cluster_u)
+        alpha[~np.isfinite(alpha)] = 0.0
+        out = np.empty(rows.size)
+        _sensitivity_bound(Z, uz, labels, centers, cluster_u, alpha, lam, opt, out)
+        gamma[rows] = out
+        n_clusters += centers.shape[0]
+    return gamma, n_clusters
+
+
+def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None):
+    """Sensitivity bounds of rows ``X1`` (bias column last) with labels ``ys`` in {-1, +1}.
+
+    ``U_total`` is the weight of the whole set whose cost is approximated (the rows may be a
+    part of it, as in the two-pass build); by default the rows' own total. Trusts its input.
+    A set with one label only gets gamma = u (weight-proportional sampling, still unbiased).
+    """
+    U_total = float(u.sum()) if U_total is None else float(U_total)
+    if np.unique(ys).size < 2:
+        return u.astype(np.float64, copy=True), SensitivityInfo(np.nan, np.nan, None, 1, True)
+    upper, w = np.nan, None
+    if opt is None:
+        with _timer("coarse svm", logger):
+            sol = coarse_svm(X1, ys, u, lam, w0=w0)
+        opt, upper, w = sol.lower, sol.upper, sol.w
+    if not opt > 0.0:
+        raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")
+    with _timer("k-means++ and bound", logger):
+        gamma, n_clusters = _cluster_bound(X1, ys, u, lam=lam, opt=float(opt), U_total=U_total,
+                                           k=k, rng=rng)
+    return gamma, SensitivityInfo(float(opt), float(upper), w, n_clusters, False)
+
+
+def _binary_labels(y, n: int, *, name: str = "y"):
+    """Labels as (ys in {-1, +1}, classes (negative, positive)); raise for anything else."""
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise DKernelError(f"{name} has shape {y.shape}, expected ({n},) to match the rows of X")
+    if np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
+        bad = int(np.argmax(~np.isfinite(y)))
+        raise DKernelError(f"{name} contains a non-finite label at row {bad}")
+    classes = np.unique(y)
+    if classes.size < 2:
+        raise DKernelError(f"{name} has one class only ({classes.tolist()}); an SVM coreset "
+                           "needs two")
+    if classes.size > 2:
+        raise DKernelError(f"{name} has {classes.size} classes; pass multiclass='ovr' for "
+                           "one-vs-rest coresets")
+    return np.where(y == classes[1], 1.0, -1.0), (classes[0], classes[1])
+
+
+def check_lam(lam) -> float:
+    return float(check_scalar(lam, "lam", kind=numbers.Real, low=0.0, low_inclusive=False))
+
+
+def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None,
+                    random_state=None):
+    """Upper bounds gamma(p) on the sensitivity of every point for the SVM cost.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+        Two classes (mapped to -1/+1: the larger label is +1).
+    lam : float, default=1.0
+        Weight of the hinge term (the paper's lambda).
+    k : int, optional
+        k-means++ clusters per label; default ``ceil(ln n)``.
+    sample_weight : array-like of shape (n_samples,), optional
+        Point weights u(p); default 1.
+    opt : float, optional
+        A certified lower bound of the optimal cost; computed by the coarse solve when None.
+    random_state : int, Generator, RandomState or None
+        Seed of the k-means++ seeding.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        gamma(p) >= sup_w u(p) f(p, w) / F(P, w), for the cost
+        F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + lam hinge(p, w)].
+
+    Notes
+    -----
+    O(n d (k + I)) for k-means++ with ``I`` Lloyd steps, plus the coarse solve (O(n d) per
+    L-BFGS iteration).
+
+    References
+    ----------
+    M. Tukan, C. Baykal, D. Feldman, D. Rus, "On coresets for support vector machines",
+    TAMC 2020 / Theoretical Computer Science 2021, Algorithm 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel.coreset import svm_sensitivity
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = np.where(X[:, 0] > 0, 1, -1)
+    >>> g = svm_sensitivity(X, y, random_state=0)
+    >>> g.shape, bool((g > 0).all())
+    ((200,), True)
+    """
+    X = check_finite_2d(X)
+    n = X.shape[0]
+    ys, _ = _binary_labels(y, n)
+    u = check_sample_weight(sample_weight, n)
+    lam = check_lam(lam)
+    k = default_k(n) if k is None else check_scalar(k, "k", kind=numbers.Integral, low=1)
+    if opt is not None:
+        check_scalar(opt, "opt", low=0.0, low_inclusive=False)
+    rng = _rng(random_state)
+    gamma, _ = _sensitivities(_with_bias(X), ys, u, lam=lam, k=int(k), rng=rng, opt=opt)
+    return gamma
+
+
+def _rng(random_state) -> np.random.Generator:
+    """A Generator from an int, SeedSequence, Generator, RandomState or None."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
+        return np.random.default_rng(random_state)
+    raise DKernelError(f"random_state must be None, an int or a generator, got {random_state!r}")
+
+
+def _base_seed(random_state) -> int:
+    """An int seed for node-wise SeedSequences ([seed, level, index])."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return int(_rng(random_state).integers(0, 2**63 - 1))
