@@ -84,12 +84,14 @@ def step_kernels(ctx: DemoContext) -> dict:
 
 
 from ._kmeans import step_kmeans as _step_kmeans  # noqa: E402
+from ._svm import step_svm as _step_svm  # noqa: E402
 
 #: (title, step) in the order the demo runs them.
 STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [
     ("data layer: zarr store + seeded batches", step_data),
     ("kernel blocks", step_kernels),
     ("kernel k-means: rings, k-means vs mini-batch kernel k-means", _step_kmeans),
+    ("budgeted SVM: BSGD merge streamed from zarr", _step_svm),
 ]
 
 

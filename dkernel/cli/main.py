@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "dkernel.cli._data",
     "dkernel.cli._demo",
     "dkernel.cli._kmeans",
+    "dkernel.cli._svm",
 )
 
 

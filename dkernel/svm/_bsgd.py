@@ -407,8 +407,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         SV, sqn, A, K, M, b, fs, ist = state
         SV[:n_sv] = SV0
         sqn[:n_sv] = np.einsum("ij,ij->i", SV0, SV0)
-        A[:n_sv] = self.dual_coef_
-        b[:] = self.intercept_ if cfg["icpt"] else 0.0
+        A_raw, b_raw, scale = self._raw_coef()
+        A[:n_sv] = A_raw
+        b[:] = b_raw
+        fs[nb.FS_SCALE] = scale
         K[:n_sv, :n_sv] = nb.kernel_matrix(SV0, SV0, cfg["kind"], cfg["gamma"], cfg["degree"],
                                            cfg["coef0"])
         if cfg["maint"] == nb.PROJECT:
@@ -420,6 +422,23 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if cfg["radius"] > 0:
             fs[nb.FS_WNORM2] = nb.exact_wnorm2(A, K, b, fs, n_sv, cfg["icpt"])
         return state
+
+    def _raw_coef(self):
+        """(unscaled coefficients, unscaled bias, global scale s): ``dual_coef_ = s A``.
+
+        Kept (and saved) exactly so that a loaded model continues bit for bit like the
+        original (Pegasos gives every SV the same unscaled |alpha|, so the removal
+        candidate is often decided by a tie that rounding must not change).
+        """
+        st = getattr(self, "_state", None)
+        if st is not None:
+            n_sv = int(st[-1][nb.IS_NSV])
+            return st[2][:n_sv].copy(), st[5].copy(), float(st[6][nb.FS_SCALE])
+        raw = getattr(self, "_raw", None)
+        if raw is not None:
+            return raw
+        return (np.asarray(self.dual_coef_, dtype=np.float64).copy(),
+                np.asarray(self.intercept_, dtype=np.float64).copy(), 1.0)
 
     # ------------------------------------------------------------------ prediction
     def _decision_block(self, Xb) -> np.ndarray:

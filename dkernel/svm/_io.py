@@ -6,6 +6,9 @@ A model file is an uncompressed ``.npz`` (read with ``allow_pickle=False``) hold
   "version": 1, "params": {...}, "fitted": {...}}`` (constructor parameters, the resolved
   kernel, ``t_``, ``n_iter_``, ``weight_degradation_``, ``n_maintenance_``, ``n_features_in_``);
 - ``support_vectors`` (n_sv, d) float64, ``dual_coef`` (n_sv, c) float64, ``intercept`` (c,);
+- ``coef_unscaled`` (n_sv, c), ``bias_unscaled`` (c,) and ``scale`` (0-d): the learner's own
+  representation (``dual_coef = scale * coef_unscaled``), so that ``partial_fit`` on a loaded
+  model continues exactly as the original would;
 - ``classes``: the labels as a numeric or fixed-width unicode array (strings come back as
   ``str``).
 
@@ -62,6 +65,7 @@ def save_model(est, path) -> None:
                    "kernel": est._spec.kernel, "degree": est._spec.degree,
                    "coef0": est._spec.coef0},
     }
+    A_raw, b_raw, scale = est._raw_coef()
     path = os.fspath(path)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}.npz"
     try:
@@ -70,6 +74,7 @@ def save_model(est, path) -> None:
                      support_vectors=np.asarray(est.support_vectors_, dtype=np.float64),
                      dual_coef=np.asarray(est.dual_coef_, dtype=np.float64),
                      intercept=np.asarray(est.intercept_, dtype=np.float64),
+                     coef_unscaled=A_raw, bias_unscaled=b_raw, scale=np.array(scale),
                      classes=classes)
         os.replace(tmp, path)
     finally:
@@ -123,6 +128,11 @@ def load_model(path):
         est._spec = KernelSpec(fitted["kernel"], fitted["gamma_"], fitted["degree"],
                                fitted["coef0"], dict(params.get("kernel_params") or {}))
         est._state = None
+        if {"coef_unscaled", "bias_unscaled", "scale"} <= set(arrays):
+            raw = (arrays["coef_unscaled"], arrays["bias_unscaled"], float(arrays["scale"]))
+            if raw[0].shape != A.shape or raw[1].shape != b.shape:
+                raise DKernelError(f"{path!r} is corrupt: array shapes do not agree")
+            est._raw = raw
     except (KeyError, TypeError) as exc:
         raise DKernelError(f"{path!r} has a corrupt header (missing {exc})") from None
     return est
