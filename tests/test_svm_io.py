@@ -1,0 +1,83 @@
+"""BudgetedSVC model files: round trip, string classes, corrupt and foreign files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dkernel._validation import DKernelError
+from dkernel.data import make_checkerboard
+from dkernel.svm import BudgetedSVC, load_model
+
+
+def _data(n=500, seed=0):
+    X, y = make_checkerboard(n, n_cells=2, random_state=seed)
+    return X - 1.0, y
+
+
+@pytest.mark.parametrize("maintenance", ["merge", "project"])
+def test_round_trip_predicts_the_same(tmp_path, maintenance):
+    X, y = _data()
+    clf = BudgetedSVC(budget=20, maintenance=maintenance, gamma=2.0, random_state=0).fit(X, y)
+    path = tmp_path / "m.npz"
+    clf.save(path)
+    back = BudgetedSVC.load(path)
+    np.testing.assert_array_equal(back.predict(X), clf.predict(X))
+    np.testing.assert_allclose(back.decision_function(X), clf.decision_function(X), rtol=1e-12)
+    assert back.get_params() == clf.get_params()
+    for k in ("t_", "n_iter_", "weight_degradation_", "n_maintenance_", "gamma_"):
+        assert getattr(back, k) == getattr(clf, k)
+    # the loaded model keeps learning like the original
+    X2, y2 = _data(300, seed=1)
+    a = clf.partial_fit(X2, y2).decision_function(X)
+    b = back.partial_fit(X2, y2).decision_function(X)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+def test_string_classes_multiclass(tmp_path):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    names = np.array(["zero", "one", "two"])[y[y < 3]]
+    X = X[y < 3] / 16.0
+    clf = BudgetedSVC(budget=30, gamma=0.05, random_state=0).fit(X, names)
+    clf.save(tmp_path / "s.npz")
+    back = load_model(tmp_path / "s.npz")
+    assert back.classes_.dtype.kind == "U"
+    np.testing.assert_array_equal(back.predict(X), clf.predict(X))
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as f:  # no pickles inside
+        header = json.loads(str(f["header"]))
+    assert header["format"] == "dkernel.BudgetedSVC" and header["version"] == 1
+
+
+def test_bad_files(tmp_path):
+    X, y = _data()
+    clf = BudgetedSVC(budget=10, gamma=2.0, random_state=0).fit(X, y)
+    good = tmp_path / "m.npz"
+    clf.save(good)
+    with pytest.raises(DKernelError, match="no model file"):
+        load_model(tmp_path / "missing.npz")
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip at all")
+    with pytest.raises(DKernelError, match="not a dkernel model file"):
+        load_model(junk)
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, X=np.zeros(3))
+    with pytest.raises(DKernelError, match="not a dkernel model file"):
+        load_model(foreign)
+    data = dict(np.load(good, allow_pickle=False))
+    h = json.loads(str(data["header"]))
+    h["version"] = 99
+    np.savez(tmp_path / "v99.npz", **{**data, "header": np.array(json.dumps(h))})
+    with pytest.raises(DKernelError, match="format version 99"):
+        load_model(tmp_path / "v99.npz")
+    np.savez(tmp_path / "shape.npz", **{**data, "dual_coef": data["dual_coef"][:3]})
+    with pytest.raises(DKernelError, match="corrupt: array shapes"):
+        load_model(tmp_path / "shape.npz")
+    np.savez(tmp_path / "hdr.npz", **{**data, "header": np.array("{oops")})
+    with pytest.raises(DKernelError, match="corrupt header"):
+        load_model(tmp_path / "hdr.npz")
+    with pytest.raises(Exception, match="not fitted"):
+        BudgetedSVC().save(tmp_path / "x.npz")
