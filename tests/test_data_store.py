@@ -65,6 +65,17 @@ def test_open_dataset_again(tmp_path, xy):
     assert as_array_input(X) is X
 
 
+def test_relative_paths_become_absolute(tmp_path, xy, monkeypatch):
+    """Workers may run elsewhere: the dask graph must not hold a relative path."""
+    monkeypatch.chdir(tmp_path)
+    ingest(xy[0], "rel.zarr", chunk_rows=50)
+    ds = open_dataset("rel.zarr")
+    assert ds.path == str(tmp_path / "rel.zarr")
+    monkeypatch.chdir("/")
+    np.testing.assert_array_equal(ds.X.compute(), xy[0])
+    np.testing.assert_array_equal(ds.array("X")[:3], xy[0][:3])
+
+
 def test_no_labels(tmp_path, xy):
     ds = ingest(xy[0], tmp_path / "s.zarr")
     assert ds.y is None and ds.attrs["classes"] is None

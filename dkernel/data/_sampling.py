@@ -169,8 +169,9 @@ def _row_keys(X) -> list:
 def _take_graph(X, uniq: np.ndarray):
     """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk.
 
-    The graph is built from the chunk keys of ``X`` and depends on its graph only through
-    them, so building it costs O(touched chunks), whatever the size of ``X``'s graph.
+    The graph is built from the chunk keys of ``X`` and culled to what those keys need,
+    so it holds no task for an untouched chunk and runs without a whole-graph optimisation
+    (``compute(optimize_graph=False)``).
     """
     import dask.array as da
     from dask.base import tokenize
@@ -185,6 +186,7 @@ def _take_graph(X, uniq: np.ndarray):
     layer = {(name, j) + tail: (_take_local, keys[c], local)
              for j, (c, local) in enumerate(groups)}
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
+    graph = graph.cull(set(layer))
     chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
     return da.Array(graph, name, chunks=chunks, meta=X._meta)
 
@@ -216,4 +218,4 @@ def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
         parts = client.gather(client.map(_take_local, futs, [local for _, local in groups],
                                          pure=False))
         return np.concatenate(parts, axis=0)
-    return np.asarray(_take_graph(X, uniq).compute())
+    return np.asarray(_take_graph(X, uniq).compute(optimize_graph=False))

@@ -31,7 +31,7 @@ class Dataset:
     Attributes
     ----------
     path : str
-        Location of the zarr group.
+        Absolute location of the zarr group.
     X : dask.array.Array of shape (n, d)
     y : dask.array.Array of shape (n,) or None
     attrs : dict
@@ -84,7 +84,8 @@ def open_dataset(store) -> Dataset:
 
     if isinstance(store, Dataset):
         return store
-    path = os.fspath(store)
+    # absolute: workers of a cluster may run in another working directory
+    path = os.path.abspath(os.fspath(store))
     if not os.path.isdir(path):
         raise DKernelError(f"no dataset store at {path!r}")
     try:
