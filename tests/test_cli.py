@@ -146,3 +146,20 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys):
     assert summary["total_seconds"] > 0
     ds = open_dataset(tmp_path / "w" / "checkerboard.zarr")
     assert ds.n_samples == 20000 and ds.attrs["classes"] == [-1, 1]
+
+
+def test_examples_are_valid():
+    """The examples stay in step with the package (they are run by hand: ~30 s each)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    quick = os.path.join(root, "examples", "quickstart.py")
+    with open(quick, encoding="utf-8") as fh:
+        compile(fh.read(), quick, "exec")
+    batch = os.path.join(root, "examples", "slurm_batch.sh")
+    assert subprocess.run(["bash", "-n", batch], timeout=60).returncode == 0
+    with open(batch, encoding="utf-8") as fh:
+        text = fh.read()
+    with open(os.path.join(root, "cluster-configs", "scheduler-file.yaml"),
+              encoding="utf-8") as fh:
+        cfg = yaml.safe_load(fh)["cluster"]
+    assert cfg["scheduler_file"].replace("~", "$HOME") in text
+    assert "--cluster cluster-configs/scheduler-file.yaml" in text
