@@ -115,6 +115,11 @@ def run_kmeans(args) -> int:
     tau = _parse_tau(args.tau)
     rate = _parse_rate(args.learning_rate)
     gamma_opt = _parse_gamma(args.gamma)
+    for flag, value in (("--batch-size", args.batch_size), ("--max-iter", args.max_iter)):
+        if value < 1:
+            raise DKernelError(f"{flag} must be >= 1, got {value}")
+    if tau is not None and tau < 1:
+        raise DKernelError(f"--tau must be >= 1 or 'none', got {tau}")
     ds = open_dataset(args.store)
     if not 1 <= args.n_clusters <= ds.n_samples:
         raise DKernelError(f"--n-clusters must be in [1, {ds.n_samples}], got {args.n_clusters}")

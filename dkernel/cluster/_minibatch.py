@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 #: Bytes of batch rows fetched together (one pass over the touched chunks per group).
 _PREFETCH_BYTES = 64 << 20
+#: Below this kept coefficient mass, a truncated window's norm is recomputed directly.
+_INCREMENTAL_MASS = 0.5
 
 
 class _Window:
@@ -143,7 +145,10 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
     gamma_ : float or None
         The kernel width used.
     n_kernel_evals_ : int
-        Kernel values computed by the last ``fit``/``partial_fit`` calls (diagonal excluded).
+        Kernel values computed by ``fit`` (the labels pass included) or by the last
+        ``partial_fit`` call; diagonals excluded.
+    timings_ : dict
+        Seconds spent by ``fit`` in ``setup``, ``init``, ``iterations`` and ``labels``.
     n_features_in_ : int
 
     Notes
@@ -153,7 +158,9 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
     O(k (tau + b) d + b^2) plus a prefetch buffer of at most 64 MiB of batch rows (batches
     are fetched in groups, one task per touched chunk). The maintained inner products:
     ``<C'_j, C'_j> = (1-a)^2 <C_j, C_j> + 2a(1-a) <cm(B_j), C_j> + a^2 <cm(B_j), cm(B_j)>``,
-    and dropping a batch D from a window subtracts ``2 <D, C> - <D, D>``.
+    and dropping batches D from a window subtracts ``2 <D, C> - <D, D>`` (when the kept
+    coefficients still hold at least half of the mass; otherwise the kept window's norm is
+    recomputed directly, O((tau + b_j)^2), to avoid cancellation with float32 kernels).
     ``labels_``/``inertia_`` take one blockwise pass (``map_blocks`` over row chunks).
     Nothing n x n is ever formed.
 
@@ -296,7 +303,8 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
                 labels, dist = self._assign_all(X, is_dask)
         self.labels_ = labels
         self.inertia_ = float(np.dot(w, dist))
-        self.n_kernel_evals_ = int(oracle.evals)
+        labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
+        self.n_kernel_evals_ = int(oracle.evals + labels_evals)
         self.timings_ = {"setup": t_setup["seconds"], "init": t_init["seconds"],
                          "iterations": t_iter["seconds"], "labels": t_lab["seconds"]}
         self._warn_never_won()
@@ -397,25 +405,33 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
                 total -= win.count[n_drop]
                 n_drop += 1
             if n_drop:
-                D = np.concatenate(win.pts[:n_drop])
-                cD = np.concatenate(win.coef[:n_drop])
-                C = np.concatenate(win.pts)
-                cC = np.concatenate(win.coef)
-                KD = oracle.kernel(D, C)
-                dc = _nb.bilinear(KD, cD, cC)
-                dd = _nb.bilinear(np.ascontiguousarray(KD[:, :len(D)]), cD, cD)
-                win.norm = win.norm - 2.0 * dc + dd
+                kept = float(sum(c.sum() for c in win.coef[n_drop:]))
+                if kept >= _INCREMENTAL_MASS:
+                    # <K, K> = <C, C> - 2 <D, C> + <D, D> for the dropped batches D
+                    D = np.concatenate(win.pts[:n_drop])
+                    cD = np.concatenate(win.coef[:n_drop])
+                    KD = oracle.kernel(D, np.concatenate(win.pts))
+                    dc = _nb.bilinear(KD, cD, np.concatenate(win.coef))
+                    dd = _nb.bilinear(np.ascontiguousarray(KD[:, :len(D)]), cD, cD)
+                    win.norm = win.norm - 2.0 * dc + dd
                 if track:
                     for e in range(n_drop):
                         o = win.offset[e]
                         inner_new[:, j] -= Kxs[:, o:o + len(win.pts[e])] @ win.coef[e]
                 del win.pts[:n_drop], win.coef[:n_drop], win.count[:n_drop], win.offset[:n_drop]
+                scale = 1.0 / kept if self.renormalize else 1.0
                 if self.renormalize:
-                    s = float(sum(c.sum() for c in win.coef))
-                    win.coef = [c / s for c in win.coef]
-                    win.norm /= s * s
+                    win.coef = [c * scale for c in win.coef]
+                    win.norm *= scale * scale
                     if track:
-                        inner_new[:, j] /= s
+                        inner_new[:, j] *= scale
+                if kept < _INCREMENTAL_MASS:
+                    # most of the mass was dropped: the difference above would cancel
+                    # catastrophically (float32 kernel values), so take the kept window's
+                    # norm directly, O((tau + b_j)^2) kernel values
+                    K_pts = np.concatenate(win.pts)
+                    c_all = np.concatenate(win.coef)
+                    win.norm = _nb.bilinear(oracle.kernel(K_pts, K_pts), c_all, c_all)
             win.norm = max(win.norm, 0.0)
         self.n_iter_ += 1
         self.history_.append(f_before)
