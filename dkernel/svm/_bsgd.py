@@ -222,9 +222,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 w = check_sample_weight(sample_weight, n)
             self._set_features(X, d, fitting)
             return X, y, w, n, d
-        from sklearn.utils.validation import _check_feature_names
+        from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
-        _check_feature_names(self, X, reset=fitting)
+        if fitting:  # set with the other attributes only when the fit succeeds
+            self.__dict__["_pending_feature_names"] = _get_feature_names(X)
+        else:
+            _check_feature_names(self, X, reset=False)
         X = _as_2d(X)
         n, d = X.shape
         y = np.asarray(y)
@@ -248,7 +251,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _set_features(self, X, d, fitting):
         if fitting:
-            self.__dict__["_pending_n_features"] = d
+            self.__dict__.setdefault("_pending_feature_names", None)
         elif d != self.n_features_in_:
             raise DKernelError(f"X has {d} features, but {type(self).__name__} is expecting "
                                f"{self.n_features_in_} features as input")
@@ -338,7 +341,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_sv = int(ist[nb.IS_NSV])
         s = float(fs[nb.FS_SCALE])
         self.n_features_in_ = d
-        self.__dict__.pop("_pending_n_features", None)
+        names = self.__dict__.pop("_pending_feature_names", None)
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
         self.classes_ = classes
         self.support_vectors_ = SV[:n_sv].copy()
         self.dual_coef_ = s * A[:n_sv]
