@@ -68,6 +68,22 @@ def test_tsv_and_other_delimiters(tmp_path):
     np.testing.assert_array_equal(ds.y.compute(), [1, -1])
 
 
+def test_csv_byte_order_mark_quotes_and_crlf(tmp_path):
+    """A spreadsheet export: UTF-8 BOM, quoted fields, Windows line ends."""
+    src = tmp_path / "d.csv"
+    src.write_bytes(b'\xef\xbb\xbf"1","2.5","1"\r\n"3","4","-1"\r\n')
+    ds = ingest(src, tmp_path / "d.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2.5], [3, 4]])  # no row lost to a "header"
+    np.testing.assert_array_equal(ds.y.compute(), [1, -1])
+    src.write_bytes(b'\xef\xbb\xbf"a","b","label"\r\n1,2,1\r\n')
+    ds = ingest(src, tmp_path / "d.zarr", overwrite=True)
+    assert ds.X.shape == (1, 2)
+    src = tmp_path / "d.svm"
+    src.write_bytes(b"\xef\xbb\xbf1 1:2\r\n-1 2:3\r\n")
+    ds = ingest(src, tmp_path / "s.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[2, 0], [0, 3]])
+
+
 def test_csv_many_blocks(tmp_path, rng):
     X = rng.standard_normal((2000, 3)).round(4)
     y = rng.integers(0, 2, 2000)

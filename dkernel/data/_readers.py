@@ -21,11 +21,19 @@ class TextLayout(NamedTuple):
     integral_labels: bool = True
 
 
+def _unquote(tok: str) -> str:
+    """``"1.5"`` -> ``1.5``: spreadsheet exports quote every field."""
+    tok = tok.strip()
+    if len(tok) >= 2 and tok[0] == tok[-1] and tok[0] in "\"'":
+        return tok[1:-1]
+    return tok
+
+
 def _floats(tokens, path, lineno) -> list[float]:
     out = []
     for col, tok in enumerate(tokens):
         try:
-            v = float(tok)
+            v = float(_unquote(tok))
         except ValueError:
             raise DKernelError(
                 f"{path}: line {lineno}, column {col}: cannot read {tok.strip()!r} as a number"
@@ -42,7 +50,7 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
     n = 0
     header = False
     integral = True
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -69,7 +77,7 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
 
 def _all_numeric(tokens) -> bool:
     try:
-        [float(t) for t in tokens]
+        [float(_unquote(t)) for t in tokens]
     except ValueError:
         return False
     return True
@@ -79,7 +87,7 @@ def iter_csv(path: str, layout: TextLayout, block_rows: int, *, delimiter: str =
              ) -> Iterator[np.ndarray]:
     """Yield float64 blocks of at most ``block_rows`` rows (after :func:`scan_csv`)."""
     buf: list[list[float]] = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip() or (lineno == 1 and layout.has_header):
                 continue
@@ -140,7 +148,7 @@ def scan_svmlight(path: str, *, zero_based: bool = False, n_features: int | None
     n = 0
     width = 0
     integral = True
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             parsed = _parse_svmlight_line(line, path, lineno, zero_based)
             if parsed is None:
@@ -165,7 +173,7 @@ def iter_svmlight(path: str, layout: TextLayout, block_rows: int, *, zero_based:
     X = np.zeros((block_rows, layout.n_features))
     y = np.empty(block_rows)
     r = 0
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             parsed = _parse_svmlight_line(line, path, lineno, zero_based)
             if parsed is None:
