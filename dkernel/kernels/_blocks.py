@@ -8,11 +8,13 @@ from .._validation import DKernelError, report_nonfinite
 from ._pairwise import KernelSpec, _pairwise_kernels, resolve_kernel
 
 
-def _kernel_block(Xb, Yb, spec: KernelSpec):
+def _kernel_block(Xb, Yb, x0, y0, spec: KernelSpec, y_name: str = "Y"):
+    """Block (i, j): check both row blocks (naming global rows: x0, y0 are the blocks'
+    first rows, as 1-element arrays) and compute with the trusting core."""
     Xb = np.asarray(Xb)
     Yb = np.asarray(Yb)
-    report_nonfinite(Xb, name="X")
-    report_nonfinite(Yb, name="Y")
+    report_nonfinite(Xb, name="X", row_offset=int(np.asarray(x0).ravel()[0]))
+    report_nonfinite(Yb, name=y_name, row_offset=int(np.asarray(y0).ravel()[0]))
     dt = np.result_type(Xb.dtype, Yb.dtype, np.float32)
     return _pairwise_kernels(Xb.astype(dt, copy=False), Yb.astype(dt, copy=False), spec)
 
@@ -52,6 +54,7 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
     from ..data import as_array_input
 
     X = as_array_input(X)
+    y_name = "X" if Y is None else "Y"
     Y = X if Y is None else as_array_input(Y)
     if len(X.shape) != 2 or len(Y.shape) != 2:
         raise DKernelError(f"X and Y must be 2-D, got shapes {X.shape} and {Y.shape}")
@@ -68,5 +71,15 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
     X = X.rechunk({1: -1})
     Y = Y.rechunk({1: -1})
     dt = np.result_type(X.dtype, Y.dtype, np.float32)
-    return da.blockwise(_kernel_block, "ij", X, "ik", Y, "jk", concatenate=True, dtype=dt,
-                        spec=spec, meta=np.empty((0, 0), dtype=dt))
+    # align_arrays=False: the row-start arrays have one chunk per row chunk of X / Y
+    return da.blockwise(_kernel_block, "ij", X, "ik", Y, "jk", _row_starts(X), "i",
+                        _row_starts(Y), "j", concatenate=True, dtype=dt, spec=spec,
+                        y_name=y_name, align_arrays=False, meta=np.empty((0, 0), dtype=dt))
+
+
+def _row_starts(X):
+    """First row of each row chunk, as a dask array with one 1-element chunk per chunk."""
+    import dask.array as da
+
+    starts = np.cumsum((0,) + X.chunks[0][:-1]).astype(np.int64)
+    return da.from_array(starts, chunks=1)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import multiprocessing
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -25,7 +32,15 @@ KERNEL_ALIASES = {
 RADIAL_KERNELS = frozenset({"rbf", "laplacian"})
 
 # Rows per tile: the BLAS product of one tile and its transform stay in cache together.
-_TILE_BYTES = 1 << 20
+_TILE_BYTES = 2 << 20
+# Rows per tile at least min(d, this) (the product dominates for wide X).
+_WIDE_TILE_ROWS = 512
+# Row width (d * itemsize) from which K(X, X) computes the upper triangle only.
+_MIRROR_MIN_ROW_BYTES = 512
+# From this much product work (m n d) BLAS is held at one thread (a few microseconds).
+_MIN_BLAS_LIMIT_WORK = 1 << 18
+# Below this much work (m n (d + 16) flops) one thread is faster than a pool hand-off.
+_MIN_PARALLEL_WORK = 1 << 24
 
 
 class KernelSpec(NamedTuple):
@@ -77,7 +92,7 @@ def _as_pair(X, Y, spec: KernelSpec):
 
 
 def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                     kernel_params=None, out=None) -> np.ndarray:
+                     kernel_params=None, out=None, n_jobs=None) -> np.ndarray:
     """Kernel matrix ``K[i, j] = k(X[i], Y[j])`` on NumPy input.
 
     The BLAS product ``X @ Y.T`` is computed tile by tile straight into the output and
@@ -105,6 +120,11 @@ def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0
         Extra keyword arguments of a callable kernel.
     out : ndarray of shape (m, n), default=None
         Where to write the result (C-contiguous, the result's dtype).
+    n_jobs : int, default=None
+        Threads splitting the row tiles (BLAS is limited to one thread per tile meanwhile).
+        ``None``: every usable core, except inside a Dask task or any non-main thread
+        (and for small blocks), where one thread is used so that Dask's own parallelism
+        is not oversubscribed; ``-1``: every core, ``-2``: all but one, and so on.
 
     Returns
     -------
@@ -123,12 +143,21 @@ def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0
     X, Y = _as_pair(X, Y, spec)
     if spec.gamma is None and isinstance(spec.kernel, str):
         spec = spec._replace(gamma=1.0 / X.shape[1])
-    return _pairwise_kernels(X, Y, spec, out=out)
+    if n_jobs is not None:
+        check_scalar(n_jobs, "n_jobs", kind=(int, np.integer))
+        if n_jobs == 0:
+            raise DKernelError("n_jobs must be a positive or negative int, got 0")
+    return _pairwise_kernels(X, Y, spec, out=out, n_jobs=n_jobs)
 
 
 def _pairwise_kernels(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec,
-                      out: np.ndarray | None = None) -> np.ndarray:
-    """Trusting core of :func:`pairwise_kernels` (validated, same-dtype inputs)."""
+                      out: np.ndarray | None = None, *, n_jobs: int | None = None) -> np.ndarray:
+    """Trusting core of :func:`pairwise_kernels` (validated, same-dtype inputs).
+
+    ``n_jobs`` threads (see :func:`_effective_n_jobs`) each take row tiles from a shared
+    counter, compute the tile's BLAS product with BLAS limited to one thread, and
+    transform it with the numba kernel while it is in cache.
+    """
     k = spec.kernel
     if callable(k):
         K = np.asarray(k(X, X if Y is None else Y, **spec.params))
@@ -144,33 +173,166 @@ def _pairwise_kernels(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec,
         out = np.empty((m, n), dtype=dt)
     elif out.shape != (m, n) or out.dtype != dt or not out.flags.c_contiguous:
         raise DKernelError(f"out must be a C-contiguous {dt} array of shape {(m, n)}")
-    tile = max(1, min(m, _TILE_BYTES // max(1, n * dt.itemsize)))
+    # Tile rows: the tile of the output stays in cache while it is transformed; wide X
+    # (large d, where the product dominates) gets taller tiles because BLAS re-packs Y
+    # for every tile; and every thread gets at least two tiles to balance the load.
+    tile = max(8, _TILE_BYTES // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
+    tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
+    tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
+    threads = _effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
+
+    # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its diagonal
+    # block and the upper triangle right of it) and mirrors them into the lower triangle.
+    # For narrow rows the strided mirror costs more than the half product it saves.
+    half = symmetric and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
     if k == "laplacian":
         Xc = np.ascontiguousarray(X)
-        Yc = np.ascontiguousarray(Y)
-        _nb.laplacian_block(Xc, Yc, spec.gamma, out, 0, m)
-        return out
-    YT = Y.T
-    if k == "rbf":
-        xx = _nb.row_sq_norms(np.ascontiguousarray(X))
-        yy = xx if symmetric else _nb.row_sq_norms(np.ascontiguousarray(Y))
-    elif k == "cosine":
-        xx = np.sqrt(_nb.row_sq_norms(np.ascontiguousarray(X)))
-        yy = xx if symmetric else np.sqrt(_nb.row_sq_norms(np.ascontiguousarray(Y)))
-    for r0 in range(0, m, tile):
-        r1 = min(m, r0 + tile)
-        np.matmul(X[r0:r1], YT, out=out[r0:r1])
-        if k == "rbf":
-            _nb.rbf_from_gram(out, xx, yy, spec.gamma, r0, r1)
-        elif k == "polynomial":
-            _nb.poly_from_gram(out, spec.gamma, spec.coef0, float(spec.degree), r0, r1)
-        elif k == "sigmoid":
-            _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1)
-        elif k == "cosine":
-            _nb.cosine_from_gram(out, xx, yy, r0, r1)
-    if symmetric and k == "rbf":
+        YT = np.ascontiguousarray(Y.T)
+
+        def work(r0, r1):  # O(d) per entry: the mirror always pays
+            c0 = r0 if symmetric else 0
+            _nb.laplacian_tile(Xc, YT, spec.gamma, out, r0, r1, c0)
+            if symmetric:
+                _nb.mirror_tile(out, r0, r1)
+    else:
+        YT = Y.T
+        if k in ("rbf", "cosine"):
+            xx = _nb.row_sq_norms(np.ascontiguousarray(X))
+            yy = xx if symmetric else _nb.row_sq_norms(np.ascontiguousarray(Y))
+            if k == "cosine":
+                xx, yy = np.sqrt(xx), np.sqrt(yy)
+        degree = float(spec.degree)
+
+        def work(r0, r1):
+            c0 = r0 if half else 0
+            np.matmul(X[r0:r1], YT[:, c0:], out=out[r0:r1, c0:])
+            if k == "rbf":
+                _nb.rbf_from_gram(out, xx, yy, spec.gamma, r0, r1, c0)
+            elif k == "polynomial":
+                _nb.poly_from_gram(out, spec.gamma, spec.coef0, degree, r0, r1, c0)
+            elif k == "sigmoid":
+                _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1, c0)
+            elif k == "cosine":
+                _nb.cosine_from_gram(out, xx, yy, r0, r1, c0)
+            if half:
+                _nb.mirror_tile(out, r0, r1)
+
+    _run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
+    if symmetric and k in ("rbf", "laplacian"):
         np.fill_diagonal(out, 1.0)
     return out
+
+
+def _in_parallel_context() -> bool:
+    """True inside a Dask task (distributed worker, threaded scheduler) or any worker thread.
+
+    Dask already runs one task per core there; threads of our own would oversubscribe.
+    A thread that is not the main thread (the threaded scheduler's pool, a distributed
+    worker's executor, a user's pool) or a child process (multiprocessing scheduler)
+    counts as parallel.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return True
+    if multiprocessing.parent_process() is not None:
+        return True
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            distributed.get_worker()
+        except ValueError:
+            pass
+        else:
+            return True
+    return False
+
+
+def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
+    """Threads for one call: ``None`` -> every usable core, or 1 inside Dask (or small work)."""
+    if n_jobs is None:
+        if work < _MIN_PARALLEL_WORK or _in_parallel_context():
+            return 1
+        n_jobs = _cpu_count()
+    elif n_jobs < 0:
+        n_jobs = max(1, _cpu_count() + 1 + n_jobs)
+    return max(1, min(int(n_jobs), n_tiles))
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+class _SingleThreadBLAS:
+    """Reference-counted "BLAS at one thread" for the process (threadpoolctl).
+
+    The BLAS thread count is process-wide, so concurrent callers (Dask's threads) share
+    one limit: the first to enter sets it, the last to leave restores the saved counts.
+    Small tiles gain nothing from BLAS threads, and on a loaded machine a BLAS call that
+    waits for a descheduled helper thread takes many times longer.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: list = []
+        self._libs = None
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                if self._libs is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+                self._saved = [(lib, lib.get_num_threads()) for lib in self._libs]
+                for lib, _ in self._saved:
+                    lib.set_num_threads(1)
+            self._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for lib, n in self._saved:
+                    lib.set_num_threads(n)
+                self._saved = []
+
+
+_ONE_BLAS_THREAD = _SingleThreadBLAS()
+
+
+def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
+    """Run ``work(r0, r1)`` on every tile, in this thread or on ``threads`` pool threads
+    that pull tiles from a shared counter; BLAS is held at one thread meanwhile."""
+    global _POOL
+    with _ONE_BLAS_THREAD if limit_blas else contextlib.nullcontext():
+        if threads <= 1:
+            for r0, r1 in tiles:
+                work(r0, r1)
+            return
+        with _POOL_LOCK:
+            if _POOL is None or _POOL._max_workers < threads:
+                _POOL = ThreadPoolExecutor(max_workers=max(threads, _cpu_count()),
+                                           thread_name_prefix="dkernel-tiles")
+            pool = _POOL
+        counter = itertools.count()
+
+        def drain():
+            for t in iter(counter.__next__, None):
+                if t >= len(tiles):
+                    return
+                work(*tiles[t])
+
+        futures = [pool.submit(drain) for _ in range(threads)]
+        for f in futures:
+            f.result()
 
 
 def kernel_diag(X, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None):
