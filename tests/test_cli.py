@@ -104,7 +104,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, match):
     assert main(argv) == 2
     line = _one_error_line(capsys)
     assert match in line, line
-    assert not (tmp_path / "o.zarr").exists()
+    assert not (tmp_path / "o.zarr").exists() and not (tmp_path / "w").exists()
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temp folders
 
 

@@ -124,13 +124,13 @@ def run_demo(args) -> int:
 
     if args.rows < 10_000:
         raise DKernelError(f"--rows must be at least 10000, got {args.rows}")
-    os.makedirs(args.workdir, exist_ok=True)
     wanted = None if not args.only else _parse_only(args.only, len(STEPS))
     summary: dict[str, Any] = {}
     t_all = time.perf_counter()
     with cluster_session(args.cluster) as client:
         print(f"dkernel demo on {client}")
         print(f"dashboard: {client.dashboard_link}", flush=True)
+        os.makedirs(args.workdir, exist_ok=True)  # only once the options and cluster are good
         ctx = DemoContext(client=client, workdir=args.workdir, n_rows=args.rows, seed=args.seed)
         for i, (title, step) in enumerate(STEPS, start=1):
             if wanted is not None and i not in wanted and i != 1:
