@@ -350,3 +350,39 @@ def test_writer_without_commit_leaves_nothing(tmp_path):
         w.add("X", n=2, tail_shape=(2,), dtype=np.float64, chunk_rows=2)
         w.append("X", np.zeros((2, 2)))
     assert _siblings(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- dask input
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 16])
+def test_ingest_dask_array_streams_blocks(tmp_path, xy, chunk_rows, scheduler):
+    X, y = xy
+    Xd = da.from_array(X, chunks=(25, 2))  # columns split too: rows are reassembled
+    ds = ingest(Xd, tmp_path / "s.zarr", y=da.from_array(y, chunks=40), chunk_rows=chunk_rows)
+    np.testing.assert_array_equal(ds.X.compute(), X)
+    np.testing.assert_array_equal(ds.y.compute(), y)
+    assert ds.attrs["source"] == "dask array" and ds.attrs["classes"] == [0, 1, 2]
+    assert ds.X.dtype == np.float64
+    ds = ingest(Xd.astype(np.int32), tmp_path / "t.zarr", y=y.astype(float) * 0.5)
+    assert ds.X.dtype == np.float32 and ds.y.dtype == np.float64
+    np.testing.assert_array_equal(ds.y.compute(), y * 0.5)
+
+
+def test_ingest_dask_bad_input(tmp_path, xy):
+    X, y = xy
+    bad = X.copy()
+    bad[77, 3] = np.inf
+    with pytest.raises(DKernelError, match="X contains inf at row 77, column 3"):
+        ingest(da.from_array(bad, chunks=(20, 4)), tmp_path / "s.zarr")
+    with pytest.raises(DKernelError, match=r"y must have shape \(103,\) to match X"):
+        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=y[:5])
+    with pytest.raises(DKernelError, match="labels must be numeric"):
+        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=np.array(["a"] * 103))
+    with pytest.raises(DKernelError, match="y contains NaN at row 3"):
+        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr",
+               y=da.from_array(np.where(np.arange(103) == 3, np.nan, 1.0), chunks=50))
+    with pytest.raises(DKernelError, match="non-empty 2-D array of known shape"):
+        Xd = da.from_array(X, chunks=20)
+        ingest(Xd[Xd[:, 0] > 0], tmp_path / "s.zarr")  # unknown chunk sizes
+    assert _siblings(tmp_path) == []

@@ -303,8 +303,9 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
 
     Parameters
     ----------
-    source : ndarray, or path of a ``.npz``, CSV or LIBSVM/svmlight file
-        An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``.
+    source : ndarray, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
+        array is written row block by row block (never whole in memory).
     store : str or os.PathLike
         Folder of the new zarr group (``X``, optional ``y``, attributes ``n``, ``d``,
         ``classes``, ``source``, ``dtype``, ``chunk_rows``). The write is atomic: it goes
@@ -389,7 +390,57 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
                                 dtype=dtype or np.float32, has_y=True, y_dtype=yd,
                                 attrs={"source": os.path.basename(path)}, **common)
         raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
+    if _is_dask_array(source):
+        return _ingest_dask(source, y, dest, dtype=dtype, **common)
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
+
+
+def _is_dask_array(a) -> bool:
+    return hasattr(a, "dask") and hasattr(a, "chunks") and hasattr(a, "blocks")
+
+
+def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
+    """Stream a dask array (and labels) into a store, one row block in memory at a time."""
+    if X.ndim != 2 or 0 in X.shape or any(np.isnan(c) for c in X.shape):
+        raise DKernelError(f"X must be a non-empty 2-D array of known shape, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
+    n, d = (int(s) for s in X.shape)
+    X = X.rechunk({1: -1})
+    yd = None
+    if y is not None and not _is_dask_array(y):
+        y = np.asarray(y)
+        y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
+    if y is not None:
+        if y.ndim != 1 or y.shape[0] != n:
+            raise DKernelError(f"y must have shape ({n},) to match X, got {y.shape}")
+        if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
+            raise DKernelError(f"labels must be numeric to be stored, got dtype {y.dtype}")
+        if np.issubdtype(y.dtype, np.floating):  # one pass over the labels: whole numbers?
+            # (NaN/inf are reported with their row when the block is written)
+            integral = bool(((y == np.round(y)) | ~np.isfinite(y)).all())
+            yd = np.dtype(np.int64 if integral else np.float64)
+        else:
+            yd = np.dtype(np.int64)
+        if _is_dask_array(y):
+            y = y.rechunk((X.chunks[0],))
+    if dtype is None:
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
+
+    def blocks():
+        bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
+        for i in range(X.numblocks[0]):
+            Xb = np.asarray(X.blocks[i].compute())
+            if y is None:
+                yield Xb, None
+            elif _is_dask_array(y):
+                yield Xb, np.asarray(y.blocks[i].compute())
+            else:
+                yield Xb, y[bounds[i]:bounds[i + 1]]
+
+    return write_arrays(dest, blocks(), n=n, n_features=d, dtype=dtype, chunk_rows=chunk_rows,
+                        has_y=y is not None, y_dtype=yd, attrs={"source": "dask array"},
+                        overwrite=overwrite, compressors=compressors)
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
