@@ -93,3 +93,20 @@ def test_failed_write_keeps_old_labels(rings_store, monkeypatch):
     monkeypatch.undo()
     np.testing.assert_array_equal(zarr.open_array(os.path.join(rings_store, "labels"))[:], 0)
     assert not [f for f in os.listdir(rings_store) if f.startswith(".")]
+
+
+def test_demo_step_rings(tmp_path, local_cluster_client, capsys):
+    from dkernel.cli._demo import STEPS, DemoContext
+    from dkernel.cli._kmeans import step_kmeans
+
+    assert any(step is step_kmeans for _, step in STEPS)
+    ctx = DemoContext(client=local_cluster_client, workdir=str(tmp_path), n_rows=10000, seed=0)
+    with local_cluster_client.as_current():
+        out = step_kmeans(ctx)
+    assert out["rows"] == 10000
+    # k-means cannot separate rings; the kernel k-means ARI depends on the local optimum
+    # reached (0.06-0.44 seen), so only its range is checked here
+    assert abs(out["ari_kmeans"]) < 0.05 and -1.0 <= out["ari_kernel_kmeans"] <= 1.0
+    assert out["kernel_kmeans_s"] > 0 and out["inertia"] > 0
+    printed = capsys.readouterr().out
+    assert "scikit-learn KMeans" in printed and "MiniBatchKernelKMeans" in printed

@@ -177,7 +177,7 @@ def step_kmeans(ctx) -> dict:
     from ..cluster import MiniBatchKernelKMeans
     from ..data import make_rings
 
-    n = int(min(max(ctx.n_rows // 20, 20_000), 50_000))
+    n = int(min(max(ctx.n_rows // 20, 10_000), 50_000))
     ds = make_rings(n, n_rings=3, noise=0.1, random_state=ctx.seed, overwrite=True,
                     store=os.path.join(ctx.workdir, "rings.zarr"), chunk_rows=max(1, n // 8))
     y = np.asarray(ds.y.compute())
