@@ -288,7 +288,7 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
 _POOL_LOCK = threading.Lock()
 
 
@@ -333,8 +333,9 @@ _ONE_BLAS_THREAD = _SingleThreadBLAS()
 
 
 def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
-    """Run ``work(r0, r1)`` on every tile, in this thread or on ``threads`` pool threads
-    that pull tiles from a shared counter; BLAS is held at one thread meanwhile."""
+    """Run ``work(r0, r1)`` on every tile, in this thread or in this thread and
+    ``threads - 1`` pool threads pulling tiles from a shared counter; BLAS is held at one
+    thread meanwhile."""
     global _POOL
     with _ONE_BLAS_THREAD if limit_blas else contextlib.nullcontext():
         if threads <= 1:
@@ -342,10 +343,13 @@ def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
                 work(r0, r1)
             return
         with _POOL_LOCK:
-            if _POOL is None or _POOL._max_workers < threads:
-                _POOL = ThreadPoolExecutor(max_workers=max(threads, _cpu_count()),
-                                           thread_name_prefix="dkernel-tiles")
-            pool = _POOL
+            # a new pool after a fork (the parent's threads do not exist in the child)
+            if _POOL is None or _POOL[0] != os.getpid() or _POOL[1]._max_workers < threads:
+                if _POOL is not None and _POOL[0] == os.getpid():
+                    _POOL[1].shutdown(wait=False)
+                _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=max(threads, _cpu_count()),
+                                                         thread_name_prefix="dkernel-tiles"))
+            pool = _POOL[1]
         counter = itertools.count()
 
         def drain():
@@ -354,9 +358,14 @@ def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
                     return
                 work(*tiles[t])
 
-        futures = [pool.submit(drain) for _ in range(threads)]
-        for f in futures:
-            f.result()
+        # The calling thread drains too: on a loaded machine, where a pool thread may wait
+        # for a core, the call is never slower than running single-threaded.
+        futures = [pool.submit(drain) for _ in range(threads - 1)]
+        try:
+            drain()
+        finally:
+            for f in futures:
+                f.result()
 
 
 def kernel_diag(X, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None):
