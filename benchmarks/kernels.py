@@ -132,8 +132,8 @@ def main(argv=None) -> int:
                   f"sklearn)  1-thread {1e3 * med['dkernel_1thread']:8.1f} ms  load {load:.2f}",
                   flush=True)
     load_end = os.getloadavg()
-    command = "python benchmarks/kernels.py" + (" --quick" if args.quick else "") + (
-        f" --repeats {args.repeats}" if args.repeats != 9 and not args.quick else "")
+    command = " ".join(["python", os.path.relpath(os.path.abspath(__file__), ROOT)]
+                       + list(sys.argv[1:] if argv is None else argv))
     summary = {
         "command": command,
         "machine": {"platform": platform.platform(), "machine": platform.machine(),
