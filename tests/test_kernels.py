@@ -396,6 +396,9 @@ def test_kernel_matrix_symmetric_float32(scheduler, rng):
     Kc = K.compute()
     assert Kc.dtype == np.float32
     np.testing.assert_allclose(Kc, pairwise_kernels(X, gamma=0.5), rtol=1e-6, atol=1e-7)
+    assert (np.diag(Kc) == 1).all()  # diagonal blocks take the symmetric path
+    for s0, s1 in [(0, 15), (15, 30), (30, 40)]:
+        np.testing.assert_allclose(Kc[s0:s1, s0:s1], Kc[s0:s1, s0:s1].T, rtol=1e-6)
 
 
 def test_kernel_matrix_nonfinite_block_names_row(scheduler, rng):

@@ -13,9 +13,14 @@ def _kernel_block(Xb, Yb, x0, y0, spec: KernelSpec, y_name: str = "Y"):
     first rows, as 1-element arrays) and compute with the trusting core."""
     Xb = np.asarray(Xb)
     Yb = np.asarray(Yb)
-    report_nonfinite(Xb, name="X", row_offset=int(np.asarray(x0).ravel()[0]))
-    report_nonfinite(Yb, name=y_name, row_offset=int(np.asarray(y0).ravel()[0]))
+    x0 = int(np.asarray(x0).ravel()[0])
+    y0 = int(np.asarray(y0).ravel()[0])
+    report_nonfinite(Xb, name="X", row_offset=x0)
     dt = np.result_type(Xb.dtype, Yb.dtype, np.float32)
+    if y_name == "X" and x0 == y0 and Xb.shape == Yb.shape:
+        # a diagonal block of K(X, X): the symmetric path (exactly symmetric, unit RBF diagonal)
+        return _pairwise_kernels(Xb.astype(dt, copy=False), None, spec)
+    report_nonfinite(Yb, name=y_name, row_offset=y0)
     return _pairwise_kernels(Xb.astype(dt, copy=False), Yb.astype(dt, copy=False), spec)
 
 
@@ -59,7 +64,9 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
     if len(X.shape) != 2 or len(Y.shape) != 2:
         raise DKernelError(f"X and Y must be 2-D, got shapes {X.shape} and {Y.shape}")
     if X.shape[1] != Y.shape[1]:
-        raise DKernelError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}: the widths must match")
+        raise DKernelError(
+            f"X has {X.shape[1]} features but Y has {Y.shape[1]}: the widths must match"
+        )
     if 0 in X.shape or 0 in Y.shape:
         raise DKernelError("X and Y must be non-empty")
     spec = resolve_kernel(kernel, gamma, degree, coef0, kernel_params, n_features=X.shape[1])
