@@ -85,6 +85,7 @@ def step_kernels(ctx: DemoContext) -> dict:
 
 from ._kmeans import step_kmeans as _step_kmeans  # noqa: E402
 from ._svm import step_svm as _step_svm  # noqa: E402
+from ._coreset import step_coreset as _step_coreset  # noqa: E402
 
 #: (title, step) in the order the demo runs them.
 STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [
@@ -92,6 +93,7 @@ STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [
     ("kernel blocks", step_kernels),
     ("kernel k-means: rings, k-means vs mini-batch kernel k-means", _step_kmeans),
     ("budgeted SVM: BSGD merge streamed from zarr", _step_svm),
+    ("SVM coreset: two-pass sensitivity sampling across the workers vs uniform", _step_coreset),
 ]
 
 

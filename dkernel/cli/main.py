@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "dkernel.cli._demo",
     "dkernel.cli._kmeans",
     "dkernel.cli._svm",
+    "dkernel.cli._coreset",
 )
 
 
