@@ -204,6 +204,7 @@ def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
 
 def test_n_jobs_rules(monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
+    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     big = 1 << 30
     assert _effective_n_jobs(None, 100, big) == 4
     assert _effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
@@ -211,6 +212,10 @@ def test_n_jobs_rules(monkeypatch):
     assert _effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
     assert _effective_n_jobs(-1, 100, 10) == 4
     assert _effective_n_jobs(-2, 100, 10) == 3
+    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (8.0, 8.0, 8.0))
+    assert _effective_n_jobs(None, 100, big) == 1  # other jobs hold every core
+    assert _effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
+    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     seen = []
     t = threading.Thread(target=lambda: seen.append(_effective_n_jobs(None, 100, big)))
     t.start()
@@ -220,6 +225,7 @@ def test_n_jobs_rules(monkeypatch):
 
 def test_one_thread_inside_dask_tasks(scheduler, monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
+    monkeypatch.setattr(_pairwise, "_machine_busy", lambda: False)
 
     def probe(block):
         return np.array([_effective_n_jobs(None, 100, 1 << 30)])

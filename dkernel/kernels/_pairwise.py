@@ -124,7 +124,9 @@ def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0
         Threads splitting the row tiles (BLAS is limited to one thread per tile meanwhile).
         ``None``: every usable core, except inside a Dask task or any non-main thread
         (and for small blocks), where one thread is used so that Dask's own parallelism
-        is not oversubscribed; ``-1``: every core, ``-2``: all but one, and so on.
+        is not oversubscribed, and while the 1-minute load average is at least twice the
+        number of cores (other jobs hold every core); ``-1``: every core, ``-2``: all but
+        one, and so on. The result does not depend on the number of threads.
 
     Returns
     -------
@@ -271,14 +273,23 @@ def _in_parallel_context() -> bool:
 
 
 def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
-    """Threads for one call: ``None`` -> every usable core, or 1 inside Dask (or small work)."""
+    """Threads for one call: ``None`` -> every usable core; 1 inside Dask, for small work,
+    or while other jobs already keep every core busy (1-minute load average >= twice the
+    cores: extra threads then only add waiting for a descheduled thread's last tile)."""
     if n_jobs is None:
-        if work < _MIN_PARALLEL_WORK or _in_parallel_context():
+        if work < _MIN_PARALLEL_WORK or _in_parallel_context() or _machine_busy():
             return 1
         n_jobs = _cpu_count()
     elif n_jobs < 0:
         n_jobs = max(1, _cpu_count() + 1 + n_jobs)
     return max(1, min(int(n_jobs), n_tiles))
+
+
+def _machine_busy() -> bool:
+    try:
+        return os.getloadavg()[0] >= 2 * _cpu_count()
+    except (AttributeError, OSError):  # pragma: no cover - no load average here
+        return False
 
 
 def _cpu_count() -> int:
