@@ -169,6 +169,17 @@ def test_rbf_far_points_underflow_to_zero():
         assert K[0, 1] == 0.0 and K[1, 0] == 0.0 and K[0, 0] == 1.0
 
 
+def test_float32_rbf_far_from_origin_is_accurate(rng):
+    # norms ~ 2.5e4 next to squared distances ~ 0.2: without centring float32's
+    # ||x||^2 + ||y||^2 - 2 <x, y> would be off by ~1e-3
+    X = (rng.normal(size=(64, 10)) * 0.1 + 50).astype(np.float32)
+    Y = (rng.normal(size=(40, 10)) * 0.1 + 50).astype(np.float32)
+    for A, B in [(X, Y), (X, None)]:
+        K = pairwise_kernels(A, B, gamma=1.0)
+        ref = numpy_kernel(A, A if B is None else B, "rbf", gamma=1.0)
+        assert np.abs(K - ref).max() < 1e-5
+
+
 def test_out_argument(XY):
     X, Y = XY
     out = np.empty((37, 23))

@@ -37,6 +37,8 @@ _TILE_BYTES = 2 << 20
 _WIDE_TILE_ROWS = 512
 # Row width (d * itemsize) from which K(X, X) computes the upper triangle only.
 _MIRROR_MIN_ROW_BYTES = 512
+# float32 RBF input is centred when both sides have at least this many rows.
+_CENTRE_MIN_ROWS = 32
 # From this much product work (m n d) BLAS is held at one thread (a few microseconds).
 _MIN_BLAS_LIMIT_WORK = 1 << 18
 # Below this much work (m n (d + 16) flops) one thread is faster than a pool hand-off.
@@ -214,10 +216,11 @@ def _pairwise_kernels(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec,
             if symmetric:
                 _nb.mirror_tile(out, r0, r1)
     else:
-        if k == "rbf" and dt == np.float32:
+        if k == "rbf" and dt == np.float32 and min(m, n) >= _CENTRE_MIN_ROWS:
             # ||x - y||^2 = ||x||^2 + ||y||^2 - 2 <x, y> cancels when the norms are large
             # next to the distance; centring (distances unchanged) cuts float32's error
-            # several-fold for an O((m + n) d) copy.
+            # several-fold for an O((m + n) d) copy (skipped for a few rows against many,
+            # e.g. one SGD step, where the copy would cost as much as the kernel).
             mu = X.mean(axis=0, dtype=np.float64).astype(dt)
             X = X - mu
             Y = X if symmetric else Y - mu
