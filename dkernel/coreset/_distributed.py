@@ -107,15 +107,16 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
         h = _SMOOTHING[-1]
         used = 0
         while True:
-            res = minimize(fun, w, args=(h,), jac=True, method="L-BFGS-B",
-                           options={"maxiter": 25, "gtol": 1e-12, "ftol": 1e-14})
-            w, used = res.x, used + 25
+            # certify first: the warm start alone may already be within tol
             stats = dask.compute(*[delayed(_block_stats)(a, b, pos, w, lam, h, int(o))
                                    for a, b, o in zip(xb, yb, offsets)])
             upper = 0.5 * float(w[:-1] @ w[:-1]) + lam * sum(s[0] for s in stats)
             lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
             if upper <= (1.0 + tol) * lower or used >= max_iter:
                 break
+            res = minimize(fun, w, args=(h,), jac=True, method="L-BFGS-B",
+                           options={"maxiter": 25, "gtol": 1e-12, "ftol": 1e-14})
+            w, used = res.x, used + 25
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
         raise DKernelError(f"y has one class only ({pos if class_counts[0] == 0 else neg}); "
@@ -181,7 +182,7 @@ def _leaf(Xb, yb, m, lam, k, U_total, classes, beta, seed, index, offset) -> Cor
     ys = _signs(yb, pos)
     lam_node = lam * U_total / n
     out = _build(Xb, ys, np.ones(n), m, lam=lam_node, k=k, rng=_node_rng(seed, 0, index),
-                 beta=beta)
+                 beta=beta, tol=0.05)
     return Coreset(X=out.X, y=np.where(out.y > 0, pos, neg), weight=out.weight,
                    sensitivity=out.sensitivity, total_sensitivity=out.total_sensitivity,
                    source_size=n, lam=lam, classes=classes,
@@ -249,10 +250,12 @@ def _inputs(X, y):
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise DKernelError(f"X must be numeric, got dtype {X.dtype}")
     if not isinstance(y, da.Array):
-        y = da.from_array(np.asarray(y), chunks=(X.chunks[0],))
+        y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise DKernelError(f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows "
                            "of X")
+    if not isinstance(y, da.Array):
+        y = da.from_array(y, chunks=(X.chunks[0],))
     if X.chunks[1] != (X.shape[1],):
         X = X.rechunk({1: -1})
     if y.chunks[0] != X.chunks[0]:

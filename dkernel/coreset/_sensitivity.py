@@ -62,12 +62,14 @@ def _cluster_bound(X1, ys, u, *, lam, opt, U_total, k, rng):
     return gamma, n_clusters
 
 
-def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None):
+def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None, tol=0.005):
     """Sensitivity bounds of rows ``X1`` (bias column last) with labels ``ys`` in {-1, +1}.
 
     ``U_total`` is the weight of the whole set whose cost is approximated (the rows may be a
     part of it, as in the two-pass build); by default the rows' own total. Trusts its input.
     A set with one label only gets gamma = u (weight-proportional sampling, still unbiased).
+    ``tol`` is the certified gap of the coarse solve: a gap g inflates the bound's second
+    term by at most sqrt(1 + g).
     """
     U_total = float(u.sum()) if U_total is None else float(U_total)
     if np.unique(ys).size < 2:
@@ -75,7 +77,7 @@ def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None):
     upper, w = np.nan, None
     if opt is None:
         with _timer("coarse svm", logger):
-            sol = coarse_svm(X1, ys, u, lam, w0=w0)
+            sol = coarse_svm(X1, ys, u, lam, w0=w0, tol=tol)
         opt, upper, w = sol.lower, sol.upper, sol.w
     if not opt > 0.0:
         raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")

@@ -51,8 +51,8 @@ class StreamingCoreset:
     -----
     Each row is touched by one leaf build (O(leaf_size d k) per leaf) and each bucket merge
     costs O(m d k) plus the coarse solve on 2m rows. A node's hinge weight is
-    lam * (rows seen) / (rows it stands for), the total of the stream so far (the final
-    total is unknown while streaming); sampling stays unbiased for any choice.
+    lam * (rows in the leaves built so far) / (rows it stands for): the final total is
+    unknown while streaming, and this keeps the result independent of batch boundaries; sampling stays unbiased for any choice.
 
     References
     ----------
@@ -134,6 +134,10 @@ class StreamingCoreset:
             self._push(self._leaf(Xa[:L], ya[:L]))
         return self
 
+    def _leaf_rows(self) -> int:
+        """Rows summarised by the leaves built so far (independent of batch boundaries)."""
+        return self._made.get(1, 0) * int(self.leaf_size)
+
     def _classes(self):
         c = self.classes_.tolist()
         if len(c) == 2:
@@ -149,10 +153,10 @@ class StreamingCoreset:
         neg, pos = self._classes()
         ys = np.where(y == pos, 1.0, -1.0) if neg != pos else np.ones(len(y))
         n = X.shape[0]
-        lam_node = float(self.lam) * self.n_samples_seen_ / n
+        lam_node = float(self.lam) * (self._leaf_rows() + n) / n  # this leaf included
         k = default_k(n) if self.k is None else int(self.k)
         out = _build(X, ys, np.ones(n), int(self.m), lam=lam_node, k=k,
-                     rng=self._next_rng(1), beta=float(self.beta))
+                     rng=self._next_rng(1), beta=float(self.beta), tol=0.05)
         return Coreset(X=out.X, y=np.where(out.y > 0, pos, neg), weight=out.weight,
                        sensitivity=out.sensitivity, total_sensitivity=out.total_sensitivity,
                        source_size=n, lam=float(self.lam), classes=(neg, pos),
@@ -164,7 +168,7 @@ class StreamingCoreset:
             merged = merge(self.buckets_[level], c)
             self.buckets_[level] = None
             c = merged.reduce(int(self.m), random_state=self._next_rng(level + 2),
-                              total_weight=float(self.n_samples_seen_), k=self.k,
+                              total_weight=float(self._leaf_rows()), k=self.k,
                               beta=float(self.beta))
             level += 1
         if level == len(self.buckets_):

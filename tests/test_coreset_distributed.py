@@ -1,0 +1,149 @@
+"""Distributed coresets: two-pass and merge-reduce on both schedulers, a killed worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from dkernel._validation import DKernelError
+from dkernel.coreset import coreset_cost, distributed_coreset, svm_coreset
+
+
+def _data(rng, n=6000, d=3):
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] - 0.5 * X[:, 2] + 0.4 * rng.normal(size=n) > 0, 1, -1)
+    return X, y
+
+
+def _same(a, b):
+    return (np.array_equal(a.X, b.X) and np.array_equal(a.y, b.y)
+            and np.array_equal(a.weight, b.weight))
+
+
+@pytest.mark.parametrize("method", ["two-pass", "merge-reduce"])
+def test_schedulers_agree(rng, scheduler, method):
+    X, y = _data(rng)
+    Xd = da.from_array(X, chunks=1500)
+    c = distributed_coreset(Xd, y, 200, method=method, random_state=0)
+    assert c.source_size == 6000 and len(c) <= 200 and c.info["method"] == method
+    assert set(np.unique(c.y)) <= {-1, 1} and c.classes == (-1, 1)
+    # the same graph on the other scheduler gives the same coreset
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        ref = distributed_coreset(Xd, y, 200, method=method, random_state=0)
+    assert _same(c, ref)
+    # and it approximates the cost
+    w, b = np.array([1.0, 0.1, -0.5]), 0.1
+    assert c.cost(w, b) == pytest.approx(coreset_cost(X, y, w, b), rel=0.3)
+
+
+def test_two_pass_matches_offline_distribution(rng):
+    import dask
+
+    X, y = _data(rng, n=4000)
+    with dask.config.set(scheduler="sync"):
+        c = distributed_coreset(da.from_array(X, chunks=1000), y, 300, method="two-pass",
+                                random_state=1)
+    off = svm_coreset(X, y, 300, random_state=1)
+    # same global opt; total sensitivities agree up to the per-block clustering
+    assert c.info["opt"] == pytest.approx(off.info["opt"], rel=1e-2)
+    assert c.total_sensitivity == pytest.approx(off.total_sensitivity, rel=0.5)
+    # unbiased total weight (one resampling level)
+    sums = []
+    with dask.config.set(scheduler="sync"):
+        Xd = da.from_array(X, chunks=1000)
+        for s in range(5):
+            sums.append(distributed_coreset(Xd, y, 300, method="two-pass",
+                                            random_state=s).weight.sum())
+    assert abs(np.mean(sums) - 4000) < 4 * np.std(sums) / np.sqrt(5) + 1e-9
+
+
+@pytest.mark.parametrize("split_every", [2, 3, 16])
+def test_merge_reduce_tree(rng, split_every):
+    import dask
+
+    X, y = _data(rng, n=2400)
+    with dask.config.set(scheduler="sync"):
+        c = distributed_coreset(X, y, 60, method="merge-reduce", leaf_size=300,
+                                split_every=split_every, random_state=0)
+    levels = int(np.ceil(np.log(8) / np.log(split_every)))
+    assert c.info["n_leaves"] == 8 and c.info["tree_levels"] == levels
+    assert len(c) <= 60 and c.source_size == 2400
+    assert c.weight.sum() == pytest.approx(2400, rel=0.3)
+
+
+def test_zarr_store_input(rng, tmp_path, scheduler):
+    from dkernel.data import make_gauss
+
+    ds = make_gauss(5000, random_state=0, store=str(tmp_path / "g.zarr"), chunk_rows=1250)
+    c = distributed_coreset(ds.path, None, 150, method="merge-reduce", random_state=0)
+    assert c.source_size == 5000 and c.classes == (-1, 1)
+    assert c.X.dtype == np.float32
+
+
+def _kill_when_busy(client, pids, killed):
+    """Kill (SIGKILL) the first worker seen processing a task; pids fetched beforehand."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        busy = [w for w, tasks in client.processing().items() if tasks and w in pids]
+        if busy:
+            os.kill(pids[busy[0]], signal.SIGKILL)
+            killed.append(pids[busy[0]])
+            return
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("method", ["merge-reduce", "two-pass"])
+def test_killed_worker_gives_identical_coreset(process_cluster, tmp_path, method):
+    from dkernel.data import make_gauss
+
+    client = process_cluster
+    ds = make_gauss(20000, random_state=0, store=str(tmp_path / "g.zarr"), chunk_rows=2500)
+    ref = distributed_coreset(ds.path, None, 300, method=method, random_state=7)
+    pids = client.run(os.getpid)
+    killed: list[int] = []
+    th = threading.Thread(target=_kill_when_busy, args=(client, pids, killed))
+    th.start()
+    again = distributed_coreset(ds.path, None, 300, method=method, random_state=7)
+    th.join()
+    assert killed, "no worker was killed during the build"
+    assert _same(ref, again)
+
+
+def test_bad_input(rng, tmp_path):
+    X, y = _data(rng, n=1000)
+    Xd = da.from_array(X, chunks=250)
+    with pytest.raises(DKernelError, match="method must be one of"):
+        distributed_coreset(Xd, y, 10, method="flat")
+    with pytest.raises(DKernelError, match="leaf_size=50 is smaller than the coreset size"):
+        distributed_coreset(Xd, y, 100, method="merge-reduce", leaf_size=50)
+    with pytest.raises(DKernelError, match="fewer than the coreset size m=300"):
+        distributed_coreset(Xd, y, 300, method="merge-reduce")
+    with pytest.raises(DKernelError, match="m=1001 exceeds"):
+        distributed_coreset(Xd, y, 1001)
+    with pytest.raises(DKernelError, match="one class only"):
+        distributed_coreset(Xd, np.ones(1000), 10)
+    with pytest.raises(DKernelError, match="3 classes"):
+        distributed_coreset(Xd, np.arange(1000) % 3, 10)
+    with pytest.raises(DKernelError, match="split_every must be >= 2"):
+        distributed_coreset(Xd, y, 10, method="merge-reduce", split_every=1)
+    with pytest.raises(DKernelError, match="lam must be > 0"):
+        distributed_coreset(Xd, y, 10, lam=0)
+    with pytest.raises(DKernelError, match=r"y has shape \(999,\)"):
+        distributed_coreset(Xd, y[:-1], 10)
+    with pytest.raises(DKernelError, match="no dataset store"):
+        distributed_coreset(str(tmp_path / "nothing.zarr"), None, 10)
+    Xn = X.copy()
+    Xn[612, 2] = np.nan
+    import dask
+
+    with dask.config.set(scheduler="sync"), pytest.raises(
+            DKernelError, match="X contains NaN at row 612, column 2"):
+        distributed_coreset(da.from_array(Xn, chunks=250), y, 10, method="merge-reduce")

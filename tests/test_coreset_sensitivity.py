@@ -1,0 +1,112 @@
+"""Sensitivity bounds, the numba kernels and the certified coarse solve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel._validation import DKernelError
+from dkernel.coreset import svm_sensitivity
+from dkernel.coreset._kernels import _sensitivity_bound, _weighted_kmeans, _weighted_kmeanspp
+from dkernel.coreset._sensitivity import _cluster_bound, _with_bias
+from dkernel.coreset._solver import coarse_svm, svm_objective
+
+
+def _problem(rng, n=60, noise=0.7):
+    X = rng.normal(size=(n, 2)) * rng.uniform(0.3, 3.0)
+    y = np.where(X[:, 0] + noise * rng.normal(size=n) > 0, 1, -1)
+    return X, y
+
+
+def _brute_ratio(X, y, u, lam, rng, n_w=20000):
+    """sup over random w of u(p) f(p, w) / F(P, w) (f includes the regulariser share)."""
+    X1 = _with_bias(X)
+    U = u.sum()
+    W = rng.normal(size=(n_w, X1.shape[1])) * rng.choice([0.01, 0.1, 1.0, 10.0], size=(n_w, 1))
+    Z = 1.0 - y * (X1 @ W.T).T
+    f = (W[:, :-1] ** 2).sum(1)[:, None] / (2 * U) + lam * np.maximum(Z, 0.0)
+    F = (u * f).sum(1)
+    return (u * f / F[:, None]).max(0)
+
+
+@pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
+def test_bound_dominates_brute_force_sup(rng, lam):
+    X, y = _problem(rng)
+    u = rng.uniform(0.2, 3.0, size=len(y))
+    gamma = svm_sensitivity(X, y, lam=lam, sample_weight=u, k=3, random_state=0)
+    ratio = _brute_ratio(X, y, u, lam, rng)
+    assert (ratio <= gamma).all(), (ratio / gamma).max()
+
+
+def test_bound_with_global_totals_dominates_on_a_part(rng):
+    # the two-pass build: sensitivities of a part with clusters inside the part and the
+    # whole set's U(P) and opt bound the point's share of the whole cost
+    X, y = _problem(rng, n=80)
+    u = np.ones(len(y))
+    lam = 1.0
+    X1 = _with_bias(X)
+    ys = y.astype(float)
+    opt = coarse_svm(X1, ys, u, lam).lower
+    gamma = np.empty(len(y))
+    for part in (slice(0, 40), slice(40, 80)):
+        gamma[part], _ = _cluster_bound(X1[part], ys[part], u[part], lam=lam, opt=opt,
+                                        U_total=u.sum(), k=2, rng=np.random.default_rng(0))
+    assert (_brute_ratio(X, y, u, lam, rng) <= gamma).all()
+
+
+def test_coarse_solve_is_certified_and_deterministic(rng):
+    X, y = _problem(rng, n=400)
+    X1, ys, u = _with_bias(X), y.astype(float), rng.uniform(0.5, 2.0, 400)
+    a = coarse_svm(X1, ys, u, 1.0)
+    b = coarse_svm(X1, ys, u, 1.0)
+    assert np.array_equal(a.w, b.w)
+    assert 0 < a.lower <= a.upper <= 1.005 * a.lower
+    assert a.upper == pytest.approx(svm_objective(X1, ys, u, 1.0, a.w))
+    # the lower bound is below the optimum found by a much longer solve
+    best = coarse_svm(X1, ys, u, 1.0, tol=1e-7, max_iter=5000)
+    assert a.lower <= best.upper
+
+
+def test_kmeanspp_reference(rng):
+    X = rng.normal(size=(50, 3))
+    u = rng.uniform(0.1, 1.0, 50)
+    uni = np.array([0.3, 0.7, 0.1])
+    seeds = _weighted_kmeanspp(X, u, 3, uni)
+    # plain NumPy reference of D^2 * u sampling with the same uniforms
+    ref = [int(np.searchsorted(np.cumsum(u), uni[0] * u.sum(), side="right"))]
+    d2 = ((X - X[ref[0]]) ** 2).sum(1)
+    for j in (1, 2):
+        p = u * d2
+        ref.append(int(np.searchsorted(np.cumsum(p), uni[j] * p.sum(), side="right")))
+        d2 = np.minimum(d2, ((X - X[ref[-1]]) ** 2).sum(1))
+    assert seeds.tolist() == ref
+
+
+def test_kmeans_means_and_bound_reference(rng):
+    Z = rng.normal(size=(40, 2))
+    u = rng.uniform(0.1, 1.0, 40)
+    labels, centers, cu = _weighted_kmeans(Z, u, 3, np.array([0.2, 0.5, 0.9]), 2)
+    for c in range(centers.shape[0]):
+        sel = labels == c
+        assert cu[c] == pytest.approx(u[sel].sum())
+        np.testing.assert_allclose(centers[c], (u[sel, None] * Z[sel]).sum(0) / u[sel].sum())
+    alpha = rng.uniform(0.01, 1.0, centers.shape[0])
+    out = np.empty(40)
+    _sensitivity_bound(Z, u, labels, centers, cu, alpha, 2.0, 5.0, out)
+    a = alpha[labels]
+    dd = ((centers[labels] - Z) ** 2).sum(1)
+    ref = u / cu[labels] + 2.0 * u * 4.5 * np.maximum(
+        4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * 5.0)) - 2 * a)
+    np.testing.assert_allclose(out, ref)
+
+
+def test_sensitivity_errors(rng):
+    X, y = _problem(rng)
+    with pytest.raises(DKernelError, match="one class only"):
+        svm_sensitivity(X, np.ones(len(y)))
+    with pytest.raises(DKernelError, match="multiclass='ovr'"):
+        svm_sensitivity(X, np.arange(len(y)) % 3)
+    with pytest.raises(DKernelError, match="lam must be > 0"):
+        svm_sensitivity(X, y, lam=0.0)
+    with pytest.raises(DKernelError, match="opt must be > 0"):
+        svm_sensitivity(X, y, opt=-1.0)
