@@ -157,7 +157,7 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
     --------
     >>> import numpy as np
     >>> from dkernel.coreset import uniform_coreset, merge
-    >>> X = np.arange(40.0).reshape(20, 2); y = np.repeat([-1, 1], 10)
+    >>> X = np.arange(40.0).reshape(20, 2); y = np.tile([-1, 1], 10)
     >>> a = uniform_coreset(X[:10], y[:10], 5, random_state=0)
     >>> c = merge(a, uniform_coreset(X[10:], y[10:], 5, random_state=1))
     >>> c.source_size, float(c.weight.sum())
