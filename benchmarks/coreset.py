@@ -170,8 +170,8 @@ def distributed(args, log) -> dict:
     d = 50
     m = 200 if args.quick else 2048
     seeds = range(2 if args.quick else args.dist_seeds)
-    store = os.path.join(args.workdir, "coreset_synth.zarr")
-    if not os.path.exists(store) or args.quick:
+    store = os.path.join(args.workdir, f"coreset_synth_{n}x{d}.zarr")
+    if not os.path.exists(store):
         write_arrays(store, _synthetic(n, d, 0), n=n, n_features=d, dtype=np.float32,
                      chunk_rows=n // 16, has_y=True, attrs={"source": "coreset benchmark"},
                      overwrite=True)
@@ -389,12 +389,15 @@ def main() -> int:
     p.add_argument("--data-dir", default=os.path.join(REPO, "..", "shared", "datasets"))
     p.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results"))
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--part", choices=["all", "offline", "distributed"], default="all")
+    p.add_argument("--part", choices=["all", "offline", "distributed", "render"], default="all")
     p.add_argument("--datasets", default=None, help="comma-separated subset")
     p.add_argument("--trials", type=int, default=30)
     p.add_argument("--sizes", type=int, default=8)
     p.add_argument("--dist-seeds", type=int, default=2)
     p.add_argument("--workdir", default="/tmp")
+    p.add_argument("--merge", nargs="*", default=[],
+                   help="coreset.json files of other runs (e.g. a part run with another "
+                        "--out) whose parts are merged into this one before rendering")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     for name in ("distributed", "bokeh", "tornado"):
@@ -412,7 +415,16 @@ def main() -> int:
 
     command = "python benchmarks/coreset.py " + " ".join(sys.argv[1:])
     results.setdefault("commands", {})
-    if args.part in ("all", "offline"):
+    for other in args.merge:
+        with open(other) as fh:
+            got = json.load(fh)
+        for key in ("offline", "distributed"):
+            if key in got:
+                results[key] = got[key]
+                results["commands"][key] = got.get("commands", {}).get(key, "")
+    if args.part == "render":
+        pass
+    elif args.part in ("all", "offline"):
         results["offline"] = offline(args, log)
         results["commands"]["offline"] = command
     if args.part in ("all", "distributed"):

@@ -16,9 +16,9 @@ def _stream(rng, n, d=2):
 
 
 def test_buckets_are_logarithmic(rng):
-    X, y = _stream(rng, 3200)
+    X, y = _stream(rng, 1600)
     sc = StreamingCoreset(m=40, leaf_size=100, random_state=0)
-    for start in range(0, 3200, 170):
+    for start in range(0, 1600, 170):
         sc.partial_fit(X[start:start + 170], y[start:start + 170])
         n = sc.n_samples_seen_
         leaves = n // 100
@@ -28,24 +28,24 @@ def test_buckets_are_logarithmic(rng):
         assert sum(2 ** i for i in occupied) == leaves
         assert all(len(b) <= 40 for b in sc.buckets_ if b is not None)
         assert sc._buffered == n - 100 * leaves < 100
-    assert sc.n_samples_seen_ == 3200
+    assert sc.n_samples_seen_ == 1600
     S = sc.coreset()
-    assert S.source_size == 3200
+    assert S.source_size == 1600
     # held rows: at most m per level plus the buffer, O(leaf_size log n)
-    assert len(S) <= 40 * (np.log2(32) + 1)
-    assert S.weight.sum() == pytest.approx(3200, rel=0.25)
+    assert len(S) <= 40 * (np.log2(16) + 1)
+    assert S.weight.sum() == pytest.approx(1600, rel=0.25)
     w, b = np.array([1.0, 0.2]), 0.1
     assert S.cost(w, b) == pytest.approx(coreset_cost(X, y, w, b), rel=0.3)
     R = sc.coreset(50, random_state=0)
-    assert len(R) <= 50 and R.source_size == 3200
+    assert len(R) <= 50 and R.source_size == 1600
 
 
 def test_same_stream_same_coreset(rng):
-    X, y = _stream(rng, 2000)
+    X, y = _stream(rng, 1000)
     out = []
     for batch in (130, 400):  # batch boundaries do not matter, only the rows
         sc = StreamingCoreset(m=30, leaf_size=200, random_state=5)
-        for s in range(0, 2000, batch):
+        for s in range(0, 1000, batch):
             sc.partial_fit(X[s:s + batch], y[s:s + batch])
         out.append(sc.coreset())
     assert np.array_equal(out[0].X, out[1].X) and np.array_equal(out[0].weight, out[1].weight)

@@ -6,6 +6,7 @@ import inspect
 import logging
 import numbers
 from dataclasses import dataclass, field, replace
+
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar

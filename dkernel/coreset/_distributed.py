@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import numbers
+
 import numpy as np
 
 from .._validation import DKernelError, check_scalar, report_nonfinite
 from ..runtime import _timer
-from ._coreset import Coreset, _check_beta, _check_m, _draw, merge
+from ._coreset import Coreset, _check_beta, _check_m, merge
 from ._sensitivity import _base_seed, _cluster_bound, check_lam, default_k
 from ._solver import _SMOOTHING, _dual_bound, _huber_fun, _local_aggregates, coarse_svm
 
