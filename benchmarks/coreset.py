@@ -309,6 +309,16 @@ def targets(results: dict) -> list[str]:
                          f"training on {name} (n={r['n']}): {tot:.2f} s (construction "
                          f"{r['construction_s']:.2f} s + training at the largest m="
                          f"{last['m']}) vs {r['full_train_s']:.2f} s")
+    for name, r in off.items():
+        better = [x["m"] for x in r["sizes"] if x["mixture"]["mean"] < x["sensitivity"]["mean"]]
+        best = min(r["sizes"], key=lambda x: x["mixture"]["mean"] / x["sensitivity"]["mean"])
+        paper = r.get("paper_t_over_n")
+        lines.append(f"REPORTED: {name}: t/n = {r['t_over_n']:.4f}"
+                     + ("" if paper is None else f" (paper {paper:.3f})")
+                     + f"; mixture beta={BETA} below sensitivity at {len(better)} of "
+                     f"{len(r['sizes'])} sizes, best mixture/sensitivity error ratio "
+                     f"{best['mixture']['mean'] / best['sensitivity']['mean']:.2f} at "
+                     f"m={best['m']}")
     dist = results.get("distributed", {}).get("variants", {})
     if "offline" in dist and "two-pass" in dist:
         ratio = dist["two-pass"]["mean"] / dist["offline"]["mean"]
@@ -418,12 +428,17 @@ def main() -> int:
     for other in args.merge:
         with open(other) as fh:
             got = json.load(fh)
-        for key in ("offline", "distributed"):
-            if key in got:
-                results[key] = got[key]
-                results["commands"][key] = got.get("commands", {}).get(key, "")
+        if "offline" in got:  # per dataset: a later file's datasets replace earlier ones
+            results.setdefault("offline", {}).update(got["offline"])
+            cmd = got.get("commands", {}).get("offline", "")
+            prev = results["commands"].get("offline")
+            results["commands"]["offline"] = cmd if not prev or prev == cmd else \
+                f"{prev} + {cmd}"
+        if "distributed" in got:
+            results["distributed"] = got["distributed"]
+            results["commands"]["distributed"] = got.get("commands", {}).get("distributed", "")
     if args.part == "render":
-        pass
+        results["commands"]["render"] = command
     elif args.part in ("all", "offline"):
         results["offline"] = offline(args, log)
         results["commands"]["offline"] = command
