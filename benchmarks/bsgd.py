@@ -29,7 +29,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CPP = {  # the reference table: (C++ merge acc, C++ CPU s, Nystroem+SGD acc, CPU s)
-    ("gauss_1e4", 100): (81.00, 10.55, 81.59, 0.06), ("gauss_1e4", 500): (81.15, 45.29, 81.61, 0.28),
+    ("gauss_1e4", 100): (81.00, 10.55, 81.59, 0.06),
+    ("gauss_1e4", 500): (81.15, 45.29, 81.61, 0.28),
     ("checkerboard_1e5", 100): (97.56, 87.05, 98.94, 0.69),
     ("checkerboard_1e5", 500): (98.07, 376.5, 99.20, 2.79),
     ("pendigits", 100): (96.31, 0.75, 97.14, 0.21), ("pendigits", 500): (96.43, 0.28, 97.43, 1.39),
@@ -344,7 +345,9 @@ def report(results: dict, out: str) -> None:
             big = json.load(fh)
     L = ["# BSGD (BudgetedSVC) benchmark", "",
          f"Command: `{results['command']}` (and `python benchmarks/bsgd.py --big` for the "
-         "10^7-row run, in its own process at the same time).", "",
+         "10^7-row run, in its own process at the same time; this file and the plots were "
+         "rewritten from the JSON files by `python benchmarks/bsgd.py --report` after the "
+         "`--passes` runs).", "",
          f"Machine: {results['machine']}. Timings are CPU seconds of training "
          "(`time.process_time`, includes the numba loop and the prefetch thread), predict "
          "times are wall seconds, peak memory is the `tracemalloc` peak of Python/NumPy "
@@ -353,12 +356,17 @@ def report(results: dict, out: str) -> None:
          "algorithm x maintenance combinations; **3 runs (seeds 0-2) instead of 5**, and "
          "**1 run** on checkerboard 1e6 and for SVC; on checkerboard 1e6 only the pegasos rate "
          "(norma/perceptron with projection at B=500 would take minutes each on the shared "
-         "cores); in the time-vs-n curve projection with B=500 stops at n=1e5; gamma and lam tuned once per dataset on "
-         "a 80/20 validation split of at most 20000 training rows (BSGD pegasos+merge, B=100, "
+         "cores); in the time-vs-n curve projection with B=500 stops at n=1e5; gamma and "
+         "lam tuned once per dataset on a 80/20 validation split of at most 20000 "
+         "training rows (BSGD pegasos+merge, B=100, "
          "grid gamma in {0.25, 1, 4, 16, 64}/d x lam in {1e-3, 1e-4, 1e-5, 1e-6}; the chosen lam "
-         "is then scaled by n_tune / n, i.e. C = 1/(lam n) is kept) and shared by every method (SGDClassifier alpha = lam; SVC C = 1/(lam n), capped at 1000). "
+         "is then scaled by n_tune / n, i.e. C = 1/(lam n) is kept) and shared by every "
+         "method (SGDClassifier alpha = lam; SVC C = 1/(lam n), capped at 1000). "
          "SVC is trained on at most 20000 rows (said in its row). Features standardised "
-         "with training statistics. Nystroem/RBFSampler + SGDClassifier run with "
+         "with training statistics. Notes: the paper's checkerboard and adult/a9a numbers "
+         "come from its own data, sizes and splits; "
+         "dna has 2000 training rows, so one pass is 2000 SGD steps. "
+         "Nystroem/RBFSampler + SGDClassifier run with "
          "scikit-learn's defaults (up to 1000 epochs with tol=1e-3; their epoch count is "
          "given), so they are not one-pass.", ""]
     targets = []

@@ -571,7 +571,8 @@ def _merge_search() -> int:
 #: (a precomputed table of the binary argmax h(m, k), bilinear interpolation; multi-class
 #: models always use golden section). Either way the chosen partner's h is refined by golden
 #: section to ~1e-9. Measured on checkerboard 1e5 (benchmarks/results/bsgd.md): lookup
-#: trains 1.8-2.1x faster at B=500 and B=100 with the same test accuracy, so it is the default.
+#: trains 1.8-2.1x faster at B=500 and B=100 with the same test accuracy, so it is the
+#: default.
 _MERGE_SEARCH = "lookup"
 _LOOKUP_CACHE: dict[int, np.ndarray] = {}
 
