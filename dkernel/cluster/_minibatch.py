@@ -289,6 +289,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             if self.tau is None:
                 X_all = (np.arange(n) if oracle.graph
                          else np.asarray(X.compute() if is_dask else X, dtype=dtype))
+                self._windows = None  # partial_fit after this fit starts afresh
                 labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
             else:
                 self._windows = self._new_windows(oracle, Z)
