@@ -31,7 +31,7 @@ def numpy_heat_kernel(X, k, t):
     A = numpy_knn_adjacency(X, k)
     d = 1.0 / np.sqrt(A.sum(1))
     S = d[:, None] * A * d[None, :]
-    return scipy.linalg.expm(-t * S)
+    return scipy.linalg.expm(-t * (np.eye(len(A)) - S))
 
 
 @pytest.fixture
@@ -126,3 +126,14 @@ def test_bad_input(X):
         heat_kernel(X[:, 0], n_neighbors=3)
     with pytest.raises(DKernelError, match="X is empty"):
         knn_kernel(np.zeros((0, 2)), n_neighbors=1)
+
+
+def test_heat_kernel_scores_graph_neighbours_above_the_rest(X):
+    """Diffusion: a row's graph neighbours get more heat than the rows it is not joined to."""
+    K = heat_kernel(X, n_neighbors=5, t=1.0)
+    A = numpy_knn_adjacency(X, 5)
+    n = len(X)
+    block = K.block(np.arange(n), np.arange(n))
+    off = ~np.eye(n, dtype=bool)
+    assert block[(A > 0) & off].mean() > 5 * block[(A == 0) & off].mean()
+    assert (block >= -1e-12).all()

@@ -75,10 +75,10 @@ class KNNKernel(GraphKernel):
 
 
 class HeatKernel(GraphKernel):
-    """``K = exp(-t S)`` with the normalised adjacency ``S = D^-1/2 A D^-1/2`` of a kNN graph.
+    """``K = exp(-t L)`` for the normalised Laplacian ``L = I - D^-1/2 A D^-1/2`` of a kNN graph.
 
     ``K`` is dense, so it is never formed: ``block(rows, cols)`` computes the needed columns
-    ``exp(-t S) e_j`` with :func:`scipy.sparse.linalg.expm_multiply` in O(nnz(S) |cols|)
+    ``exp(-t L) e_j`` with :func:`scipy.sparse.linalg.expm_multiply` in O(nnz(S) |cols|)
     time and O(n |cols|) memory, and keeps a bounded cache of recent columns.
     """
 
@@ -87,7 +87,8 @@ class HeatKernel(GraphKernel):
         deg = np.asarray(A.sum(axis=1)).ravel()
         inv_sqrt = np.where(deg > 0, 1.0 / np.sqrt(np.maximum(deg, 1e-300)), 0.0)
         D = sp.diags(inv_sqrt)
-        self.S = (D @ A @ D).tocsc()
+        S = D @ A @ D
+        self.L = (sp.identity(A.shape[0], format="csc") - S).tocsc()
         self.t = float(t)
         self.matrix = None
         self._cache: dict[int, np.ndarray] = {}
@@ -100,7 +101,7 @@ class HeatKernel(GraphKernel):
         if missing.size:
             E = np.zeros((self.n_samples, missing.size))
             E[missing, np.arange(missing.size)] = 1.0
-            V = expm_multiply(-self.t * self.S, E)
+            V = expm_multiply(-self.t * self.L, E)
             if len(self._cache) + missing.size > self._cache_columns:
                 self._cache.clear()
             for k, c in enumerate(missing):
@@ -139,7 +140,12 @@ def knn_kernel(X, n_neighbors: int = 10) -> KNNKernel:
 
 
 def heat_kernel(X, n_neighbors: int = 10, t: float = 1.0) -> HeatKernel:
-    """The heat kernel ``exp(-t D^-1/2 A D^-1/2)`` of the kNN graph.
+    """The heat kernel ``exp(-t L)``, ``L = I - D^-1/2 A D^-1/2``, of the kNN graph.
+
+    This is ``exp(-t) exp(t D^-1/2 A D^-1/2)``: heat diffusing for time ``t`` along the
+    graph, so rows joined by short paths get large values. (The literal
+    ``exp(-t D^-1/2 A D^-1/2)`` would score graph neighbours *below* non-neighbours at
+    first order, ``I - t S``, so the Laplacian form is the one implemented.)
 
     Memory O(n k) for the graph plus O(n) per column asked for; the n x n kernel is never
     formed. Each new column costs a sparse matrix-exponential action (a few dozen sparse
