@@ -154,6 +154,135 @@ def merge_search_timing(X, y, gamma, lam):
     return out
 
 
+#: gamma, lam tuned by the original run (commit 3136c4d, BudgetedSVC's old default
+#: fit_intercept=True); the diagnosis re-uses them to isolate the intercept's effect.
+ORIGINAL_TUNING = {"dna": (0.001388888888888889, 0.0008),
+                   "usps": (0.00390625, 7.998902756823481e-05),
+                   "pendigits": (0.25, 0.0007999733119829197), "letter": (0.0625, 0.0008),
+                   "a9a": (0.008130081300813009, 4.913853997113111e-05)}
+
+
+def _numpy_pegasos(X, yi, c, order, gamma, lam, icpt):
+    """Plain-NumPy kernel Pegasos (rate 1/(lam t), Crammer-Singer for c > 1), no budget."""
+    SV, A, b, s = [], [], np.zeros(c), 1.0
+    sq = np.einsum("ij,ij->i", X, X)
+    for t, i in enumerate(order, 1):
+        x, eta = X[i], 1.0 / (lam * t)
+        f = s * icpt * b
+        if SV:
+            k = np.exp(-gamma * np.maximum(sq[SV] + sq[i] - 2.0 * X[SV] @ x, 0.0))
+            f = f + s * (k @ np.array(A))
+        if c == 1:
+            sgn = 1.0 if yi[i] == 1 else -1.0
+            viol, r = sgn * f[0] < 1.0, -1
+        else:
+            g = f.copy()
+            g[yi[i]] = -np.inf
+            r = int(np.argmax(g))
+            viol = f[yi[i]] - f[r] < 1.0
+        if 1.0 - eta * lam <= 0.0:
+            SV, A, b, s = [], [], np.zeros(c), 1.0
+        else:
+            s *= 1.0 - eta * lam
+        if viol:
+            a, beta = np.zeros(c), eta / s
+            if c == 1:
+                a[0] = sgn * beta
+            else:
+                a[yi[i]], a[r] = beta, -beta
+            b += a * icpt
+            SV.append(i)
+            A.append(a)
+    return np.array(SV), s * np.array(A), s * b * icpt
+
+
+def diagnose(data_dir: str) -> dict:
+    """Bug or tuning? (1) no-budget BudgetedSVC against plain-NumPy Pegasos on the same
+    order; (2) each maintenance step's ||Delta||^2 against NumPy; (3) the intercept's effect
+    at the original tuning."""
+    from sklearn.datasets import load_digits
+    from sklearn.utils import check_random_state
+
+    from dkernel.svm import BudgetedSVC
+    from dkernel.svm import _budget as nb
+    from dkernel.svm._stream import visit_order
+
+    out = {"no_budget": [], "degradation": [], "intercept": []}
+    for name in ("dna", "usps"):
+        X, y, Xt, yt = load(name, data_dir, False)
+        gamma, lam = ORIGINAL_TUNING[name]
+        classes = np.unique(y)
+        c = 1 if len(classes) == 2 else len(classes)
+        order = visit_order(len(X), seed=int(check_random_state(0).randint(np.iinfo(np.int32).max)))
+        for fi in (True, False):
+            clf = BudgetedSVC(budget=len(X) + 1, gamma=gamma, lam=lam, fit_intercept=fi,
+                              random_state=0).fit(X, y)
+            SV, A, b = _numpy_pegasos(X, np.searchsorted(classes, y), c, order, gamma, lam,
+                                      1.0 if fi else 0.0)
+            Kt = np.exp(-gamma * np.maximum((Xt ** 2).sum(1)[:, None] + (X[SV] ** 2).sum(1)
+                                            - 2.0 * Xt @ X[SV].T, 0.0))
+            F = Kt @ A + b
+            pred = classes[(F[:, 0] > 0).astype(int)] if c == 1 else classes[F.argmax(1)]
+            same = clf.dual_coef_.shape == A.shape
+            out["no_budget"].append({
+                "data": name, "fit_intercept": fi, "n_sv": int(clf.dual_coef_.shape[0]),
+                "n_sv_numpy": int(len(SV)), "n_maintenance": int(clf.n_maintenance_),
+                "max_abs_coef_diff": float(np.abs(clf.dual_coef_ - A).max()) if same else None,
+                "acc": 100 * float(clf.score(Xt, yt)), "acc_numpy": 100 * float(np.mean(pred == yt))})
+            print(out["no_budget"][-1], flush=True)
+    X, y = load_digits(return_X_y=True)
+    X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
+    g = 1.0 / 64
+
+    def kern(P, Q):
+        return np.exp(-g * np.maximum((P ** 2).sum(1)[:, None] + (Q ** 2).sum(1) - 2 * P @ Q.T, 0))
+
+    for binary in (False, True):
+        yy = y % 2 if binary else y
+        for maint in ("remove", "project", "merge"):
+            clf = BudgetedSVC(budget=50, maintenance=maint, gamma=g, lam=1e-3,
+                              random_state=0).fit(X[:1000], yy[:1000])
+            SV, sqn, A, K, M, b, fs, ist = [a.copy() for a in clf._state]
+            cfg = clf._config(clf._spec)
+            rng = np.random.default_rng(1)
+            worst = 0.0
+            for step in range(5):  # add one SV to a full model, maintain, compare
+                n = int(ist[nb.IS_NSV])
+                x = X[1000 + step]
+                SV[n], sqn[n] = x, x @ x
+                A[n] = rng.normal(size=A.shape[1]) * np.abs(A[:n]).mean()
+                kr = kern(SV[:n + 1], x[None])[:, 0]
+                K[n, :n + 1], K[:n + 1, n] = kr, kr
+                if maint == "project":
+                    nb.refresh_inverse(K, M, n + 1, nb.PROJECT_RIDGE)
+                ist[nb.IS_NSV] = n + 1
+                S0, A0 = SV[:n + 1].copy(), fs[0] * A[:n + 1]
+                d2 = nb.maintain(SV, sqn, A, K, M, fs, ist, cfg["maint"], cfg["kind"], g, 3.0,
+                                 0.0, nb.PROJECT_RIDGE, 2, cfg["search"], cfg["T"], 50)
+                m = int(ist[nb.IS_NSV])
+                Z, C = np.vstack([S0, SV[:m]]), np.vstack([A0, -fs[0] * A[:m]])
+                true = float(np.einsum("ic,ij,jc->", C, kern(Z, Z), C))
+                worst = max(worst, abs(d2 - true) / max(true, 1e-300))
+            out["degradation"].append({"classes": 2 if binary else 10, "maintenance": maint,
+                                       "steps": 5, "max_rel_err": worst})
+            print(out["degradation"][-1], flush=True)
+    for name, Bs, nrun in (("dna", (100, 500), 5), ("usps", (100, 500), 3),
+                           ("pendigits", (100, 500), 3), ("letter", (500,), 2),
+                           ("a9a", (100,), 2)):
+        X, y, Xt, yt = load(name, data_dir, False)
+        gamma, lam = ORIGINAL_TUNING[name]
+        for B in Bs:
+            row = {"data": name, "B": B, "runs": nrun, "gamma": gamma, "lam": lam}
+            for fi in (True, False):
+                a = [100 * BudgetedSVC(budget=B, gamma=gamma, lam=lam, fit_intercept=fi,
+                                       random_state=s).fit(X, y).score(Xt, yt)
+                     for s in range(nrun)]
+                row["on" if fi else "off"] = (float(np.mean(a)), float(np.std(a)))
+            out["intercept"].append(row)
+            print(row, flush=True)
+    return out
+
+
 def big_run(rows: int, workdir: str) -> dict:
     """One pass over a ``rows``-row checkerboard read from zarr, B = 100."""
     import psutil
@@ -198,6 +327,13 @@ def main(argv=None) -> int:
                         "Nystroem+SGD, count the passes (up to 5) it takes to reach it")
     p.add_argument("--report", action="store_true",
                    help="only (re)write bsgd.md and the plots from the saved JSON files")
+    p.add_argument("--update", action="store_true",
+                   help="with --datasets: re-run only these datasets and replace their entries "
+                        "in the existing bsgd.json (the others are kept); no checkerboard curves")
+    p.add_argument("--diagnose", action="store_true",
+                   help="bug or tuning: no-budget fit vs plain-NumPy Pegasos, maintenance "
+                        "degradation vs NumPy, intercept on/off (bsgd_diagnosis.json)")
+    p.add_argument("--note", default="", help="why this --update run was made (goes in bsgd.md)")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.workdir, exist_ok=True)
@@ -212,6 +348,13 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "bsgd.json")) as fh:
             results = json.load(fh)
         out = {"command": cmd, "rows": []}
+        old_path = os.path.join(args.out, "bsgd_passes.json")
+        if args.datasets and os.path.exists(old_path):  # keep the other datasets' rows
+            with open(old_path) as fh:
+                old = json.load(fh)
+            keep = args.datasets.split(",")
+            out = {"command": old["command"] + "` and `" + cmd,
+                   "rows": [r for r in old["rows"] if r["data"] not in keep]}
         for name, e in results["datasets"].items():
             if args.datasets and name not in args.datasets.split(","):
                 continue
@@ -237,6 +380,12 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "bsgd_passes.json"), "w") as fh:
             json.dump(out, fh, indent=2)
         return 0
+    if args.diagnose:
+        res = diagnose(args.data_dir)
+        res["command"] = cmd
+        with open(os.path.join(args.out, "bsgd_diagnosis.json"), "w") as fh:
+            json.dump(res, fh, indent=2)
+        return 0
     if args.big:
         res = big_run(args.big_rows, args.workdir)
         res["command"] = cmd
@@ -256,6 +405,13 @@ def main(argv=None) -> int:
     maints = ("remove", "project", "merge")
     results: dict = {"command": cmd, "machine": f"{platform.node()}, 2 shared cores, "
                      "contended by other jobs", "datasets": {}}
+    if args.update:
+        if not args.datasets:
+            p.error("--update needs --datasets")
+        with open(os.path.join(args.out, "bsgd.json")) as fh:
+            results = json.load(fh)
+        results.setdefault("reruns", []).append({"command": cmd, "datasets": names,
+                                                 "note": args.note})
     t_all = time.perf_counter()
     for name in names:
         X, y, Xt, yt = load(name, args.data_dir, args.quick)
@@ -263,6 +419,8 @@ def main(argv=None) -> int:
         acc, gamma, lam = tune(X, y, d)
         entry = {"n": len(X), "n_test": len(Xt), "d": d, "classes": int(len(np.unique(y))),
                  "gamma": gamma, "lam": lam, "val_acc": 100 * acc, "rows": []}
+        if args.update:
+            entry["rerun"] = cmd
         print(f"{name}: n={len(X)} d={d} gamma={gamma:.4g} lam={lam:g} (val {100 * acc:.2f})",
               flush=True)
         big = name == "checkerboard_1e6"
@@ -293,6 +451,10 @@ def main(argv=None) -> int:
         results["datasets"][name] = entry
         with open(os.path.join(args.out, "bsgd.json"), "w") as fh:
             json.dump(results, fh, indent=2)
+    if args.update:
+        plots(results, args.out)
+        report(results, args.out)
+        return 0
     # merge search variants, accuracy vs B, time vs n (checkerboard)
     X, y, Xt, yt = load("checkerboard_1e5", args.data_dir, args.quick)
     g, lam = results["datasets"]["checkerboard_1e5"]["gamma"], \
@@ -337,6 +499,64 @@ def _row(entry, method, B):
     return None
 
 
+def _diagnosis_section(results: dict, out: str) -> list[str]:
+    """'Why accuracy fell short': rendered from bsgd_diagnosis.json and the tables."""
+    path = os.path.join(out, "bsgd_diagnosis.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        dg = json.load(fh)
+    L = ["## Why accuracy fell short of the paper (diagnosis)", "",
+         f"Command: `{dg['command']}` (writes `bsgd_diagnosis.json`).", "",
+         "**Not an arithmetic bug.** (1) With a budget above n (no maintenance ever), "
+         "`BudgetedSVC` equals a 30-line plain-NumPy kernel Pegasos (rate 1/(lam t), "
+         "Crammer-Singer multi-class) run on the same visiting order, coefficient for "
+         "coefficient, at the original tuning:", "",
+         "| data | fit_intercept | SVs | SVs NumPy | max abs coef diff | acc % | acc % NumPy |",
+         "|---|---|---|---|---|---|---|"]
+    for r in dg["no_budget"]:
+        diff = "-" if r["max_abs_coef_diff"] is None else f"{r['max_abs_coef_diff']:.3g}"
+        L.append(f"| {r['data']} | {r['fit_intercept']} | {r['n_sv']} | {r['n_sv_numpy']} | "
+                 f"{diff} | {r['acc']:.2f} | {r['acc_numpy']:.2f} |")
+    L += ["", "(2) Each maintenance step's reported ||Delta||^2 equals the NumPy value "
+          "||w_before - w_after||^2 (kernel quadratic form over old and new SVs, merged "
+          "point included), 5 steps each on standardised digits, B = 50:", "",
+          "| classes | maintenance | max relative error |", "|---|---|---|"]
+    for r in dg["degradation"]:
+        L.append(f"| {r['classes']} | {r['maintenance']} | {r['max_rel_err']:.2g} |")
+    L += ["", "(3) The large mean degradations (usps, shuttle) are the Pegasos scale, not an "
+          "error: every Pegasos SV has the same true coefficient 1/(lam t) at step t (times "
+          "sqrt 2 for the two multi-class entries), so removing one costs ||Delta_t|| = "
+          "(sqrt 2)/(lam t) and the mean over steps B..n is about (sqrt 2) ln(n/B) / "
+          "(lam (n - B)) (if every step violated the margin): usps at lam = 8.0e-5, "
+          "B = 100: 10.5 predicted, 8.27 measured for removal in the original run. The values "
+          "scale with 1/lam; shuttle has the smallest lam of all sets (3.68e-6), hence its "
+          "19.7 (merge) and 23.4 (removal) at B = 100. The paper's E-bar is at its own lam.",
+          "",
+          "**The cause: the intercept.** BudgetedSVC's default was `fit_intercept=True`: a "
+          "constant feature of value 1 appended to phi(x), regularised with w and stepped by "
+          "eta_t = 1/(lam t) on every violation. The paper and the C++ toolbox have no "
+          "intercept. Pegasos + merge, one pass, at the original tuned gamma and lam "
+          "(mean +- std over seeds):", "",
+          "| data | B | runs | gamma | lam | intercept on % | off % | gain |",
+          "|---|---|---|---|---|---|---|---|"]
+    for r in dg["intercept"]:
+        L.append(f"| {r['data']} | {r['B']} | {r['runs']} | {r['gamma']:.4g} | {r['lam']:.3g} "
+                 f"| {r['on'][0]:.2f} +- {r['on'][1]:.2f} | {r['off'][0]:.2f} +- "
+                 f"{r['off'][1]:.2f} | {r['off'][0] - r['on'][0]:+.2f} |")
+    L += ["", "So the default is now `fit_intercept=False` (regression test "
+          "`tests/test_svm_bsgd.py::test_default_one_pass_accuracy_on_digits_is_not_lost_"
+          "to_the_intercept`), and the datasets named in the re-run note above were re-tuned "
+          "and re-run with it. Tuning was the lesser factor: the old grid's edge was hit on "
+          "dna (gamma 0.25/d, lam 1e-3) and letter/pendigits (lam 1e-3), and one-pass "
+          "Pegasos on dna (2000 steps) varies by several points between seeds, so a wider "
+          "grid tuned on a 400-row validation split overfits the split (a 7 x 7 grid, "
+          "gamma in {1/16..4}/d, lam in {1e-1..1e-5}, 2 seeds, picked gamma = 2/d, "
+          "lam = 1e-4 for B = 100 and scored 58.9% on the test set). Sections not re-run "
+          "still show the old default (intercept on).", ""]
+    return L
+
+
 def report(results: dict, out: str) -> None:
     """bsgd.md: every table from the JSON, the targets met or missed with the gaps."""
     big = None
@@ -369,11 +589,17 @@ def report(results: dict, out: str) -> None:
          "Nystroem/RBFSampler + SGDClassifier run with "
          "scikit-learn's defaults (up to 1000 epochs with tol=1e-3; their epoch count is "
          "given), so they are not one-pass.", ""]
+    for rr in results.get("reruns", []):
+        L += [f"**Re-run** of {', '.join(rr['datasets'])} (their sections below replace the "
+              f"original ones; every other section is from the original command): "
+              f"`{rr['command']}`. {rr['note']}", ""]
+    L += _diagnosis_section(results, out)
     targets = []
     for name, e in results["datasets"].items():
         L += [f"## {name}: n={e['n']}, test={e['n_test']}, d={e['d']}, "
               f"{e['classes']} classes; gamma={e['gamma']:.4g}, lam={e['lam']:g} "
-              f"(validation accuracy {e['val_acc']:.2f}%)", "",
+              f"(validation accuracy {e['val_acc']:.2f}%)"
+              + (" (re-run)" if e.get("rerun") else ""), "",
               "| method | B | runs | acc % | std | train CPU s | predict s | peak MiB | "
               "mean degradation |",
               "|---|---|---|---|---|---|---|---|---|"]

