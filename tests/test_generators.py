@@ -174,3 +174,11 @@ def test_bad_store_parameters_write_nothing(tmp_path):
 def test_docstrings_are_rendered():
     for make, *_ in GENERATORS.values():
         assert "random_state : int" in make.__doc__ and "{store" not in make.__doc__
+
+
+def test_rings_inner_radius_and_spacing():
+    X, y = make_rings(600, n_rings=3, inner_radius=0.5, spacing=2.0, noise=0.0, random_state=0)
+    r = np.hypot(X[:, 0], X[:, 1])
+    np.testing.assert_allclose(r, 0.5 + 2.0 * y, atol=1e-12)
+    with pytest.raises(DKernelError, match="spacing"):
+        make_rings(10, spacing=0.0)
