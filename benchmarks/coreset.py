@@ -405,6 +405,7 @@ def main() -> int:
     p.add_argument("--sizes", type=int, default=8)
     p.add_argument("--dist-seeds", type=int, default=2)
     p.add_argument("--workdir", default="/tmp")
+    p.add_argument("--note", action="append", default=[], help="extra note for the .md")
     p.add_argument("--merge", nargs="*", default=[],
                    help="coreset.json files of other runs (e.g. a part run with another "
                         "--out) whose parts are merged into this one before rendering")
@@ -455,7 +456,7 @@ def main() -> int:
              f"(600 iterations), {args.dist_seeds} seeds per variant.",
              "Sensitivities are computed once per dataset; trials resample from them.",
              "w8a stands in for the paper's w1 in the t/n comparison."]
-    results["notes"] = notes
+    results["notes"] = notes + list(args.note)
     with open(jpath, "w") as fh:
         json.dump(results, fh, indent=1)
     plot(results, os.path.join(args.out, f"{stem}.png"))
