@@ -236,3 +236,17 @@ def test_bad_data(rng):
         svm_coreset(X, y[:-1], 10)
     with pytest.raises(DKernelError, match="must be 2-D"):
         svm_coreset(X[:, 0], y, 10)
+
+
+def test_fit_dkernel_estimators(rng):
+    # duck typing on sample_weight: dkernel's BudgetedSVC (lam: weights normalised to mean 1)
+    # and kernel k-means (raw weights)
+    from dkernel.cluster import KernelKMeans
+    from dkernel.svm import BudgetedSVC
+
+    X = rng.normal(size=(1500, 2))
+    y = np.where((X ** 2).sum(1) > 1.5, 1, -1)
+    S = svm_coreset(X, y, 200, random_state=0)
+    assert S.fit(BudgetedSVC(random_state=0)).score(X, y) > 0.8
+    km = S.fit(KernelKMeans(n_clusters=2, random_state=0))
+    assert km.labels_.shape == (len(S),)
