@@ -159,7 +159,8 @@ def merge_search_timing(X, y, gamma, lam):
 ORIGINAL_TUNING = {"dna": (0.001388888888888889, 0.0008),
                    "usps": (0.00390625, 7.998902756823481e-05),
                    "pendigits": (0.25, 0.0007999733119829197), "letter": (0.0625, 0.0008),
-                   "a9a": (0.008130081300813009, 4.913853997113111e-05)}
+                   "a9a": (0.008130081300813009, 4.913853997113111e-05),
+                   "checkerboard_1e5": (8.0, 0.00016)}
 
 
 def _numpy_pegasos(X, yi, c, order, gamma, lam, icpt):
@@ -268,7 +269,7 @@ def diagnose(data_dir: str) -> dict:
             print(out["degradation"][-1], flush=True)
     for name, Bs, nrun in (("dna", (100, 500), 5), ("usps", (100, 500), 3),
                            ("pendigits", (100, 500), 3), ("letter", (500,), 2),
-                           ("a9a", (100,), 2)):
+                           ("a9a", (100,), 2), ("checkerboard_1e5", (100, 500), 3)):
         X, y, Xt, yt = load(name, data_dir, False)
         gamma, lam = ORIGINAL_TUNING[name]
         for B in Bs:
@@ -546,16 +547,24 @@ def _diagnosis_section(results: dict, out: str) -> list[str]:
                  f"{r['off'][1]:.2f} | {r['off'][0] - r['on'][0]:+.2f} |")
     L += ["", "So the default is now `fit_intercept=False` (regression test "
           "`tests/test_svm_bsgd.py::test_default_one_pass_accuracy_on_digits_is_not_lost_"
-          "to_the_intercept`), and the datasets named in the re-run note above were re-tuned "
+          "to_the_intercept`), and the datasets named in the re-run notes above were re-tuned "
           "and re-run with it. Tuning was the lesser factor: the old grid's edge was hit on "
           "dna (gamma 0.25/d, lam 1e-3) and letter/pendigits (lam 1e-3), and one-pass "
           "Pegasos on dna (2000 steps) varies by several points between seeds, so a wider "
           "grid tuned on a 400-row validation split overfits the split (a 7 x 7 grid, "
           "gamma in {1/16..4}/d, lam in {1e-1..1e-5}, 2 seeds, picked gamma = 2/d, "
           "lam = 1e-4 for B = 100 and scored 58.9% on the test set; an ad-hoc script outside "
-          "this benchmark, seeds 0-2 on the test set). Sections not re-run "
-          "(checkerboard, gauss, ijcnn1, shuttle, the merge-search, accuracy-vs-B and "
-          "time-vs-n curves, the 10^7-row run) still use the old default (intercept on).", ""]
+          "this benchmark, seeds 0-2 on the test set). In the re-runs pegasos+merge lost "
+          "accuracy on checkerboard_1e5 (-0.4 / -0.6 points; the other losses, gauss B=100 "
+          "and shuttle B=500, are under 0.2 points, within one std), and that is the "
+          "re-tune's doing: at the original tuning "
+          "the intercept makes no real difference there (table above), and the re-tune picked "
+          "lam at the grid's low edge (1e-6; validation 96.65% against 96.67% before). "
+          "Not re-run, so still "
+          "with the old default (intercept on): "
+          + ", ".join([n for n, e in results["datasets"].items() if not e.get("rerun")]
+                      + ["the merge-search, accuracy-vs-B and time-vs-n curves",
+                         "the 10^7-row run"]) + ".", ""]
     return L
 
 
