@@ -17,7 +17,7 @@ def _board(n=600, seed=0):
     return X - 1.0, y
 
 
-def _same_model(a, b):
+def _assert_same_model(a, b):
     np.testing.assert_array_equal(a.support_vectors_, b.support_vectors_)
     np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-12, atol=0)
     np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=1e-12, atol=0)
@@ -130,13 +130,13 @@ def test_same_seed_same_model_numpy_dask_zarr(tmp_path, scheduler):
 
     ref = est().fit(X, y)
     for chunks in (50, 333):
-        _same_model(ref, est().fit(da.from_array(X, chunks=(chunks, 2)),
+        _assert_same_model(ref, est().fit(da.from_array(X, chunks=(chunks, 2)),
                                    da.from_array(y, chunks=chunks)))
     ds = write_arrays(tmp_path / "board.zarr", [(X[:300], y[:300]), (X[300:], y[300:])],
                       n=700, n_features=2, dtype=np.float64, chunk_rows=97, has_y=True,
                       attrs={})
-    _same_model(ref, est().fit(str(ds.path)))
-    _same_model(ref, est().fit(ds))
+    _assert_same_model(ref, est().fit(str(ds.path)))
+    _assert_same_model(ref, est().fit(ds))
     other = BudgetedSVC(**{**kw, "random_state": 4})
     other._block_rows = 128
     assert not np.array_equal(other.fit(X, y).support_vectors_, ref.support_vectors_)
@@ -165,13 +165,13 @@ def test_partial_fit_chunks_equal_fit_same_order():
     for lo in range(0, 900, 170):
         idx = order[lo:lo + 170]
         inc.partial_fit(X[idx], y[idx], classes=[-1, 1] if lo == 0 else None)
-    _same_model(clf, inc)
+    _assert_same_model(clf, inc)
     # without shuffling, the order is the stored one
     a = BudgetedSVC(budget=30, gamma=2.0, shuffle=False).fit(X, y)
     b = BudgetedSVC(budget=30, gamma=2.0)
     for lo in range(0, 900, 250):
         b.partial_fit(X[lo:lo + 250], y[lo:lo + 250], classes=np.array([1, -1]))
-    _same_model(a, b)
+    _assert_same_model(a, b)
 
 
 def test_visit_order_is_a_seeded_permutation():
@@ -263,7 +263,7 @@ def test_partial_fit_continues_after_fit():
     a = BudgetedSVC(budget=20, gamma=2.0, shuffle=False).fit(X[:300], y[:300])
     a.partial_fit(X[300:], y[300:])
     b = BudgetedSVC(budget=20, gamma=2.0, shuffle=False).fit(X, y)
-    _same_model(a, b)
+    _assert_same_model(a, b)
 
 
 # scikit-learn's checks; each expected failure named with its reason
