@@ -11,6 +11,7 @@ import numbers
 import os
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import DKernelError, report_nonfinite
@@ -161,6 +162,19 @@ class _KernelCentersMixin:
             raise DKernelError(str(exc)) from None
         report_nonfinite(X, name="X")
         return X, False
+
+    def _start_fit(self, X, sample_weight):
+        """The checks every ``fit`` starts with, in order, before any work.
+
+        Returns ``(X, is_dask, n, weights, rng, dtype)``.
+        """
+        X, is_dask = self._validate_input(X, reset=True)
+        n = int(X.shape[0])
+        self._check_params(n)
+        w = _check_weights(sample_weight, n)
+        rng = check_random_state(self.random_state)
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        return X, is_dask, n, w, rng, dtype
 
     def _check_width(self, d: int, *, reset: bool) -> None:
         if reset:

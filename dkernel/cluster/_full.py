@@ -7,7 +7,6 @@ import numbers
 
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_scalar
 from ..kernels import _BaseKernelEstimator
@@ -16,7 +15,6 @@ from . import _kernels as _nb
 from ._common import (
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
-    _check_weights,
     _graph_params,
     _GraphOracle,
     _KernelCentersMixin,
@@ -154,12 +152,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
 
         from ..data import draw_indices, take_rows
 
-        X, is_dask = self._validate_input(X, reset=True)
-        n = int(X.shape[0])
-        self._check_params(n)
-        w = _check_weights(sample_weight, n)
-        rng = check_random_state(self.random_state)
-        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         X_rows = None
         if self._is_graph():
             from ..kernels import heat_kernel, knn_kernel

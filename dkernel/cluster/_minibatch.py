@@ -251,13 +251,8 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         -------
         self
         """
-        X, is_dask = self._validate_input(X, reset=True)
-        n = int(X.shape[0])
-        self._check_params(n)
-        w = _check_weights(sample_weight, n)
-        rng = check_random_state(self.random_state)
+        X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         self._rng = rng
-        dtype = np.float32 if X.dtype == np.float32 else np.float64
         X_rows = None
         with _timer("setup", logger) as t_setup:
             if self._is_graph():
