@@ -61,11 +61,19 @@ def run_point(X, Y, gamma, repeats: int):
     def dk1(X, Y):  # n_jobs=1 also holds BLAS at one thread for blocks this size
         return pairwise_kernels(X, Y, kernel="rbf", gamma=gamma, n_jobs=1)
 
+    # The same two calls writing into an output allocated (and touched) once: without the
+    # first-touch page faults of a fresh m x n array, which a VM can make cost as much as
+    # the whole d = 16 product and which do not parallelise.
+    buf_bare = np.zeros((X.shape[0], Y.shape[0]), X.dtype)
+    buf_dk = np.zeros_like(buf_bare)
     methods = {
         "bare": lambda X, Y: X @ Y.T,
         "sklearn": lambda X, Y: rbf_kernel(X, Y, gamma=gamma),
         "dkernel": lambda X, Y: pairwise_kernels(X, Y, kernel="rbf", gamma=gamma),
         "dkernel_1thread": dk1,
+        "bare_out": lambda X, Y: np.matmul(X, Y.T, out=buf_bare),
+        "dkernel_out": lambda X, Y: pairwise_kernels(X, Y, kernel="rbf", gamma=gamma,
+                                                     out=buf_dk),
     }
     names = list(methods)
     results = {}
@@ -73,7 +81,7 @@ def run_point(X, Y, gamma, repeats: int):
         results[name] = methods[name](X, Y)
     ref = reference(X, Y, gamma)
     errors = {name: float(np.abs(results[name].astype(np.float64) - ref).max())
-              for name in names if name != "bare"}
+              for name in names if not name.startswith("bare")}
     dtypes = {name: str(results[name].dtype) for name in names}
     del results
     from dkernel.kernels._pairwise import _machine_busy
@@ -124,6 +132,7 @@ def main(argv=None) -> int:
                 "all_s": times,
                 "ratio_to_bare": med["dkernel"] / med["bare"],
                 "ratio_to_bare_1thread": med["dkernel_1thread"] / med["bare"],
+                "ratio_to_bare_prealloc": med["dkernel_out"] / med["bare_out"],
                 "sklearn_ratio_to_bare": med["sklearn"] / med["bare"],
                 "speedup_over_sklearn": med["sklearn"] / med["dkernel"],
                 # paired within each repeat (the methods ran back to back): robust to load
@@ -141,7 +150,10 @@ def main(argv=None) -> int:
             print(f"d={d:4d} {row['dtype']:8s} bare {1e3 * med['bare']:8.1f} ms  sklearn "
                   f"{1e3 * med['sklearn']:8.1f} ms  dkernel {1e3 * med['dkernel']:8.1f} ms "
                   f"(x{row['ratio_to_bare']:.2f} of bare, {row['speedup_over_sklearn']:.2f}x "
-                  f"sklearn)  1-thread {1e3 * med['dkernel_1thread']:8.1f} ms  load {load:.2f}",
+                  f"sklearn)  1-thread {1e3 * med['dkernel_1thread']:8.1f} ms  into a "
+                  f"preallocated out: bare {1e3 * med['bare_out']:.1f} ms, dkernel "
+                  f"{1e3 * med['dkernel_out']:.1f} ms (x{row['ratio_to_bare_prealloc']:.2f})"
+                  f"  load {load:.2f}",
                   flush=True)
     load_end = os.getloadavg()
     command = " ".join(["python", os.path.relpath(os.path.abspath(__file__), ROOT)]
@@ -174,19 +186,21 @@ def write_markdown(summary, path: str) -> None:
         f"X ({rows[0]['m']} x d) against Y ({rows[0]['n']} x d), RBF with the median-heuristic "
         f"gamma; median wall time of {rows[0]['repeats']} timed runs after one warm-up run, "
         "methods back to back in rotating order within each repeat. Machine: "
-        f"{summary['machine']['platform']}, {summary['machine']['cores']} cores shared by "
-        "five engineers, contended by other jobs: 1-min load average "
+        f"{summary['machine']['platform']}, {summary['machine']['cores']} cores; 1-min load average "
         f"{summary['load_avg_start'][0]:.2f} at the start, {summary['load_avg_end'][0]:.2f} at "
         "the end (per point below). `bare` is `X @ Y.T` with NumPy's BLAS at its default "
         "threads; `dkernel` is `pairwise_kernels(X, Y, kernel=\"rbf\", gamma=g)` with its "
         "default threads; `1 thread` is dkernel with `n_jobs=1` and BLAS at one thread (what "
-        "one Dask task gets), for information.",
+        "one Dask task gets), for information. The `prealloc` columns time `np.matmul(X, Y.T, "
+        "out=buf)` and `pairwise_kernels(..., out=buf)` into outputs allocated once, i.e. "
+        "without the page faults of a fresh 4096 x 4096 array.",
         "",
         "| d | dtype | data | bare ms | sklearn ms | dkernel ms | dkernel / bare | "
         "speed-up over sklearn | paired dkernel / bare | paired speed-up | "
         "dkernel 1 thread ms | max abs err dkernel | "
-        "max abs err sklearn | load | default ran 1 thread | target |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "max abs err sklearn | load | default ran 1 thread | prealloc bare ms | "
+        "prealloc dkernel ms | prealloc dkernel / bare | target |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         med = r["median_s"]
@@ -198,6 +212,8 @@ def write_markdown(summary, path: str) -> None:
             f"{1e3 * med['dkernel_1thread']:.1f} | {r['max_abs_error']['dkernel']:.1e} | "
             f"{r['max_abs_error']['sklearn']:.1e} | {r['load_1min_before']:.2f} | "
             f"{r['default_one_thread_runs']}/{r['repeats']} | "
+            f"{1e3 * med['bare_out']:.1f} | {1e3 * med['dkernel_out']:.1f} | "
+            f"{r['ratio_to_bare_prealloc']:.2f} | "
             f"{'met' if r['meets_target'] else 'missed'} |")
     lines += ["", "## Targets", "",
               f"Target: dkernel within {TARGET_RATIO}x of the bare product and faster than "
