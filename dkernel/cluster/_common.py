@@ -176,6 +176,21 @@ class _KernelCentersMixin:
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         return X, is_dask, n, w, rng, dtype
 
+    def _check_init(self):
+        """Check ``init``: 'k-means++', 'random' or k finite points (not for graph kernels)."""
+        if isinstance(self.init, str):
+            if self.init not in ("k-means++", "random"):
+                raise DKernelError(f"init must be 'k-means++', 'random' or an array, got {self.init!r}")
+            return
+        if self._is_graph():
+            raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
+        Z = np.asarray(self.init)
+        if Z.shape != (self.n_clusters, self.n_features_in_):
+            raise DKernelError(
+                f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})")
+        if not np.isfinite(Z).all():
+            raise DKernelError("init contains NaN or inf")
+
     def _check_width(self, d: int, *, reset: bool) -> None:
         if reset:
             self.n_features_in_ = int(d)

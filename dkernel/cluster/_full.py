@@ -120,16 +120,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         check_scalar(self.max_kernel_bytes, "max_kernel_bytes", kind=numbers.Integral, low=0)
         check_scalar(self.chunk_size, "chunk_size", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
-        if isinstance(self.init, str):
-            if self.init not in ("k-means++", "random"):
-                raise DKernelError(f"init must be 'k-means++', 'random' or an array, got {self.init!r}")
-        else:
-            if self._is_graph():
-                raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
-            Z = np.asarray(self.init)
-            if Z.shape != (self.n_clusters, self.n_features_in_):
-                raise DKernelError(
-                    f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})")
+        self._check_init()
         if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
             self._kernel_spec(None)
         elif not isinstance(self.kernel, str) and not callable(self.kernel):

@@ -219,18 +219,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
         if not isinstance(self.renormalize, (bool, np.bool_)):
             raise DKernelError(f"renormalize must be True or False, got {self.renormalize!r}")
-        if isinstance(self.init, str):
-            if self.init not in ("k-means++", "random"):
-                raise DKernelError(f"init must be 'k-means++', 'random' or an array, got {self.init!r}")
-        else:
-            if self._is_graph():
-                raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
-            Z = np.asarray(self.init)
-            if Z.shape != (self.n_clusters, self.n_features_in_):
-                raise DKernelError(
-                    f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})")
-            if not np.isfinite(Z).all():
-                raise DKernelError("init contains NaN or inf")
+        self._check_init()
         if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
             self._kernel_spec(None)  # unknown kernel names raise here
         elif not isinstance(self.kernel, str) and not callable(self.kernel):

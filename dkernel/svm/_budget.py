@@ -105,16 +105,19 @@ def kernel_matrix(X, Y, kind, gamma, degree, coef0):
 
 # ----------------------------------------------------------------------------- merging
 @njit(cache=True, nogil=True)
-def _merge_obj(P, Q, R, L, pw, h):
-    """F(h) = sum_i (a_m k^((1-h)^p) + a_n k^(h^p))^2 = P e1^2 + 2 Q e1 e2 + R e2^2,
-    with k^x evaluated as exp(x log k) (p = 2 for rbf, 1 for laplacian)."""
+def _merge_weights(L, pw, h):
+    """``(k^((1-h)^p), k^(h^p))`` with ``k^x = exp(x log k)``, ``L = log k`` (p = 2 for rbf,
+    1 for laplacian): k(x_m, z) and k(x_n, z) for ``z = h x_m + (1 - h) x_n``."""
     u = 1.0 - h
     if pw == 2:
-        e1 = np.exp(u * u * L)
-        e2 = np.exp(h * h * L)
-    else:
-        e1 = np.exp(abs(u) * L)
-        e2 = np.exp(abs(h) * L)
+        return np.exp(u * u * L), np.exp(h * h * L)
+    return np.exp(abs(u) * L), np.exp(abs(h) * L)
+
+
+@njit(cache=True, nogil=True)
+def _merge_obj(P, Q, R, L, pw, h):
+    """F(h) = sum_i (a_m k^((1-h)^p) + a_n k^(h^p))^2 = P e1^2 + 2 Q e1 e2 + R e2^2."""
+    e1, e2 = _merge_weights(L, pw, h)
     return P * e1 * e1 + 2.0 * Q * e1 * e2 + R * e2 * e2
 
 
@@ -344,12 +347,7 @@ def maintain(SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0, ridge
         k = max(K[m, n], 1e-300)
         L = np.log(k)
         u = 1.0 - h
-        if pw == 2:
-            e1 = np.exp(u * u * L)
-            e2 = np.exp(h * h * L)
-        else:
-            e1 = np.exp(abs(u) * L)
-            e2 = np.exp(abs(h) * L)
+        e1, e2 = _merge_weights(L, pw, h)
         az = np.empty(c)
         for i in range(c):
             az[i] = A[m, i] * e1 + A[n, i] * e2
