@@ -347,6 +347,19 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         return (np.concatenate(pts), np.asarray(ptr, dtype=np.int64),
                 np.concatenate(coefs).astype(np.float64))
 
+    def _assign_batch(self, diag_b, inner, norms, wb, Kbb, labels, mind):
+        """Assign a batch to its nearest centers (``labels``, ``mind`` filled in place) and
+        gather the per-center batch terms.
+
+        Returns ``(batch objective, total weight, W, cross, selfk, count)``.
+        """
+        _nb.assign_nearest(diag_b, inner, norms, labels, mind)
+        W_tot = float(wb.sum())
+        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb,
+                                                        self.n_clusters)
+        self._wins += count
+        return _batch_objective(wb, mind, W_tot), W_tot, W, cross, selfk, count
+
     def _window_step(self, oracle, Xb, wb, it) -> bool:
         """One truncated iteration on the batch ``Xb``; returns True to stop (tol)."""
         k = self.n_clusters
@@ -359,12 +372,9 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         norms = np.array([win.norm for win in self._windows])
         labels = np.empty(len(Xb), dtype=np.int64)
         mind = np.empty(len(Xb))
-        _nb.assign_nearest(diag_b, inner, norms, labels, mind)
-        W_tot = float(wb.sum())
-        f_before = float(np.dot(wb, mind) / W_tot) if W_tot > 0 else 0.0
         Kbb = oracle.kernel(Xb, Xb)
-        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb, k)
-        self._wins += count
+        f_before, W_tot, W, cross, selfk, count = self._assign_batch(
+            diag_b, inner, norms, wb, Kbb, labels, mind)
         track = self.tol > 0
         inner_new = inner.copy() if track else None
         for j in range(k):
@@ -425,7 +435,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         if track:
             norms = np.array([win.norm for win in self._windows])
             _nb.assign_nearest(diag_b, inner_new, norms, labels, mind)
-            f_after = float(np.dot(wb, mind) / W_tot) if W_tot > 0 else 0.0
+            f_after = _batch_objective(wb, mind, W_tot)
             self._f_after = f_after
             return f_before - f_after < self.tol
         return False
@@ -457,12 +467,9 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             wb = w[idx]
             inner = np.ascontiguousarray(P[idx])
             diag_b = diag_all[idx]
-            _nb.assign_nearest(diag_b, inner, norms, labels, mind)
-            W_tot = float(wb.sum())
-            f_before = float(np.dot(wb, mind) / W_tot) if W_tot > 0 else 0.0
             Kbb = oracle.kernel(Xb, Xb)
-            W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb, k)
-            self._wins += count
+            f_before, W_tot, W, cross, selfk, count = self._assign_batch(
+                diag_b, inner, norms, wb, Kbb, labels, mind)
             a = np.zeros(k)
             for j in range(k):
                 if count[j] and W[j] > 0:
@@ -488,7 +495,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
                 logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
             if self.tol > 0:
                 _nb.assign_nearest(diag_b, np.ascontiguousarray(P[idx]), norms, labels, mind)
-                f_after = float(np.dot(wb, mind) / W_tot) if W_tot > 0 else 0.0
+                f_after = _batch_objective(wb, mind, W_tot)
                 if f_before - f_after < self.tol:
                     break
         points = np.concatenate([X_all, Z.astype(X_all.dtype) if not oracle.graph else Z])
@@ -598,3 +605,8 @@ def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, graph=False, max_batch
         rows = fetch(np.concatenate(idxs))
         for g, idx in enumerate(idxs):
             yield idx, rows[g * batch_size:(g + 1) * batch_size]
+
+
+def _batch_objective(wb, mind, W_tot: float) -> float:
+    """Weighted mean feature-space distance of a batch to its nearest centers (f_B)."""
+    return float(np.dot(wb, mind) / W_tot) if W_tot > 0 else 0.0
