@@ -20,12 +20,12 @@ BASE_PYTHON ?= $(shell \
   fi; \
   echo python3)
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,hpc,bench]"
+	$(PY) -m pip install -q -e ".[test,hpc,bench,lint]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -35,6 +35,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	DASK_CONFIG=$$(mktemp -d) $(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check dkernel tests benchmarks examples
+	$(VENV)/bin/ruff format --check dkernel tests benchmarks examples
+	$(VENV)/bin/mypy dkernel
 
 clean:
 	rm -rf $(VENV) demo-data bench-data

@@ -28,8 +28,13 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATASETS = ("htru2", "credit_default", "skin_nonskin", "w8a", "a9a", "ijcnn1", "pathological")
-PAPER_T_OVER_N = {"htru2": 0.027, "credit_default": 0.034, "pathological": 0.077,
-                  "skin_nonskin": 0.001, "w8a": 0.51}  # the paper's w1 for w8a
+PAPER_T_OVER_N = {
+    "htru2": 0.027,
+    "credit_default": 0.034,
+    "pathological": 0.077,
+    "skin_nonskin": 0.001,
+    "w8a": 0.51,
+}  # the paper's w1 for w8a
 BETA = 0.5
 #: Certified-gap target and iteration cap of the SVM solve on a coreset.
 TRAIN_TOL, TRAIN_ITER = 1e-3, 300
@@ -45,8 +50,7 @@ def load(name: str, data_dir: str, quick: bool):
         d = np.load(os.path.join(data_dir, f"{name}.npz"))
         X, y = d["X"].astype(np.float64), d["y"]
         if quick:
-            keep = np.random.default_rng(0).choice(len(y), size=min(len(y), 3000),
-                                                   replace=False)
+            keep = np.random.default_rng(0).choice(len(y), size=min(len(y), 3000), replace=False)
             X, y = X[keep], y[keep]
     X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
     ys = np.where(y == np.max(y), 1.0, -1.0)
@@ -72,9 +76,13 @@ def full_cost(X1, ys, lam, w):
 def summarize(errs, rng):
     e = np.asarray(errs)
     boots = rng.choice(e, size=(1000, e.size), replace=True).mean(1)
-    return {"mean": float(e.mean()), "std": float(e.std()), "median": float(np.median(e)),
-            "ci95": [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))],
-            "n": int(e.size)}
+    return {
+        "mean": float(e.mean()),
+        "std": float(e.std()),
+        "median": float(np.median(e)),
+        "ci95": [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))],
+        "n": int(e.size),
+    }
 
 
 def offline(args, log) -> dict:
@@ -100,15 +108,18 @@ def offline(args, log) -> dict:
         full_s = time.perf_counter() - t0
         F_star = full_cost(X1, ys, lam, w_star)
         t0 = time.perf_counter()
-        gamma, info = _sensitivities(X1, ys, u, lam=lam, k=default_k(n),
-                                     rng=np.random.default_rng(0))
+        gamma, info = _sensitivities(
+            X1, ys, u, lam=lam, k=default_k(n), rng=np.random.default_rng(0)
+        )
         build_s = time.perf_counter() - t0
         t = float(gamma.sum())
-        lo_m, hi_m = max(2.0, np.log(n)), n ** 0.8
+        lo_m, hi_m = max(2.0, np.log(n)), n**0.8
         sizes = np.unique(np.geomspace(lo_m, hi_m, n_sizes).round().astype(int))
-        log(f"{name}: n={n} d={X.shape[1]} F*={F_star:.6g} (certified gap "
+        log(
+            f"{name}: n={n} d={X.shape[1]} F*={F_star:.6g} (certified gap "
             f"{up / max(lo, 1e-300):.5f}, {full_s:.1f} s) t/n={t / n:.4f} "
-            f"construction {build_s:.2f} s; sizes {sizes.tolist()}, {trials} trials")
+            f"construction {build_s:.2f} s; sizes {sizes.tolist()}, {trials} trials"
+        )
         rows = []
         rng_ci = np.random.default_rng(1)
         for m in sizes:
@@ -121,26 +132,38 @@ def offline(args, log) -> dict:
                     if method == "uniform":
                         idx, wt = _draw(u, u, int(m), rng, 0.0)
                     else:
-                        idx, wt = _draw(gamma, u, int(m), rng,
-                                        BETA if method == "mixture" else 0.0)
+                        idx, wt = _draw(gamma, u, int(m), rng, BETA if method == "mixture" else 0.0)
                     draw_s.append(time.perf_counter() - td)
                     tt = time.perf_counter()
                     w_s, _, _ = solve(X[idx], ys[idx], wt, lam, tol=TRAIN_TOL, max_iter=TRAIN_ITER)
                     train_s.append(time.perf_counter() - tt)
                     errs.append(abs(full_cost(X1, ys, lam, w_s) - F_star) / F_star)
                     sizes_kept.append(len(idx))
-                row[method] = {**summarize(errs, rng_ci),
-                               "train_s": float(np.mean(train_s)),
-                               "draw_s": float(np.mean(draw_s)),
-                               "distinct_rows": float(np.mean(sizes_kept))}
-            log(f"  m={m:6d} sens {row['sensitivity']['mean']:.4g} unif "
-                f"{row['uniform']['mean']:.4g} mix {row['mixture']['mean']:.4g}")
+                row[method] = {
+                    **summarize(errs, rng_ci),
+                    "train_s": float(np.mean(train_s)),
+                    "draw_s": float(np.mean(draw_s)),
+                    "distinct_rows": float(np.mean(sizes_kept)),
+                }
+            log(
+                f"  m={m:6d} sens {row['sensitivity']['mean']:.4g} unif "
+                f"{row['uniform']['mean']:.4g} mix {row['mixture']['mean']:.4g}"
+            )
             rows.append(row)
-        out[name] = {"n": n, "d": int(X.shape[1]), "F_star": F_star,
-                     "full_certified_gap": up / max(lo, 1e-300), "full_train_s": full_s,
-                     "construction_s": build_s, "t": t, "t_over_n": t / n,
-                     "paper_t_over_n": PAPER_T_OVER_N.get(name), "opt_lower": info.opt,
-                     "trials": trials, "sizes": rows}
+        out[name] = {
+            "n": n,
+            "d": int(X.shape[1]),
+            "F_star": F_star,
+            "full_certified_gap": up / max(lo, 1e-300),
+            "full_train_s": full_s,
+            "construction_s": build_s,
+            "t": t,
+            "t_over_n": t / n,
+            "paper_t_over_n": PAPER_T_OVER_N.get(name),
+            "opt_lower": info.opt,
+            "trials": trials,
+            "sizes": rows,
+        }
     return out
 
 
@@ -172,9 +195,17 @@ def distributed(args, log) -> dict:
     seeds = range(2 if args.quick else args.dist_seeds)
     store = os.path.join(args.workdir, f"coreset_synth_{n}x{d}.zarr")
     if not os.path.exists(store):
-        write_arrays(store, _synthetic(n, d, 0), n=n, n_features=d, dtype=np.float32,
-                     chunk_rows=n // 16, has_y=True, attrs={"source": "coreset benchmark"},
-                     overwrite=True)
+        write_arrays(
+            store,
+            _synthetic(n, d, 0),
+            n=n,
+            n_features=d,
+            dtype=np.float32,
+            chunk_rows=n // 16,
+            has_y=True,
+            attrs={"source": "coreset benchmark"},
+            overwrite=True,
+        )
     ds = open_dataset(store)
     Xn = np.asarray(ds.X.compute(), dtype=np.float64)
     yn = np.asarray(ds.y.compute())
@@ -188,16 +219,35 @@ def distributed(args, log) -> dict:
     log(f"synthetic {n}x{d}: F*={F_star:.6g} gap {up / lo:.6f} ({full_s:.1f} s)")
 
     def err(c):
-        w_s, _, _ = solve(c.X.astype(np.float64), c.signs, c.weight, lam, tol=TRAIN_TOL,
-                          max_iter=TRAIN_ITER)
+        w_s, _, _ = solve(
+            c.X.astype(np.float64), c.signs, c.weight, lam, tol=TRAIN_TOL, max_iter=TRAIN_ITER
+        )
         return abs(full_cost(X1, ys, lam, w_s) - F_star) / F_star
 
-    res: dict = {"n": n, "d": d, "m": m, "chunks": int(ds.X.numblocks[0]),
-                 "F_star": F_star, "full_train_s": full_s, "variants": {}}
-    variants = [("offline", None), ("uniform", None), ("two-pass", None),
-                ("merge-reduce", 2), ("merge-reduce", 4), ("merge-reduce", 16)]
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+    res: dict = {
+        "n": n,
+        "d": d,
+        "m": m,
+        "chunks": int(ds.X.numblocks[0]),
+        "F_star": F_star,
+        "full_train_s": full_s,
+        "variants": {},
+    }
+    variants = [
+        ("offline", None),
+        ("uniform", None),
+        ("two-pass", None),
+        ("merge-reduce", 2),
+        ("merge-reduce", 4),
+        ("merge-reduce", 16),
+    ]
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        env={"NUMBA_NUM_THREADS": "1"},
+    )
     client = Client(cluster)
     n_cores = sum(client.nthreads().values())
     client.run(lambda: __import__("dkernel.coreset"))
@@ -205,8 +255,14 @@ def distributed(args, log) -> dict:
     with dask.config.set(scheduler=client):
         rng = np.random.default_rng(0)
         Xw = rng.normal(size=(3000, 3))
-        distributed_coreset(Xw, np.where(Xw[:, 0] > 0, 1, -1), 100, method="merge-reduce",
-                            leaf_size=1000, random_state=0)
+        distributed_coreset(
+            Xw,
+            np.where(Xw[:, 0] > 0, 1, -1),
+            100,
+            method="merge-reduce",
+            leaf_size=1000,
+            random_state=0,
+        )
     try:
         for method, fan in variants:
             label = method if fan is None else f"{method} (fan-in {fan})"
@@ -219,19 +275,31 @@ def distributed(args, log) -> dict:
                     c = uniform_coreset(Xn, yn, m, lam=lam, random_state=s)
                 else:
                     with dask.config.set(scheduler=client):
-                        c = distributed_coreset(ds.path, None, m, method=method, lam=lam,
-                                                split_every=fan or 2, random_state=s)
+                        c = distributed_coreset(
+                            ds.path,
+                            None,
+                            m,
+                            method=method,
+                            lam=lam,
+                            split_every=fan or 2,
+                            random_state=s,
+                        )
                 secs.append(time.perf_counter() - t0)
                 errs.append(err(c))
                 sizes.append(len(c))
             cores = 1 if method in ("offline", "uniform") else n_cores
             mean_s = float(np.mean(secs))
             res["variants"][label] = {
-                **summarize(errs, np.random.default_rng(1)), "seconds": mean_s,
-                "cores": cores, "rows_per_s_per_core": n / mean_s / cores,
-                "distinct_rows": float(np.mean(sizes))}
-            log(f"  {label:24s} err {np.mean(errs):.4g} +- {np.std(errs):.3g}  "
-                f"{mean_s:.1f} s  {n / mean_s / cores:,.0f} rows/s/core")
+                **summarize(errs, np.random.default_rng(1)),
+                "seconds": mean_s,
+                "cores": cores,
+                "rows_per_s_per_core": n / mean_s / cores,
+                "distinct_rows": float(np.mean(sizes)),
+            }
+            log(
+                f"  {label:24s} err {np.mean(errs):.4g} +- {np.std(errs):.3g}  "
+                f"{mean_s:.1f} s  {n / mean_s / cores:,.0f} rows/s/core"
+            )
     finally:
         client.close()
         cluster.close()
@@ -266,7 +334,7 @@ def plot(results: dict, path: str) -> None:
         ax.set_title(f"{name} (n={off[name]['n']}, t/n={off[name]['t_over_n']:.3f})", fontsize=9)
         ax.set_xlabel("coreset size m")
         ax.set_ylabel("relative error")
-    for ax in axes.ravel()[len(names):]:
+    for ax in axes.ravel()[len(names) :]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=7)
     fig.tight_layout()
@@ -281,112 +349,160 @@ def targets(results: dict) -> list[str]:
     for name, r in off.items():
         for x in r["sizes"]:
             if x["sensitivity"]["mean"] > x["uniform"]["ci95"][1]:
-                worse.append(f"{name} m={x['m']} (sens {x['sensitivity']['mean']:.3g} > "
-                             f"uniform CI upper {x['uniform']['ci95'][1]:.3g})")
+                worse.append(
+                    f"{name} m={x['m']} (sens {x['sensitivity']['mean']:.3g} > "
+                    f"uniform CI upper {x['uniform']['ci95'][1]:.3g})"
+                )
     if off:
-        lines.append(("MET" if not worse else "MISSED") + ": sensitivity never significantly "
-                     "worse than uniform (mean inside/below uniform's bootstrap 95% CI of the "
-                     "mean)" + ("" if not worse else ": violated at " + "; ".join(worse)))
+        lines.append(
+            ("MET" if not worse else "MISSED") + ": sensitivity never significantly "
+            "worse than uniform (mean inside/below uniform's bootstrap 95% CI of the "
+            "mean)" + ("" if not worse else ": violated at " + "; ".join(worse))
+        )
         for name in TARGET_2X:
             if name not in off:
                 continue
-            ratios = [x["uniform"]["mean"] / max(x["sensitivity"]["mean"], 1e-300)
-                      for x in off[name]["sizes"] if x["m"] <= 1000]
+            ratios = [
+                x["uniform"]["mean"] / max(x["sensitivity"]["mean"], 1e-300)
+                for x in off[name]["sizes"]
+                if x["m"] <= 1000
+            ]
             if ratios:
                 ok = min(ratios) >= 2.0
-                lines.append(f"{'MET' if ok else 'MISSED'}: >= 2x lower error than uniform on "
-                             f"{name} at m <= 1000: uniform/sensitivity error ratio min "
-                             f"{min(ratios):.2f}, median {np.median(ratios):.2f}, max "
-                             f"{max(ratios):.2f} over {len(ratios)} sizes")
+                lines.append(
+                    f"{'MET' if ok else 'MISSED'}: >= 2x lower error than uniform on "
+                    f"{name} at m <= 1000: uniform/sensitivity error ratio min "
+                    f"{min(ratios):.2f}, median {np.median(ratios):.2f}, max "
+                    f"{max(ratios):.2f} over {len(ratios)} sizes"
+                )
         for name, r in off.items():
             if r["n"] < 18000:
                 continue
             last = r["sizes"][-1]
-            tot = r["construction_s"] + last["sensitivity"]["draw_s"] + \
-                last["sensitivity"]["train_s"]
+            tot = (
+                r["construction_s"] + last["sensitivity"]["draw_s"] + last["sensitivity"]["train_s"]
+            )
             ok = tot < r["full_train_s"]
-            lines.append(f"{'MET' if ok else 'MISSED'}: coreset + training faster than full "
-                         f"training on {name} (n={r['n']}): {tot:.2f} s (construction "
-                         f"{r['construction_s']:.2f} s + training at the largest m="
-                         f"{last['m']}) vs {r['full_train_s']:.2f} s")
+            lines.append(
+                f"{'MET' if ok else 'MISSED'}: coreset + training faster than full "
+                f"training on {name} (n={r['n']}): {tot:.2f} s (construction "
+                f"{r['construction_s']:.2f} s + training at the largest m="
+                f"{last['m']}) vs {r['full_train_s']:.2f} s"
+            )
     for name, r in off.items():
         better = [x["m"] for x in r["sizes"] if x["mixture"]["mean"] < x["sensitivity"]["mean"]]
         best = min(r["sizes"], key=lambda x: x["mixture"]["mean"] / x["sensitivity"]["mean"])
         paper = r.get("paper_t_over_n")
-        lines.append(f"REPORTED: {name}: t/n = {r['t_over_n']:.4f}"
-                     + ("" if paper is None else f" (paper {paper:.3f})")
-                     + f"; mixture beta={BETA} below sensitivity at {len(better)} of "
-                     f"{len(r['sizes'])} sizes, best mixture/sensitivity error ratio "
-                     f"{best['mixture']['mean'] / best['sensitivity']['mean']:.2f} at "
-                     f"m={best['m']}")
+        lines.append(
+            f"REPORTED: {name}: t/n = {r['t_over_n']:.4f}"
+            + ("" if paper is None else f" (paper {paper:.3f})")
+            + f"; mixture beta={BETA} below sensitivity at {len(better)} of "
+            f"{len(r['sizes'])} sizes, best mixture/sensitivity error ratio "
+            f"{best['mixture']['mean'] / best['sensitivity']['mean']:.2f} at "
+            f"m={best['m']}"
+        )
     dist = results.get("distributed", {}).get("variants", {})
     if "offline" in dist and "two-pass" in dist:
         ratio = dist["two-pass"]["mean"] / dist["offline"]["mean"]
-        lines.append(f"{'MET' if ratio <= 1.2 else 'MISSED'}: two-pass within 1.2x of the "
-                     f"offline coreset's error: ratio {ratio:.2f}")
+        lines.append(
+            f"{'MET' if ratio <= 1.2 else 'MISSED'}: two-pass within 1.2x of the "
+            f"offline coreset's error: ratio {ratio:.2f}"
+        )
     if "two-pass" in dist:
-        lines.append("REPORTED: construction throughput on the synthetic set per core: " +
-                     ", ".join(f"{k} {v['rows_per_s_per_core']:,.0f} rows/s/core"
-                               for k, v in dist.items() if k not in ("offline", "uniform")))
+        lines.append(
+            "REPORTED: construction throughput on the synthetic set per core: "
+            + ", ".join(
+                f"{k} {v['rows_per_s_per_core']:,.0f} rows/s/core"
+                for k, v in dist.items()
+                if k not in ("offline", "uniform")
+            )
+        )
     return lines
 
 
 def markdown(results: dict, command: str) -> str:
-    out = ["# SVM coresets benchmark", "",
-           f"Command: `{command}`", "",
-           f"Machine: {platform.machine()}, {os.cpu_count()} cores, 2 shared cores, "
-           "contended by other jobs (timings are indicative).", ""]
+    out = [
+        "# SVM coresets benchmark",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, 2 shared cores, "
+        "contended by other jobs (timings are indicative).",
+        "",
+    ]
     off = results.get("offline", {})
     if off:
-        out += ["## Offline protocol (Tukan et al. 2020, Section 5)", "",
-                "Standardised features, lam = 1, cost F(P, w) = ||w_{1:d}||^2/2 + lam sum "
-                "hinge (bias unregularised). Full-data optimum w* and every coreset SVM "
-                "are solved with the same certified solver (L-BFGS on a Huber-smoothed hinge, "
-                "stopped at a certified duality gap of 1e-5 for the full data, 1e-3 for the "
-                "coresets). Error = |F(P, w_S) - F(P, w*)| / F(P, w*). Interval: bootstrap 95% "
-                "CI of the mean over the trials. Sensitivities are computed once per dataset "
-                "(seed 0); the trials are independent draws of the coreset from them. "
-                f"Mixture: q = (1 - beta) gamma / t + beta / n with beta = {BETA}.", "",
-                "| dataset | n | d | t/n | paper t/n | construction s | full training s "
-                "(certified gap) | trials x sizes |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "## Offline protocol (Tukan et al. 2020, Section 5)",
+            "",
+            "Standardised features, lam = 1, cost F(P, w) = ||w_{1:d}||^2/2 + lam sum "
+            "hinge (bias unregularised). Full-data optimum w* and every coreset SVM "
+            "are solved with the same certified solver (L-BFGS on a Huber-smoothed hinge, "
+            "stopped at a certified duality gap of 1e-5 for the full data, 1e-3 for the "
+            "coresets). Error = |F(P, w_S) - F(P, w*)| / F(P, w*). Interval: bootstrap 95% "
+            "CI of the mean over the trials. Sensitivities are computed once per dataset "
+            "(seed 0); the trials are independent draws of the coreset from them. "
+            f"Mixture: q = (1 - beta) gamma / t + beta / n with beta = {BETA}.",
+            "",
+            "| dataset | n | d | t/n | paper t/n | construction s | full training s "
+            "(certified gap) | trials x sizes |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, r in off.items():
             p = r["paper_t_over_n"]
-            out.append(f"| {name} | {r['n']} | {r['d']} | {r['t_over_n']:.4f} | "
-                       f"{'-' if p is None else f'{p:.3f}'} | {r['construction_s']:.2f} | "
-                       f"{r['full_train_s']:.2f} ({r['full_certified_gap']:.5f}) | "
-                       f"{r['trials']} x {len(r['sizes'])} |")
-        out += ["", "Relative error per size (mean [95% CI]; std in the JSON); the coreset + "
-                "training time is construction + draw + training on the coreset.", ""]
+            out.append(
+                f"| {name} | {r['n']} | {r['d']} | {r['t_over_n']:.4f} | "
+                f"{'-' if p is None else f'{p:.3f}'} | {r['construction_s']:.2f} | "
+                f"{r['full_train_s']:.2f} ({r['full_certified_gap']:.5f}) | "
+                f"{r['trials']} x {len(r['sizes'])} |"
+            )
+        out += [
+            "",
+            "Relative error per size (mean [95% CI]; std in the JSON); the coreset + "
+            "training time is construction + draw + training on the coreset.",
+            "",
+        ]
         for name, r in off.items():
-            out += [f"### {name}", "",
-                    "| m | distinct rows (sens) | sensitivity | uniform | mixture | "
-                    "unif / sens | coreset+train s |",
-                    "|---|---|---|---|---|---|---|"]
+            out += [
+                f"### {name}",
+                "",
+                "| m | distinct rows (sens) | sensitivity | uniform | mixture | "
+                "unif / sens | coreset+train s |",
+                "|---|---|---|---|---|---|---|",
+            ]
             for x in r["sizes"]:
                 s, u_, mx = x["sensitivity"], x["uniform"], x["mixture"]
 
                 def f(z):
                     return f"{z['mean']:.3g} [{z['ci95'][0]:.3g}, {z['ci95'][1]:.3g}]"
+
                 ratio = u_["mean"] / max(s["mean"], 1e-300)
                 tot = r["construction_s"] + s["draw_s"] + s["train_s"]
-                out.append(f"| {x['m']} | {s['distinct_rows']:.0f} | {f(s)} | {f(u_)} | "
-                           f"{f(mx)} | {ratio:.2f} | {tot:.2f} |")
+                out.append(
+                    f"| {x['m']} | {s['distinct_rows']:.0f} | {f(s)} | {f(u_)} | "
+                    f"{f(mx)} | {ratio:.2f} | {tot:.2f} |"
+                )
             out.append("")
     dist = results.get("distributed")
     if dist:
-        out += ["## Distributed variants", "",
-                f"{dist['n']:,} x {dist['d']} synthetic zarr store ({dist['chunks']} chunks), "
-                f"LocalCluster with 2 worker processes x 1 thread, m = {dist['m']}, "
-                f"{dist['variants'][next(iter(dist['variants']))]['n']} seeds per variant. "
-                "Offline and uniform run on the client from NumPy (1 core). Full-data "
-                f"optimum F* = {dist['F_star']:.6g} ({dist['full_train_s']:.1f} s).", "",
-                "| variant | error mean | std | 95% CI | distinct rows | seconds | "
-                "rows/s/core |", "|---|---|---|---|---|---|---|"]
+        out += [
+            "## Distributed variants",
+            "",
+            f"{dist['n']:,} x {dist['d']} synthetic zarr store ({dist['chunks']} chunks), "
+            f"LocalCluster with 2 worker processes x 1 thread, m = {dist['m']}, "
+            f"{dist['variants'][next(iter(dist['variants']))]['n']} seeds per variant. "
+            "Offline and uniform run on the client from NumPy (1 core). Full-data "
+            f"optimum F* = {dist['F_star']:.6g} ({dist['full_train_s']:.1f} s).",
+            "",
+            "| variant | error mean | std | 95% CI | distinct rows | seconds | rows/s/core |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for k, v in dist["variants"].items():
-            out.append(f"| {k} | {v['mean']:.4g} | {v['std']:.3g} | [{v['ci95'][0]:.3g}, "
-                       f"{v['ci95'][1]:.3g}] | {v['distinct_rows']:.0f} | {v['seconds']:.1f} "
-                       f"| {v['rows_per_s_per_core']:,.0f} |")
+            out.append(
+                f"| {k} | {v['mean']:.4g} | {v['std']:.3g} | [{v['ci95'][0]:.3g}, "
+                f"{v['ci95'][1]:.3g}] | {v['distinct_rows']:.0f} | {v['seconds']:.1f} "
+                f"| {v['rows_per_s_per_core']:,.0f} |"
+            )
         out.append("")
     out += ["## Targets", ""] + [f"- {line}" for line in targets(results)] + [""]
     if results.get("notes"):
@@ -406,9 +522,13 @@ def main() -> int:
     p.add_argument("--dist-seeds", type=int, default=2)
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--note", action="append", default=[], help="extra note for the .md")
-    p.add_argument("--merge", nargs="*", default=[],
-                   help="coreset.json files of other runs (e.g. a part run with another "
-                        "--out) whose parts are merged into this one before rendering")
+    p.add_argument(
+        "--merge",
+        nargs="*",
+        default=[],
+        help="coreset.json files of other runs (e.g. a part run with another "
+        "--out) whose parts are merged into this one before rendering",
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     for name in ("distributed", "bokeh", "tornado"):
@@ -433,8 +553,7 @@ def main() -> int:
             results.setdefault("offline", {}).update(got["offline"])
             cmd = got.get("commands", {}).get("offline", "")
             prev = results["commands"].get("offline")
-            results["commands"]["offline"] = cmd if not prev or prev == cmd else \
-                f"{prev} + {cmd}"
+            results["commands"]["offline"] = cmd if not prev or prev == cmd else f"{prev} + {cmd}"
         if "distributed" in got:
             results["distributed"] = got["distributed"]
             results["commands"]["distributed"] = got.get("commands", {}).get("distributed", "")
@@ -446,23 +565,24 @@ def main() -> int:
     if args.part in ("all", "distributed"):
         results["distributed"] = distributed(args, log)
         results["commands"]["distributed"] = command
-    notes = [f"{args.sizes} sizes instead of the paper's 15 and {args.trials} trials per size "
-             "(w8a: 5 sizes x 10 trials, full solve capped at 1000 L-BFGS iterations: its "
-             "standardised rare binary features make every solve slow), to fit ~40 min on "
-             "2 cores shared with four other engineers' jobs (load average ~12).",
-             f"Coreset SVMs are solved to a certified gap of {TRAIN_TOL} (or {TRAIN_ITER} "
-             "L-BFGS iterations), the full data to 1e-5 (3000 iterations); errors below "
-             "~1e-3 are at the solver's resolution. Distributed part: full optimum to 1e-4 "
-             f"(600 iterations), {args.dist_seeds} seeds per variant.",
-             "Sensitivities are computed once per dataset; trials resample from them.",
-             "w8a stands in for the paper's w1 in the t/n comparison."]
+    notes = [
+        f"{args.sizes} sizes instead of the paper's 15 and {args.trials} trials per size "
+        "(w8a: 5 sizes x 10 trials, full solve capped at 1000 L-BFGS iterations: its "
+        "standardised rare binary features make every solve slow), to fit ~40 min on "
+        "2 cores shared with four other engineers' jobs (load average ~12).",
+        f"Coreset SVMs are solved to a certified gap of {TRAIN_TOL} (or {TRAIN_ITER} "
+        "L-BFGS iterations), the full data to 1e-5 (3000 iterations); errors below "
+        "~1e-3 are at the solver's resolution. Distributed part: full optimum to 1e-4 "
+        f"(600 iterations), {args.dist_seeds} seeds per variant.",
+        "Sensitivities are computed once per dataset; trials resample from them.",
+        "w8a stands in for the paper's w1 in the t/n comparison.",
+    ]
     results["notes"] = notes + list(args.note)
     with open(jpath, "w") as fh:
         json.dump(results, fh, indent=1)
     plot(results, os.path.join(args.out, f"{stem}.png"))
     with open(os.path.join(args.out, f"{stem}.md"), "w") as fh:
-        fh.write(markdown(results, " ; ".join(
-            f"{k}: {v}" for k, v in results["commands"].items())))
+        fh.write(markdown(results, " ; ".join(f"{k}: {v}" for k, v in results["commands"].items())))
     print("\n".join(targets(results)))
     return 0
 

@@ -90,16 +90,26 @@ def run_one(method: str, X, y, k, gamma, seed, **kw) -> dict:
         m = min(1000, n)
 
         def fit():
-            F = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=seed).fit_transform(X)
+            F = Nystroem(
+                kernel="rbf", gamma=gamma, n_components=m, random_state=seed
+            ).fit_transform(X)
             return KMeans(k, random_state=seed).fit(F).labels_
+
         labels, dt, peak = measure(fit)
         evals = n * m + m * m
     else:
         raise ValueError(method)
-    return {"method": method, "seed": seed, "ari": float(adjusted_rand_score(y, labels)),
-            "nmi": float(normalized_mutual_info_score(y, labels)), "time_s": dt,
-            "peak_mib": peak, "kernel_evals": evals, "n_iter": n_iter,
-            **{k_: (v if not isinstance(v, float) else float(v)) for k_, v in kw.items()}}
+    return {
+        "method": method,
+        "seed": seed,
+        "ari": float(adjusted_rand_score(y, labels)),
+        "nmi": float(normalized_mutual_info_score(y, labels)),
+        "time_s": dt,
+        "peak_mib": peak,
+        "kernel_evals": evals,
+        "n_iter": n_iter,
+        **{k_: (v if not isinstance(v, float) else float(v)) for k_, v in kw.items()},
+    }
 
 
 def log(msg: str) -> None:
@@ -123,13 +133,21 @@ def summarise(rows: list[dict]) -> dict:
         groups.setdefault((r["dataset"], config_key(r)), []).append(r)
     out = {}
     for (ds, key), rs in groups.items():
+
         def ms(f):
             v = np.array([x[f] for x in rs if x.get(f) is not None], dtype=float)
             return (float(v.mean()), float(v.std())) if v.size else (None, None)
-        out[(ds, key)] = {"n_seeds": len(rs), "ari": ms("ari"), "nmi": ms("nmi"),
-                          "time_s": ms("time_s"), "peak_mib": ms("peak_mib"),
-                          "kernel_evals": ms("kernel_evals"), "n_iter": ms("n_iter"),
-                          "extrapolated": any(x.get("extrapolated") for x in rs)}
+
+        out[(ds, key)] = {
+            "n_seeds": len(rs),
+            "ari": ms("ari"),
+            "nmi": ms("nmi"),
+            "time_s": ms("time_s"),
+            "peak_mib": ms("peak_mib"),
+            "kernel_evals": ms("kernel_evals"),
+            "n_iter": ms("n_iter"),
+            "extrapolated": any(x.get("extrapolated") for x in rs),
+        }
     return out
 
 
@@ -149,13 +167,22 @@ def section_datasets(args, rows, gammas):
         if quick:
             X, y = X[:1000], y[:1000]
         t0 = time.perf_counter()
-        gamma, scores = select_gamma(X, k, sample_size=300 if quick else 2000, random_state=0,
-                                     return_scores=True)
+        gamma, scores = select_gamma(
+            X, k, sample_size=300 if quick else 2000, random_state=0, return_scores=True
+        )
         sel_s = time.perf_counter() - t0
-        gammas[name] = {"gamma": gamma, "scores": {str(g): s for g, s in scores.items()},
-                        "select_s": sel_s, "n": int(X.shape[0]), "d": int(X.shape[1]), "k": k}
-        log(f"{name}: n={X.shape[0]} d={X.shape[1]} k={k} selected gamma={gamma:.4g} "
-            f"({sel_s:.1f} s; silhouettes {', '.join(f'{s:.3f}' for s in scores.values())})")
+        gammas[name] = {
+            "gamma": gamma,
+            "scores": {str(g): s for g, s in scores.items()},
+            "select_s": sel_s,
+            "n": int(X.shape[0]),
+            "d": int(X.shape[1]),
+            "k": k,
+        }
+        log(
+            f"{name}: n={X.shape[0]} d={X.shape[1]} k={k} selected gamma={gamma:.4g} "
+            f"({sel_s:.1f} s; silhouettes {', '.join(f'{s:.3f}' for s in scores.values())})"
+        )
         big = name == "fashion_mnist"
         wide = name in ("mnist_partial", "fashion_mnist")  # d = 784: the costly ones
         seeds = [0] if quick else ([0, 1] if wide else [0, 1, 2])
@@ -165,8 +192,10 @@ def section_datasets(args, rows, gammas):
             r = run_one(method, X, y, k, gamma, seed, **kw)
             r["dataset"] = name
             rows.append(r)
-            log(f"  {name} {config_key(r)} seed={seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
-                f"{r['time_s']:.1f} s peak {r['peak_mib']:.0f} MiB")
+            log(
+                f"  {name} {config_key(r)} seed={seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
+                f"{r['time_s']:.1f} s peak {r['peak_mib']:.0f} MiB"
+            )
             return r
 
         for seed in seeds:
@@ -186,21 +215,38 @@ def section_datasets(args, rows, gammas):
             # batch needed on mnist_partial (same kind of data)
             m = 500 if quick else 14000
             sub = np.random.RandomState(0).permutation(X.shape[0])[:m]
-            model = KernelKMeans(k, gamma=gamma, random_state=0, max_iter=1,
-                                 max_kernel_bytes=0, chunk_size=4096)
-            _, dt, peak = measure(lambda: model.fit(X[sub]))
+            model = KernelKMeans(
+                k, gamma=gamma, random_state=0, max_iter=1, max_kernel_bytes=0, chunk_size=4096
+            )
+            _, dt, _peak = measure(lambda: model.fit(X[sub]))
             scale = (X.shape[0] / m) ** 2
-            ref_iters = [r["n_iter"] for r in rows
-                         if r["dataset"] == "mnist_partial" and r["method"] == "full"]
+            ref_iters = [
+                r["n_iter"]
+                for r in rows
+                if r["dataset"] == "mnist_partial" and r["method"] == "full"
+            ]
             n_conv = float(np.median(ref_iters)) if ref_iters else 30.0
-            rows.append({"dataset": name, "method": "full", "seed": 0, "ari": None, "nmi": None,
-                         "time_s": dt * scale * n_conv, "peak_mib": None,
-                         "kernel_evals": float(X.shape[0]) ** 2 * n_conv,
-                         "n_iter": n_conv, "extrapolated": True, "measured_iter_s": dt,
-                         "measured_rows": m})
-            log(f"  {name} full batch: one iteration on {m} rows {dt:.1f} s x (n/m)^2 = "
+            rows.append(
+                {
+                    "dataset": name,
+                    "method": "full",
+                    "seed": 0,
+                    "ari": None,
+                    "nmi": None,
+                    "time_s": dt * scale * n_conv,
+                    "peak_mib": None,
+                    "kernel_evals": float(X.shape[0]) ** 2 * n_conv,
+                    "n_iter": n_conv,
+                    "extrapolated": True,
+                    "measured_iter_s": dt,
+                    "measured_rows": m,
+                }
+            )
+            log(
+                f"  {name} full batch: one iteration on {m} rows {dt:.1f} s x (n/m)^2 = "
                 f"{dt * scale:.0f} s per iteration x {n_conv:g} iterations (median on "
-                f"mnist_partial) = {dt * scale * n_conv:.0f} s")
+                f"mnist_partial) = {dt * scale * n_conv:.0f} s"
+            )
         write_report(args, rows, gammas, {}, time.perf_counter() - T0)
 
 
@@ -220,39 +266,72 @@ def section_grid(args, rows):
         for tau in taus:
             for lr in ("beta", "sklearn"):
                 for seed in seeds:
-                    r = run_one("mbkk", X, y, k, gamma, seed, batch_size=b, tau=tau,
-                                learning_rate=lr, max_iter=iters)
+                    r = run_one(
+                        "mbkk",
+                        X,
+                        y,
+                        k,
+                        gamma,
+                        seed,
+                        batch_size=b,
+                        tau=tau,
+                        learning_rate=lr,
+                        max_iter=iters,
+                    )
                     r["dataset"] = "pendigits-grid"
                     rows.append(r)
-                log(f"  grid b={b} tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds):]]):.3f}")
-    for tau in ([50] if args.quick else [50, 200]):
+                log(
+                    f"  grid b={b} tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds) :]]):.3f}"
+                )
+    for tau in [50] if args.quick else [50, 200]:
         for lr in ("beta", "sklearn"):
             for seed in seeds:
-                r = run_one("mbkk", X, y, k, gamma, seed, batch_size=1024, tau=tau,
-                            learning_rate=lr, renormalize=False, max_iter=iters)
+                r = run_one(
+                    "mbkk",
+                    X,
+                    y,
+                    k,
+                    gamma,
+                    seed,
+                    batch_size=1024,
+                    tau=tau,
+                    learning_rate=lr,
+                    renormalize=False,
+                    max_iter=iters,
+                )
                 r["dataset"] = "pendigits-grid"
                 rows.append(r)
-            log(f"  no-renorm tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds):]]):.3f}")
+            log(
+                f"  no-renorm tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds) :]]):.3f}"
+            )
 
 
 def section_breakeven(args, out):
     from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans, select_gamma
 
-    X, y = load(args.data_dir, "letter")
+    X, _y = load(args.data_dir, "letter")
     sizes = [500] if args.quick else [2500, 5000, 10000, 20000]
     perm = np.random.RandomState(0).permutation(X.shape[0])
     gamma = select_gamma(X, 26, sample_size=300 if args.quick else 2000, random_state=0)
     res = []
     for n in sizes:
         Xs = X[perm[:n]]
-        mb = MiniBatchKernelKMeans(26, gamma=gamma, batch_size=1024, tau=200,
-                                   max_iter=10 if args.quick else 200, random_state=0)
+        mb = MiniBatchKernelKMeans(
+            26,
+            gamma=gamma,
+            batch_size=1024,
+            tau=200,
+            max_iter=10 if args.quick else 200,
+            random_state=0,
+        )
         _, t_mb, _ = measure(lambda: mb.fit(Xs))
         full = KernelKMeans(26, gamma=gamma, random_state=0, max_kernel_bytes=2**31)
         _, t_full, _ = measure(lambda: full.fit(Xs))
         res.append({"n": n, "mbkk_s": t_mb, "full_s": t_full, "full_iter": full.n_iter_})
-        log(f"  break-even n={n}: mini-batch {t_mb:.1f} s, full batch {t_full:.1f} s "
-            f"({full.n_iter_} iterations)")
+        log(
+            f"  break-even n={n}: mini-batch {t_mb:.1f} s, full batch {t_full:.1f} s "
+            f"({full.n_iter_} iterations)"
+        )
     out["breakeven"] = res
 
 
@@ -301,24 +380,37 @@ def section_scaling(args, out):
     iters = 5 if args.quick else args.scaling_iter
     res = []
     tmp = tempfile.mkdtemp(prefix="kkm-scaling-")
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        env={"NUMBA_NUM_THREADS": "1"},
+    )
     client = Client(cluster)
     try:
         client.run(lambda: __import__("dkernel.cluster"))  # warm the workers' imports
         for n in sizes:
-            ds = make_rings(n, n_rings=3, n_features=50, random_state=0,
-                            store=os.path.join(tmp, f"rings{n}.zarr"), chunk_rows=65536)
+            ds = make_rings(
+                n,
+                n_rings=3,
+                n_features=50,
+                random_state=0,
+                store=os.path.join(tmp, f"rings{n}.zarr"),
+                chunk_rows=65536,
+            )
             with _RSSSampler() as mem:
                 t0 = time.perf_counter()
                 X = ds.X.persist()
                 from distributed import wait
+
                 wait(X)
                 load_s = time.perf_counter() - t0
                 fits = []
                 for rep in range(args.repeats):
-                    model = MiniBatchKernelKMeans(3, batch_size=1024, tau=200, max_iter=iters,
-                                                  random_state=rep)
+                    model = MiniBatchKernelKMeans(
+                        3, batch_size=1024, tau=200, max_iter=iters, random_state=rep
+                    )
                     t0 = time.perf_counter()
                     model.fit(X)
                     fits.append((time.perf_counter() - t0, model))
@@ -330,14 +422,28 @@ def section_scaling(args, out):
             from sklearn.metrics import adjusted_rand_score
 
             ari = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))
-            res.append({"n": n, "d": 50, "load_s": load_s, "fit_s": fit_s, "per_iter_s": per_iter,
-                        "per_iter_all_s": per_iters, "timings": model.timings_,
-                        "peak_rss_mib": mem.peak / 2**20, "repeats": args.repeats,
-                        "base_rss_mib": mem.base / 2**20, "n_iter": model.n_iter_, "ari": ari})
-            log(f"  rings n={n:,}: persist {load_s:.1f} s, fit {fit_s:.1f} s, "
+            res.append(
+                {
+                    "n": n,
+                    "d": 50,
+                    "load_s": load_s,
+                    "fit_s": fit_s,
+                    "per_iter_s": per_iter,
+                    "per_iter_all_s": per_iters,
+                    "timings": model.timings_,
+                    "peak_rss_mib": mem.peak / 2**20,
+                    "repeats": args.repeats,
+                    "base_rss_mib": mem.base / 2**20,
+                    "n_iter": model.n_iter_,
+                    "ari": ari,
+                }
+            )
+            log(
+                f"  rings n={n:,}: persist {load_s:.1f} s, fit {fit_s:.1f} s, "
                 f"{', '.join(f'{1e3 * t:.1f}' for t in per_iters)} ms/iteration, labels pass "
                 f"{model.timings_['labels']:.1f} s, peak RSS (driver + 2 workers) "
-                f"{mem.peak / 2**20:.0f} MiB")
+                f"{mem.peak / 2**20:.0f} MiB"
+            )
     finally:
         client.close()
         cluster.close()
@@ -361,14 +467,21 @@ def write_report(args, rows, gammas, extra, wall, *, command=None, machine_line=
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "kernel_kmeans" + ("_quick" if args.quick else ""))
     if machine_line is None:
-        machine_line = (f"Machine: 2 shared cores, contended by other jobs (1-minute load "
-                        f"average {LOAD[0]:.1f} at the start, {os.getloadavg()[0]:.1f} when "
-                        f"this report was written); wall time of the run {wall / 60:.1f} min.")
-    payload = {"command": command or " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv),
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared, contended)",
-               "machine_line": machine_line,
-               "wall_s": wall, "gammas": gammas, "rows": rows, **extra,
-               "summary": [{"dataset": d, "config": c, **v} for (d, c), v in summ.items()]}
+        machine_line = (
+            f"Machine: 2 shared cores, contended by other jobs (1-minute load "
+            f"average {LOAD[0]:.1f} at the start, {os.getloadavg()[0]:.1f} when "
+            f"this report was written); wall time of the run {wall / 60:.1f} min."
+        )
+    payload = {
+        "command": command or " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared, contended)",
+        "machine_line": machine_line,
+        "wall_s": wall,
+        "gammas": gammas,
+        "rows": rows,
+        **extra,
+        "summary": [{"dataset": d, "config": c, **v} for (d, c), v in summ.items()],
+    }
     with open(stem + ".json", "w") as fh:
         json.dump(payload, fh, indent=1, default=float)
 
@@ -376,18 +489,23 @@ def write_report(args, rows, gammas, extra, wall, *, command=None, machine_line=
     L.append("# Kernel k-means benchmark\n")
     L.append(f"Command: `{payload['command']}`  ")
     L.append(machine_line + "\n")
-    L.append("All kernel methods use the RBF kernel at the gamma chosen without labels by "
-             "`dkernel.cluster.select_gamma` (silhouette in feature space over 0.25-4x the "
-             "median heuristic on a 2000-row sample). Data as float32. ARI/NMI mean ± std "
-             "over seeds; time = wall time of `fit` (labels of all rows included); peak = peak "
-             "traced NumPy/Python memory during the fit (tracemalloc); kernel evals = kernel "
-             "values computed (diagonals excluded).\n")
+    L.append(
+        "All kernel methods use the RBF kernel at the gamma chosen without labels by "
+        "`dkernel.cluster.select_gamma` (silhouette in feature space over 0.25-4x the "
+        "median heuristic on a 2000-row sample). Data as float32. ARI/NMI mean ± std "
+        "over seeds; time = wall time of `fit` (labels of all rows included); peak = peak "
+        "traced NumPy/Python memory during the fit (tracemalloc); kernel evals = kernel "
+        "values computed (diagonals excluded).\n"
+    )
     L.append("| dataset | n x d, k | gamma (x median) |")
     L.append("|---|---|---|")
     for name, g in gammas.items():
         sc = list(g["scores"].keys())
-        factor = (["0.25", "0.5", "1", "2", "4"][sc.index(str(g["gamma"]))]
-                  if str(g["gamma"]) in sc else "?")
+        factor = (
+            ["0.25", "0.5", "1", "2", "4"][sc.index(str(g["gamma"]))]
+            if str(g["gamma"]) in sc
+            else "?"
+        )
         L.append(f"| {name} | {g['n']} x {g['d']}, {g['k']} | {g['gamma']:.4g} ({factor}x) |")
     L.append("")
     L.append("## Quality and speed (b = 1024, tau = 200 unless stated)\n")
@@ -398,22 +516,28 @@ def write_report(args, rows, gammas, extra, wall, *, command=None, machine_line=
             continue
         ev = v["kernel_evals"][0]
         note = " (extrapolated)" if v["extrapolated"] else ""
-        L.append(f"| {ds} | {key}{note} | {v['n_seeds']} | {fmt(v['ari'])} | {fmt(v['nmi'])} | "
-                 f"{v['time_s'][0]:.1f} | {'n/a' if ev is None else f'{ev:.3g}'} | "
-                 f"{_num(v['peak_mib'][0], '.0f')} |")
+        L.append(
+            f"| {ds} | {key}{note} | {v['n_seeds']} | {fmt(v['ari'])} | {fmt(v['nmi'])} | "
+            f"{v['time_s'][0]:.1f} | {'n/a' if ev is None else f'{ev:.3g}'} | "
+            f"{_num(v['peak_mib'][0], '.0f')} |"
+        )
     L.append("")
     L.append("## Grid on pendigits (200 iterations, 2 seeds; 'no-renorm' = renormalize=False)\n")
-    L.append("Truncation keeps whole batches: when one batch gives a center more than tau rows "
-             "(about b/k > tau, e.g. b = 2048 with tau <= 100 here), the window is that batch "
-             "alone and, renormalised, the center is the mean of its batch rows whatever the "
-             "learning rate. 'no-renorm' rows keep the paper's plain truncation: the center "
-             "loses the dropped coefficient mass.\n")
+    L.append(
+        "Truncation keeps whole batches: when one batch gives a center more than tau rows "
+        "(about b/k > tau, e.g. b = 2048 with tau <= 100 here), the window is that batch "
+        "alone and, renormalised, the center is the mean of its batch rows whatever the "
+        "learning rate. 'no-renorm' rows keep the paper's plain truncation: the center "
+        "loses the dropped coefficient mass.\n"
+    )
     L.append("| config | ARI | NMI | time (s) | kernel evals |")
     L.append("|---|---|---|---|---|")
     for (ds, key), v in summ.items():
         if ds == "pendigits-grid":
-            L.append(f"| {key} | {fmt(v['ari'])} | {fmt(v['nmi'])} | {v['time_s'][0]:.1f} | "
-                     f"{v['kernel_evals'][0]:.3g} |")
+            L.append(
+                f"| {key} | {fmt(v['ari'])} | {fmt(v['nmi'])} | {v['time_s'][0]:.1f} | "
+                f"{v['kernel_evals'][0]:.3g} |"
+            )
     L.append("")
     L.append(_targets(summ, extra, gammas))
     if "breakeven" in extra:
@@ -425,20 +549,26 @@ def write_report(args, rows, gammas, extra, wall, *, command=None, machine_line=
         L.append("")
     if "scaling" in extra:
         L.append("## Scaling: rings, d = 50, zarr store, LocalCluster with 2 worker processes\n")
-        L.append("b = 1024, tau = 200, k = 3, median-heuristic gamma. The store is persisted "
-                 "(decoded into worker memory) before the fit; per-iteration time = the "
-                 "iteration phase / iterations (batch gathering included), median over the "
-                 "repeated fits; fit time and labels pass of the first fit; the labels pass is "
-                 "one blockwise pass over all rows. Peak RSS = driver + 2 worker processes, "
-                 "sampled every 50 ms during persist + all fits. ARI is near 0: with the median "
-                 "heuristic (and 48 noise dimensions) the RBF kernel k-means does not find the "
-                 "rings; this section measures cost, not quality.\n")
-        L.append("| n | persist (s) | fit (s) | per iteration (ms) | labels pass (s) | peak RSS MiB | ARI |")
+        L.append(
+            "b = 1024, tau = 200, k = 3, median-heuristic gamma. The store is persisted "
+            "(decoded into worker memory) before the fit; per-iteration time = the "
+            "iteration phase / iterations (batch gathering included), median over the "
+            "repeated fits; fit time and labels pass of the first fit; the labels pass is "
+            "one blockwise pass over all rows. Peak RSS = driver + 2 worker processes, "
+            "sampled every 50 ms during persist + all fits. ARI is near 0: with the median "
+            "heuristic (and 48 noise dimensions) the RBF kernel k-means does not find the "
+            "rings; this section measures cost, not quality.\n"
+        )
+        L.append(
+            "| n | persist (s) | fit (s) | per iteration (ms) | labels pass (s) | peak RSS MiB | ARI |"
+        )
         L.append("|---|---|---|---|---|---|---|")
         for r in extra["scaling"]:
-            L.append(f"| {r['n']:,} | {r['load_s']:.1f} | {r['fit_s']:.1f} | "
-                     f"{1e3 * r['per_iter_s']:.1f} | {r['timings']['labels']:.1f} | "
-                     f"{r['peak_rss_mib']:.0f} | {r['ari']:.3f} |")
+            L.append(
+                f"| {r['n']:,} | {r['load_s']:.1f} | {r['fit_s']:.1f} | "
+                f"{1e3 * r['per_iter_s']:.1f} | {r['timings']['labels']:.1f} | "
+                f"{r['peak_rss_mib']:.0f} | {r['ari']:.3f} |"
+            )
         L.append("")
     L.append(REDUCTIONS)
     with open(stem + ".md", "w") as fh:
@@ -483,58 +613,82 @@ def _targets(summ, extra, gammas) -> str:
                 dN = a["nmi"][0] - f["nmi"][0]
                 ok = dA >= -0.02 and dN >= -0.02
                 within = abs(dA) <= 0.02 and abs(dN) <= 0.02
-                how = ("" if within or not ok else
-                       " (not within 0.02 in absolute value: the mini-batch is higher)")
-                L.append(f"- quality ({ds}, lr={lr}): ARI {a['ari'][0]:.3f} vs full {f['ari'][0]:.3f} "
-                         f"(diff {dA:+.3f}), NMI {a['nmi'][0]:.3f} vs {f['nmi'][0]:.3f} "
-                         f"(diff {dN:+.3f}): **{'met' if ok else 'missed'}**{how}")
+                how = (
+                    ""
+                    if within or not ok
+                    else " (not within 0.02 in absolute value: the mini-batch is higher)"
+                )
+                L.append(
+                    f"- quality ({ds}, lr={lr}): ARI {a['ari'][0]:.3f} vs full {f['ari'][0]:.3f} "
+                    f"(diff {dA:+.3f}), NMI {a['nmi'][0]:.3f} vs {f['nmi'][0]:.3f} "
+                    f"(diff {dN:+.3f}): **{'met' if ok else 'missed'}**{how}"
+                )
     wins = []
     for ds in DATASETS:
         a, m = get(ds, trunc), get(ds, "minibatch_kmeans")
         if a and m:
             wins.append((ds, a["ari"][0], m["ari"][0]))
     n_win = sum(a >= m for _, a, m in wins)
-    L.append(f"- against MiniBatchKMeans (truncated, lr=beta, selected gamma): mean ARI at least "
-             f"as high on {n_win} of {len(wins)} datasets "
-             f"({'; '.join(f'{d} {a:.3f} vs {m:.3f}' for d, a, m in wins)}): "
-             f"**{'met' if n_win >= 4 else 'missed'}** (target: 4 of 5)")
+    L.append(
+        f"- against MiniBatchKMeans (truncated, lr=beta, selected gamma): mean ARI at least "
+        f"as high on {n_win} of {len(wins)} datasets "
+        f"({'; '.join(f'{d} {a:.3f} vs {m:.3f}' for d, a, m in wins)}): "
+        f"**{'met' if n_win >= 4 else 'missed'}** (target: 4 of 5)"
+    )
     a, ny = get("fashion_mnist", trunc), get("fashion_mnist", "nystroem_kmeans")
     if a and ny:
-        ok = (a["ari"][0] >= ny["ari"][0] - 0.02 and a["time_s"][0] < ny["time_s"][0]
-              and a["peak_mib"][0] < ny["peak_mib"][0])
-        L.append(f"- fashion_mnist vs Nystroem(1000)+KMeans: ARI {a['ari'][0]:.3f} vs "
-                 f"{ny['ari'][0]:.3f}, time {a['time_s'][0]:.1f} s vs {ny['time_s'][0]:.1f} s, "
-                 f"peak {a['peak_mib'][0]:.0f} vs {ny['peak_mib'][0]:.0f} MiB: "
-                 f"**{'met' if ok else 'missed'}**")
+        ok = (
+            a["ari"][0] >= ny["ari"][0] - 0.02
+            and a["time_s"][0] < ny["time_s"][0]
+            and a["peak_mib"][0] < ny["peak_mib"][0]
+        )
+        L.append(
+            f"- fashion_mnist vs Nystroem(1000)+KMeans: ARI {a['ari'][0]:.3f} vs "
+            f"{ny['ari'][0]:.3f}, time {a['time_s'][0]:.1f} s vs {ny['time_s'][0]:.1f} s, "
+            f"peak {a['peak_mib'][0]:.0f} vs {ny['peak_mib'][0]:.0f} MiB: "
+            f"**{'met' if ok else 'missed'}**"
+        )
     for ds in DATASETS:
         a, f = get(ds, trunc), get(ds, "full")
         if a and f:
             ratio = f["time_s"][0] / a["time_s"][0]
             n = gammas[ds]["n"]
             need = 100 if ds == "fashion_mnist" else (10 if n >= 50000 else None)
-            verdict = ("" if need is None else
-                       f": **{'met' if ratio >= need else 'missed'}** (target {need}x"
-                       f"{', full batch extrapolated' if f['extrapolated'] else ''})")
-            L.append(f"- speed {ds} (n={n}): full batch {f['time_s'][0]:.1f} s / mini-batch "
-                     f"{a['time_s'][0]:.1f} s = {ratio:.1f}x{verdict}")
+            verdict = (
+                ""
+                if need is None
+                else f": **{'met' if ratio >= need else 'missed'}** (target {need}x"
+                f"{', full batch extrapolated' if f['extrapolated'] else ''})"
+            )
+            L.append(
+                f"- speed {ds} (n={n}): full batch {f['time_s'][0]:.1f} s / mini-batch "
+                f"{a['time_s'][0]:.1f} s = {ratio:.1f}x{verdict}"
+            )
     be = extra.get("breakeven")
     if be:
         first = next((r["n"] for r in be if r["mbkk_s"] < r["full_s"]), None)
-        L.append(f"- break-even: mini-batch (200 iterations) is faster than the full batch "
-                 f"from n = {first} on (letter subsamples; smallest n tried {be[0]['n']})"
-                 if first else "- break-even: mini-batch not faster at any n tried")
+        L.append(
+            f"- break-even: mini-batch (200 iterations) is faster than the full batch "
+            f"from n = {first} on (letter subsamples; smallest n tried {be[0]['n']})"
+            if first
+            else "- break-even: mini-batch not faster at any n tried"
+        )
     sc = extra.get("scaling")
     if sc:
         its = [r["per_iter_s"] for r in sc]
         ratio = max(its) / min(its)
-        L.append(f"- scaling: per-iteration time {', '.join(f'{1e3 * t:.1f}' for t in its)} ms for "
-                 f"n = {', '.join(format(r['n'], ',') for r in sc)}: max/min = {ratio:.2f}: "
-                 f"**{'met' if ratio <= 1.5 else 'missed'}** (target <= 1.5)")
+        L.append(
+            f"- scaling: per-iteration time {', '.join(f'{1e3 * t:.1f}' for t in its)} ms for "
+            f"n = {', '.join(format(r['n'], ',') for r in sc)}: max/min = {ratio:.2f}: "
+            f"**{'met' if ratio <= 1.5 else 'missed'}** (target <= 1.5)"
+        )
         big = [r for r in sc if r["n"] == 1_000_000]
         if big:
             pk = big[0]["peak_rss_mib"]
-            L.append(f"- memory: peak RSS of persist + fit on 10^6 x 50 (driver + 2 workers) "
-                     f"{pk:.0f} MiB: **{'met' if pk < 2048 else 'missed'}** (target < 2 GB)")
+            L.append(
+                f"- memory: peak RSS of persist + fit on 10^6 x 50 (driver + 2 workers) "
+                f"{pk:.0f} MiB: **{'met' if pk < 2048 else 'missed'}** (target < 2 GB)"
+            )
     L.append("")
     return "\n".join(L)
 
@@ -544,7 +698,7 @@ def _plot(summ, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401
+    import matplotlib.ticker
 
     names = [d for d in DATASETS if any(k[0] == d for k in summ)]
     if not names:
@@ -562,8 +716,14 @@ def _plot(summ, path):
                 h = ax.axvline(v["time_s"][0], ls="--", c=colors[key])
                 label += " (time extrapolated, ARI n/a)"
             else:
-                h = ax.errorbar(v["time_s"][0], v["ari"][0], yerr=v["ari"][1], fmt="o",
-                                capsize=3, color=colors[key])
+                h = ax.errorbar(
+                    v["time_s"][0],
+                    v["ari"][0],
+                    yerr=v["ari"][1],
+                    fmt="o",
+                    capsize=3,
+                    color=colors[key],
+                )
             handles.setdefault(label, h)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -571,8 +731,13 @@ def _plot(summ, path):
         ax.set_ylabel("ARI")
         ax.set_title(ds)
         ax.grid(alpha=0.3)
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
-               ncol=min(4, len(handles)), fontsize=8)
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="lower center",
+        ncol=min(4, len(handles)),
+        fontsize=8,
+    )
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     fig.savefig(path, dpi=110)
 
@@ -589,25 +754,44 @@ def render_only(args) -> int:
         m = re.search(r"^Machine: .*$", open(stem + ".md").read(), flags=re.M)
         line = m.group(0) if m else None
     extra = {k: payload[k] for k in ("breakeven", "scaling") if k in payload}
-    write_report(args, payload["rows"], payload["gammas"], extra, payload["wall_s"],
-                 command=payload["command"], machine_line=line)
+    write_report(
+        args,
+        payload["rows"],
+        payload["gammas"],
+        extra,
+        payload["wall_s"],
+        command=payload["command"],
+        machine_line=line,
+    )
     return 0
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "datasets"))
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     p.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     p.add_argument("--sections", default="datasets,grid,breakeven,scaling")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="scaling: fits per n (the median per-iteration time is compared)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="scaling: fits per n (the median per-iteration time is compared)",
+    )
     p.add_argument("--scaling-iter", type=int, default=100, help="scaling: iterations per fit")
-    p.add_argument("--merge", action="store_true",
-                   help="keep the other sections' results from the .json in --out and "
-                        "replace only the sections run now")
-    p.add_argument("--render-only", action="store_true",
-                   help="re-render the .md/.png from the .json in --out (no computation)")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other sections' results from the .json in --out and "
+        "replace only the sections run now",
+    )
+    p.add_argument(
+        "--render-only",
+        action="store_true",
+        help="re-render the .md/.png from the .json in --out (no computation)",
+    )
     args = p.parse_args(argv)
     if args.render_only:
         return render_only(args)
@@ -621,27 +805,45 @@ def main(argv=None) -> int:
     if args.merge and os.path.exists(stem + ".json"):
         with open(stem + ".json") as fh:
             old = json.load(fh)
-        rows = [r for r in old["rows"]
-                if not ("grid" in wanted and r["dataset"] == "pendigits-grid")
-                and not ("datasets" in wanted and r["dataset"] != "pendigits-grid")]
+        rows = [
+            r
+            for r in old["rows"]
+            if not ("grid" in wanted and r["dataset"] == "pendigits-grid")
+            and not ("datasets" in wanted and r["dataset"] != "pendigits-grid")
+        ]
         gammas = {} if "datasets" in wanted else old["gammas"]
         extra = {k: old[k] for k in ("breakeven", "scaling") if k in old and k not in wanted}
         this = " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
         command = f"{old['command']}`, then for {', '.join(sorted(wanted))}: `{this}"
         machine_line = (old.get("machine_line") or "") + (
             f" Sections {', '.join(sorted(wanted))} re-run separately (load average "
-            f"{LOAD[0]:.1f} at their start).")
+            f"{LOAD[0]:.1f} at their start)."
+        )
     t0 = time.perf_counter()
     if "datasets" in wanted:
         section_datasets(args, rows, gammas)
     if "grid" in wanted:
         section_grid(args, rows)
-        write_report(args, rows, gammas, extra, time.perf_counter() - t0, command=command,
-                     machine_line=machine_line)
+        write_report(
+            args,
+            rows,
+            gammas,
+            extra,
+            time.perf_counter() - t0,
+            command=command,
+            machine_line=machine_line,
+        )
     if "breakeven" in wanted:
         section_breakeven(args, extra)
-        write_report(args, rows, gammas, extra, time.perf_counter() - t0, command=command,
-                     machine_line=machine_line)
+        write_report(
+            args,
+            rows,
+            gammas,
+            extra,
+            time.perf_counter() - t0,
+            command=command,
+            machine_line=machine_line,
+        )
     if "scaling" in wanted:
         section_scaling(args, extra)
     wall = time.perf_counter() - t0

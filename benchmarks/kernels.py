@@ -44,7 +44,7 @@ def load_pair(data_dir: str, d: int, size: int):
         A = z["X"][: 2 * size].astype(np.float64)
     if name == "fashion_mnist":
         A /= 255.0
-    return A[:size], A[size: 2 * size], f"{name}.npz rows 0-{size - 1} vs {size}-{2 * size - 1}"
+    return A[:size], A[size : 2 * size], f"{name}.npz rows 0-{size - 1} vs {size}-{2 * size - 1}"
 
 
 def reference(X, Y, gamma):
@@ -72,16 +72,18 @@ def run_point(X, Y, gamma, repeats: int):
         "dkernel": lambda X, Y: pairwise_kernels(X, Y, kernel="rbf", gamma=gamma),
         "dkernel_1thread": dk1,
         "bare_out": lambda X, Y: np.matmul(X, Y.T, out=buf_bare),
-        "dkernel_out": lambda X, Y: pairwise_kernels(X, Y, kernel="rbf", gamma=gamma,
-                                                     out=buf_dk),
+        "dkernel_out": lambda X, Y: pairwise_kernels(X, Y, kernel="rbf", gamma=gamma, out=buf_dk),
     }
     names = list(methods)
     results = {}
     for name in names:  # warm-up (numba compile/cache load, BLAS threads, page faults)
         results[name] = methods[name](X, Y)
     ref = reference(X, Y, gamma)
-    errors = {name: float(np.abs(results[name].astype(np.float64) - ref).max())
-              for name in names if not name.startswith("bare")}
+    errors = {
+        name: float(np.abs(results[name].astype(np.float64) - ref).max())
+        for name in names
+        if not name.startswith("bare")
+    }
     dtypes = {name: str(results[name].dtype) for name in names}
     del results
     from dkernel.kernels._pairwise import _machine_busy
@@ -89,7 +91,7 @@ def run_point(X, Y, gamma, repeats: int):
     times = {name: [] for name in names}
     busy = 0  # dkernel calls whose default fell back to one thread (load >= 2 x cores)
     for r in range(repeats):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             if name == "dkernel":
                 busy += _machine_busy()
@@ -126,9 +128,16 @@ def main(argv=None) -> int:
             times, errors, dtypes, busy = run_point(X, Y, gamma, repeats)
             med = {k: statistics.median(v) for k, v in times.items()}
             row = {
-                "m": size, "n": size, "d": d, "dtype": np.dtype(dtype).name, "gamma": gamma,
-                "data": source, "repeats": repeats, "load_1min_before": load,
-                "median_s": med, "min_s": {k: min(v) for k, v in times.items()},
+                "m": size,
+                "n": size,
+                "d": d,
+                "dtype": np.dtype(dtype).name,
+                "gamma": gamma,
+                "data": source,
+                "repeats": repeats,
+                "load_1min_before": load,
+                "median_s": med,
+                "min_s": {k: min(v) for k, v in times.items()},
                 "all_s": times,
                 "ratio_to_bare": med["dkernel"] / med["bare"],
                 "ratio_to_bare_1thread": med["dkernel_1thread"] / med["bare"],
@@ -138,32 +147,45 @@ def main(argv=None) -> int:
                 # paired within each repeat (the methods ran back to back): robust to load
                 # that drifts between repeats
                 "paired_ratio_to_bare": statistics.median(
-                    a / b for a, b in zip(times["dkernel"], times["bare"])),
+                    a / b for a, b in zip(times["dkernel"], times["bare"])
+                ),
                 "paired_speedup_over_sklearn": statistics.median(
-                    a / b for a, b in zip(times["sklearn"], times["dkernel"])),
-                "max_abs_error": errors, "out_dtypes": dtypes,
+                    a / b for a, b in zip(times["sklearn"], times["dkernel"])
+                ),
+                "max_abs_error": errors,
+                "out_dtypes": dtypes,
                 "default_one_thread_runs": busy,
             }
-            row["meets_target"] = bool(row["ratio_to_bare"] <= TARGET_RATIO
-                                       and row["speedup_over_sklearn"] > 1.0)
+            row["meets_target"] = bool(
+                row["ratio_to_bare"] <= TARGET_RATIO and row["speedup_over_sklearn"] > 1.0
+            )
             rows.append(row)
-            print(f"d={d:4d} {row['dtype']:8s} bare {1e3 * med['bare']:8.1f} ms  sklearn "
-                  f"{1e3 * med['sklearn']:8.1f} ms  dkernel {1e3 * med['dkernel']:8.1f} ms "
-                  f"(x{row['ratio_to_bare']:.2f} of bare, {row['speedup_over_sklearn']:.2f}x "
-                  f"sklearn)  1-thread {1e3 * med['dkernel_1thread']:8.1f} ms  into a "
-                  f"preallocated out: bare {1e3 * med['bare_out']:.1f} ms, dkernel "
-                  f"{1e3 * med['dkernel_out']:.1f} ms (x{row['ratio_to_bare_prealloc']:.2f})"
-                  f"  load {load:.2f}",
-                  flush=True)
+            print(
+                f"d={d:4d} {row['dtype']:8s} bare {1e3 * med['bare']:8.1f} ms  sklearn "
+                f"{1e3 * med['sklearn']:8.1f} ms  dkernel {1e3 * med['dkernel']:8.1f} ms "
+                f"(x{row['ratio_to_bare']:.2f} of bare, {row['speedup_over_sklearn']:.2f}x "
+                f"sklearn)  1-thread {1e3 * med['dkernel_1thread']:8.1f} ms  into a "
+                f"preallocated out: bare {1e3 * med['bare_out']:.1f} ms, dkernel "
+                f"{1e3 * med['dkernel_out']:.1f} ms (x{row['ratio_to_bare_prealloc']:.2f})"
+                f"  load {load:.2f}",
+                flush=True,
+            )
     load_end = os.getloadavg()
-    command = " ".join(["python", os.path.relpath(os.path.abspath(__file__), ROOT)]
-                       + list(sys.argv[1:] if argv is None else argv))
+    command = " ".join(
+        ["python", os.path.relpath(os.path.abspath(__file__), ROOT)]
+        + list(sys.argv[1:] if argv is None else argv)
+    )
     summary = {
         "command": command,
-        "machine": {"platform": platform.platform(), "machine": platform.machine(),
-                    "cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "numpy": np.__version__},
-        "load_avg_start": load_start, "load_avg_end": load_end,
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+        },
+        "load_avg_start": load_start,
+        "load_avg_end": load_end,
         "target": f"dkernel within {TARGET_RATIO}x of bare X @ Y.T and faster than sklearn",
         "rows": rows,
     }
@@ -189,7 +211,7 @@ def write_markdown(summary, path: str) -> None:
         f"{summary['machine']['platform']}, {summary['machine']['cores']} cores; 1-min load average "
         f"{summary['load_avg_start'][0]:.2f} at the start, {summary['load_avg_end'][0]:.2f} at "
         "the end (per point below). `bare` is `X @ Y.T` with NumPy's BLAS at its default "
-        "threads; `dkernel` is `pairwise_kernels(X, Y, kernel=\"rbf\", gamma=g)` with its "
+        'threads; `dkernel` is `pairwise_kernels(X, Y, kernel="rbf", gamma=g)` with its '
         "default threads; `1 thread` is dkernel with `n_jobs=1` and BLAS at one thread (what "
         "one Dask task gets), for information. The `prealloc` columns time `np.matmul(X, Y.T, "
         "out=buf)` and `pairwise_kernels(..., out=buf)` into outputs allocated once, i.e. "
@@ -214,25 +236,36 @@ def write_markdown(summary, path: str) -> None:
             f"{r['default_one_thread_runs']}/{r['repeats']} | "
             f"{1e3 * med['bare_out']:.1f} | {1e3 * med['dkernel_out']:.1f} | "
             f"{r['ratio_to_bare_prealloc']:.2f} | "
-            f"{'met' if r['meets_target'] else 'missed'} |")
-    lines += ["", "## Targets", "",
-              f"Target: dkernel within {TARGET_RATIO}x of the bare product and faster than "
-              "scikit-learn at every point.", ""]
+            f"{'met' if r['meets_target'] else 'missed'} |"
+        )
+    lines += [
+        "",
+        "## Targets",
+        "",
+        f"Target: dkernel within {TARGET_RATIO}x of the bare product and faster than "
+        "scikit-learn at every point.",
+        "",
+    ]
     for r in rows:
         med = r["median_s"]
         what = f"d={r['d']} {r['dtype']}: dkernel/bare = {r['ratio_to_bare']:.2f}"
         if r["ratio_to_bare"] <= TARGET_RATIO:
-            what += (f" (met, {TARGET_RATIO - r['ratio_to_bare']:.2f} under the "
-                     f"{TARGET_RATIO}x bound)")
+            what += (
+                f" (met, {TARGET_RATIO - r['ratio_to_bare']:.2f} under the {TARGET_RATIO}x bound)"
+            )
         else:
-            what += (f" (missed by {r['ratio_to_bare'] - TARGET_RATIO:.2f}, i.e. "
-                     f"{1e3 * (med['dkernel'] - TARGET_RATIO * med['bare']):.1f} ms over "
-                     "the bound)")
+            what += (
+                f" (missed by {r['ratio_to_bare'] - TARGET_RATIO:.2f}, i.e. "
+                f"{1e3 * (med['dkernel'] - TARGET_RATIO * med['bare']):.1f} ms over "
+                "the bound)"
+            )
         what += f"; {r['speedup_over_sklearn']:.2f}x the speed of sklearn"
         what += " (met)." if r["speedup_over_sklearn"] > 1 else " (missed)."
         lines.append("- " + what)
     lines += [
-        "", "## Notes", "",
+        "",
+        "## Notes",
+        "",
         "- How: the product is computed tile by tile (about 2 MB of output per tile, at least "
         "min(d, 512) rows) with BLAS at one thread, and each tile is turned into kernel "
         "values while in cache by a numba pass whose exponential is a vectorised Cody-Waite "
@@ -263,8 +296,12 @@ def write_plot(summary, path: str) -> None:
 
     rows = summary["rows"]
     labels = [f"d={r['d']}\n{r['dtype']}" for r in rows]
-    series = [("bare", "bare X @ Y.T"), ("sklearn", "sklearn rbf_kernel"),
-              ("dkernel", "dkernel"), ("dkernel_1thread", "dkernel, 1 thread")]
+    series = [
+        ("bare", "bare X @ Y.T"),
+        ("sklearn", "sklearn rbf_kernel"),
+        ("dkernel", "dkernel"),
+        ("dkernel_1thread", "dkernel, 1 thread"),
+    ]
     x = np.arange(len(rows))
     w = 0.2
     fig, ax = plt.subplots(figsize=(8, 4.5))

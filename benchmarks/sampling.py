@@ -91,15 +91,27 @@ def run_case(name, X, size, batches, *, with_old=True):
             (new_ms if which == "new" else old_ms).append(ms)
         if with_old and not np.array_equal(got["new"], got["old"]):
             raise SystemExit(f"{name}: before and after differ on seed {b}")
-    row = {"case": name, "rows": size, "batches": batches,
-           "after_ms_median": statistics.median(new_ms), "after_ms_mean": statistics.fmean(new_ms)}
+    row = {
+        "case": name,
+        "rows": size,
+        "batches": batches,
+        "after_ms_median": statistics.median(new_ms),
+        "after_ms_mean": statistics.fmean(new_ms),
+    }
     if with_old:
-        row.update(before_ms_median=statistics.median(old_ms),
-                   before_ms_mean=statistics.fmean(old_ms))
+        row.update(
+            before_ms_median=statistics.median(old_ms), before_ms_mean=statistics.fmean(old_ms)
+        )
         row["speedup_median"] = row["before_ms_median"] / row["after_ms_median"]
-    print(f"{name:20s} {size:5d} rows: after {row['after_ms_median']:8.2f} ms"
-          + (f"  before {row['before_ms_median']:8.2f} ms  x{row['speedup_median']:.2f}"
-             if with_old else ""), flush=True)
+    print(
+        f"{name:20s} {size:5d} rows: after {row['after_ms_median']:8.2f} ms"
+        + (
+            f"  before {row['before_ms_median']:8.2f} ms  x{row['speedup_median']:.2f}"
+            if with_old
+            else ""
+        ),
+        flush=True,
+    )
     return row
 
 
@@ -117,18 +129,27 @@ def graph_build_case(X, size, batches):
         blocks = X.to_delayed().reshape(X.numblocks[0], -1)[:, 0]
         bounds = chunk_bounds(X)
         owner = np.searchsorted(bounds, uniq, side="right") - 1
-        [delayed(_take_local, pure=True)(blocks[c], uniq[owner == c] - bounds[c])
-         for c in np.unique(owner)]
+        [
+            delayed(_take_local, pure=True)(blocks[c], uniq[owner == c] - bounds[c])
+            for c in np.unique(owner)
+        ]
         old_ms.append(1e3 * (time.perf_counter() - t0))
         t0 = time.perf_counter()
         _take_graph(X, uniq)
         new_ms.append(1e3 * (time.perf_counter() - t0))
-    row = {"case": f"graph build only ({X.numblocks[0]} chunks)", "rows": size,
-           "batches": batches, "before_ms_median": statistics.median(old_ms),
-           "after_ms_median": statistics.median(new_ms)}
+    row = {
+        "case": f"graph build only ({X.numblocks[0]} chunks)",
+        "rows": size,
+        "batches": batches,
+        "before_ms_median": statistics.median(old_ms),
+        "after_ms_median": statistics.median(new_ms),
+    }
     row["speedup_median"] = row["before_ms_median"] / row["after_ms_median"]
-    print(f"{row['case']:20s} {size:5d} rows: after {row['after_ms_median']:8.2f} ms  "
-          f"before {row['before_ms_median']:8.2f} ms  x{row['speedup_median']:.2f}", flush=True)
+    print(
+        f"{row['case']:20s} {size:5d} rows: after {row['after_ms_median']:8.2f} ms  "
+        f"before {row['before_ms_median']:8.2f} ms  x{row['speedup_median']:.2f}",
+        flush=True,
+    )
     return row
 
 
@@ -138,7 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--quick", action="store_true", help="smoke run: small data, 3 batches")
     ap.add_argument("--batches", type=int, default=30)
-    ap.add_argument("--workdir", default=None, help="where the zarr stores go (default: a temp dir)")
+    ap.add_argument(
+        "--workdir", default=None, help="where the zarr stores go (default: a temp dir)"
+    )
     args = ap.parse_args(argv)
 
     import dask
@@ -151,23 +174,33 @@ def main(argv=None) -> int:
     batches = 3 if args.quick else args.batches
     work = args.workdir or tempfile.mkdtemp(prefix="dkernel-bench-sampling-")
     os.makedirs(work, exist_ok=True)
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        env={"NUMBA_NUM_THREADS": "1"},
+    )
     client = Client(cluster)
     rows = []
     try:
         chunk = n // 16
-        comp = make_checkerboard(n, random_state=0, store=os.path.join(work, "cb.zarr"),
-                                 chunk_rows=chunk, overwrite=True)
-        raw = ingest(comp.array("X")[:], os.path.join(work, "cb-raw.zarr"), chunk_rows=chunk,
-                     compressors=None, overwrite=True)
+        comp = make_checkerboard(
+            n, random_state=0, store=os.path.join(work, "cb.zarr"), chunk_rows=chunk, overwrite=True
+        )
+        raw = ingest(
+            comp.array("X")[:],
+            os.path.join(work, "cb-raw.zarr"),
+            chunk_rows=chunk,
+            compressors=None,
+            overwrite=True,
+        )
         Xnp = comp.array("X")[:]
         for size in (1024, 8192):
             rows.append(run_case("numpy", Xnp, size, batches, with_old=False))
             rows.append(run_case("zarr-compressed", open_dataset(comp.path).X, size, batches))
             rows.append(run_case("zarr-uncompressed", open_dataset(raw.path).X, size, batches))
-        rows.append(graph_build_case(open_dataset(comp.path).X.rechunk(n // 1000), 1024,
-                                     batches))
+        rows.append(graph_build_case(open_dataset(comp.path).X.rechunk(n // 1000), 1024, batches))
         # persisted last: while its chunks are held, an unpersisted view of the same store
         # shares their task keys and the old path would read them from memory, not disk
         persisted = comp.X.persist()
@@ -184,8 +217,10 @@ def main(argv=None) -> int:
             wait(Xf)
             for size in (1024, 8192):
                 rows.append(run_case("real-persisted", Xf, size, batches))
-            real_note = (f"fashion_mnist X {fm.X.shape} {fm.X.dtype}, "
-                         f"{fm.X.numblocks[0]} chunks of {fm.X.chunksize[0]} rows")
+            real_note = (
+                f"fashion_mnist X {fm.X.shape} {fm.X.dtype}, "
+                f"{fm.X.numblocks[0]} chunks of {fm.X.chunksize[0]} rows"
+            )
         else:
             real_note = "skipped (quick run or no fashion_mnist.npz in --data-dir)"
     finally:
@@ -195,14 +230,21 @@ def main(argv=None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
     meta = {
-        "command": " ".join(["python benchmarks/sampling.py"]
-                            + list(argv if argv is not None else sys.argv[1:])),
-        "n_rows": n, "n_chunks": 16, "chunk_rows": n // 16, "batches_per_case": batches,
+        "command": " ".join(
+            ["python benchmarks/sampling.py"] + list(argv if argv is not None else sys.argv[1:])
+        ),
+        "n_rows": n,
+        "n_chunks": 16,
+        "chunk_rows": n // 16,
+        "batches_per_case": batches,
         "cluster": "LocalCluster(n_workers=2, threads_per_worker=1, processes=True)",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",  # shared: see the .md
         "load_average_start_end": [load0, round(os.getloadavg()[0], 2)],
-        "versions": {"python": platform.python_version(), "dask": dask.__version__,
-                     "numpy": np.__version__},
+        "versions": {
+            "python": platform.python_version(),
+            "dask": dask.__version__,
+            "numpy": np.__version__,
+        },
         "real": real_note,
     }
     os.makedirs(args.out, exist_ok=True)
@@ -236,7 +278,9 @@ def _markdown(meta, rows) -> str:
     for r in rows:
         before = f"{r['before_ms_median']:.1f}" if "before_ms_median" in r else "-"
         speed = f"{r['speedup_median']:.2f}x" if "speedup_median" in r else "-"
-        out.append(f"| {r['case']} | {r['rows']} | {before} | {r['after_ms_median']:.2f} | {speed} |")
+        out.append(
+            f"| {r['case']} | {r['rows']} | {before} | {r['after_ms_median']:.2f} | {speed} |"
+        )
     out += ["", "## Targets", ""]
     out += _targets(rows)
     out.append("")
@@ -255,28 +299,39 @@ def _targets(rows) -> list[str]:
             f"block; the lead measured ~140 ms with the old code): after = {a:.1f} ms, "
             f"{'met' if a <= 72 else 'missed'} by {abs(72 - a):.1f} ms. The old code measured "
             f"{b:.1f} ms in this same run (after warm-up batches; the first batch on fresh "
-            f"workers also pays their imports).")
+            f"workers also pays their imports)."
+        )
     same = [r for r in rows if "speedup_median" in r and not r["case"].startswith("graph")]
     if same:
         worse = [r for r in same if r["speedup_median"] < 1]
         lines.append(
             f"- After no slower than before: {len(same) - len(worse)} of {len(same)} cases "
-            "faster; slower: " + ("; ".join(f"{r['case']}/{r['rows']} at {r['speedup_median']:.2f}x"
-                                             for r in worse) if worse else "none")
-            + ".")
+            "faster; slower: "
+            + (
+                "; ".join(f"{r['case']}/{r['rows']} at {r['speedup_median']:.2f}x" for r in worse)
+                if worse
+                else "none"
+            )
+            + "."
+        )
     z = [r["speedup_median"] for r in same if r["case"].startswith("zarr")]
     if z:
         lines.append(
             f"- zarr-backed cases: before/after between {min(z):.2f}x and {max(z):.2f}x. They "
             "are bound by reading and decoding: a random batch touches every chunk and each "
-            "touched chunk is read whole, whichever graph gathers it.")
+            "touched chunk is read whole, whichever graph gathers it."
+        )
     g = [r for r in rows if r["case"].startswith("graph")]
     for r in g:
-        lines.append(f"- Building the gather for one batch over {r['case'][18:-1]}: "
-                     f"{r['before_ms_median']:.2f} ms with to_delayed, "
-                     f"{r['after_ms_median']:.2f} ms from the chunk keys.")
-    lines.append("- Identical results: every before/after batch pair compared equal "
-                 "(the script stops otherwise).")
+        lines.append(
+            f"- Building the gather for one batch over {r['case'][18:-1]}: "
+            f"{r['before_ms_median']:.2f} ms with to_delayed, "
+            f"{r['after_ms_median']:.2f} ms from the chunk keys."
+        )
+    lines.append(
+        "- Identical results: every before/after batch pair compared equal "
+        "(the script stops otherwise)."
+    )
     return lines
 
 

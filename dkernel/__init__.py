@@ -8,6 +8,6 @@ Subpackages: :mod:`dkernel.kernels` (kernel functions and lazy kernel blocks),
 
 __version__ = "0.1.0"
 
-from ._validation import DKernelError  # noqa: E402
+from ._validation import DKernelError
 
 __all__ = ["DKernelError", "__version__"]

@@ -20,9 +20,7 @@ def check_finite_2d(X, *, name: str = "X", allow_empty: bool = False, dtype=None
     if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
         raise DKernelError(f"{name}: sparse input is not supported; pass a dense array")
     arr = np.asarray(X)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-    ):
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise DKernelError(f"{name} must be numeric, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise DKernelError(f"{name} must be real, got dtype {arr.dtype}")
@@ -51,8 +49,17 @@ def report_nonfinite(arr: np.ndarray, *, name: str = "X", row_offset: int = 0) -
         raise DKernelError(f"{name} contains {what} at {where}")
 
 
-def check_scalar(value, name: str, *, kind=numbers.Real, low=None, high=None,
-                 low_inclusive: bool = True, high_inclusive: bool = True, allow_none=False):
+def check_scalar(
+    value,
+    name: str,
+    *,
+    kind=numbers.Real,
+    low=None,
+    high=None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    allow_none=False,
+):
     """Check a scalar parameter's type and range; return it unchanged."""
     if value is None and allow_none:
         return value

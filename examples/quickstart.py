@@ -25,21 +25,31 @@ if __name__ == "__main__":
         print("dashboard:", client.dashboard_link)
 
         # 200k rows written chunk by chunk (sizes beyond memory work the same way)
-        ds = make_checkerboard(200_000, random_state=0, chunk_rows=25_000,
-                               store=os.path.join(workdir, "checkerboard.zarr"))
+        ds = make_checkerboard(
+            200_000,
+            random_state=0,
+            chunk_rows=25_000,
+            store=os.path.join(workdir, "checkerboard.zarr"),
+        )
         print(ds)
         ds = open_dataset(ds.path)  # what a later session would do
 
         X = ds.X.persist()  # keep the decoded chunks in cluster memory
         batch, idx = sample_rows(X, 1024, random_state=0, return_indices=True)
         again = sample_rows(ds.X.rechunk((40_000, 2)), 1024, random_state=0)
-        print("batch", batch.shape, "same rows under another chunking:",
-              bool(np.array_equal(batch, again)))
+        print(
+            "batch",
+            batch.shape,
+            "same rows under another chunking:",
+            bool(np.array_equal(batch, again)),
+        )
 
         gamma = estimate_gamma(X, random_state=0)
         K = kernel_matrix(X[:100_000], X[:2_000], gamma=gamma)  # lazy, one task per block
-        print(f"gamma={gamma:.3g}; K is {K.shape} in {K.npartitions} blocks; "
-              f"mean row sum {float(K.sum(axis=1).mean().compute()):.1f}")
+        print(
+            f"gamma={gamma:.3g}; K is {K.shape} in {K.npartitions} blocks; "
+            f"mean row sum {float(K.sum(axis=1).mean().compute()):.1f}"
+        )
     finally:
         cluster = client.cluster
         client.close()

@@ -10,9 +10,9 @@ import tempfile
 os.environ.setdefault("DASK_CONFIG", tempfile.mkdtemp(prefix="dkernel-dask-config-"))
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-import dask  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import dask
+import numpy as np
+import pytest
 
 
 @pytest.fixture
@@ -30,8 +30,9 @@ def local_cluster_client():
     """One in-process LocalCluster (2 workers x 1 thread) for the whole session."""
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                           dashboard_address=":0")
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+    )
     client = Client(cluster, set_as_default=False)
     yield client
     client.close()
@@ -58,8 +59,13 @@ def process_cluster():
     """A LocalCluster with worker processes (for killed-worker tests); function scope."""
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", env={"NUMBA_NUM_THREADS": "1"})
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        env={"NUMBA_NUM_THREADS": "1"},
+    )
     client = Client(cluster, set_as_default=False)
     with client.as_current(), dask.config.set(scheduler=client):
         yield client

@@ -17,7 +17,7 @@ from dkernel.data import open_dataset
 
 def _json_out(capsys) -> dict:
     out = capsys.readouterr().out
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def _one_error_line(capsys) -> str:
@@ -37,7 +37,7 @@ def npz(tmp_path, rng):
 
 
 def test_ingest_and_info(tmp_path, npz, capsys):
-    path, X, y = npz
+    path, X, _y = npz
     store = str(tmp_path / "d.zarr")
     assert main(["ingest", str(path), store, "--chunk-rows", "128", "--dtype", "float64"]) == 0
     summary = _json_out(capsys)
@@ -55,12 +55,28 @@ def test_ingest_csv_options(tmp_path, capsys):
     src = tmp_path / "d.txt"
     src.write_text("1\t2\t1\n3\t4\t-1\n", encoding="utf-8")
     store = str(tmp_path / "d.zarr")
-    assert main(["ingest", str(src), store, "--format", "csv", "--delimiter", "\\t",
-                 "--uncompressed"]) == 0
+    assert (
+        main(["ingest", str(src), store, "--format", "csv", "--delimiter", "\\t", "--uncompressed"])
+        == 0
+    )
     assert _json_out(capsys)["n_features"] == 2
     assert open_dataset(store).array("X").compressors == ()
-    assert main(["ingest", str(src), store, "--format", "csv", "--delimiter", "tab",
-                 "--no-labels", "--overwrite"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(src),
+                store,
+                "--format",
+                "csv",
+                "--delimiter",
+                "tab",
+                "--no-labels",
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
     out = _json_out(capsys)
     assert out["n_features"] == 3 and out["labels"] is False
 
@@ -71,29 +87,36 @@ def test_ingest_libsvm_options(tmp_path, capsys):
     store = str(tmp_path / "d.zarr")
     assert main(["ingest", str(src), store, "--zero-based", "--n-features", "5"]) == 0
     assert _json_out(capsys)["n_features"] == 5
-    np.testing.assert_array_equal(open_dataset(store).X.compute(),
-                                  [[1, 0, 5, 0, 0], [0, 2, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        open_dataset(store).X.compute(), [[1, 0, 5, 0, 0], [0, 2, 0, 0, 0]]
+    )
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["ingest", "{tmp}/missing.npz", "{tmp}/o.zarr"], "no such file"),
-    (["ingest", "{tmp}/bad.csv", "{tmp}/o.zarr"], "line 3 has 2 columns, expected 3"),
-    (["ingest", "{tmp}/bad.svm", "{tmp}/o.zarr"], "line 2: bad feature index '0'"),
-    (["ingest", "{tmp}/bad.csv", "{tmp}/o.zarr", "--chunk-rows", "0"], "chunk_rows must be >= 1"),
-    (["ingest", "{tmp}/good.csv", "{tmp}/exists"], "already exists; pass overwrite=True"),
-    (["ingest", "{tmp}/good.csv", "{tmp}/o.zarr", "--delimiter", ""], "must not be empty"),
-    (["info", "{tmp}/nothing.zarr"], "no dataset store"),
-    (["info", "{tmp}/exists"], "not a zarr dataset store"),
-    (["--cluster", "{tmp}/bad.yaml", "demo", "--workdir", "{tmp}/w"], "is not valid YAML"),
-    (["--cluster", "{tmp}/nope.yaml", "demo", "--workdir", "{tmp}/w"], "does not exist"),
-    (["demo", "--rows", "100", "--workdir", "{tmp}/w"], "--rows must be at least 10000"),
-    (["demo", "--only", "x", "--workdir", "{tmp}/w"], "--only takes comma-separated"),
-    (["demo", "--only", "99", "--workdir", "{tmp}/w"], "--only: steps are numbered 1 to"),
-    (["bogus-command"], "invalid choice: 'bogus-command'"),
-    (["info"], "the following arguments are required: store"),
-    (["ingest", "a", "b", "--dtype", "int8"], "argument --dtype: invalid choice"),
-    (["ingest", "a", "b", "--chunk-rows", "many"], "argument --chunk-rows: invalid int"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["ingest", "{tmp}/missing.npz", "{tmp}/o.zarr"], "no such file"),
+        (["ingest", "{tmp}/bad.csv", "{tmp}/o.zarr"], "line 3 has 2 columns, expected 3"),
+        (["ingest", "{tmp}/bad.svm", "{tmp}/o.zarr"], "line 2: bad feature index '0'"),
+        (
+            ["ingest", "{tmp}/bad.csv", "{tmp}/o.zarr", "--chunk-rows", "0"],
+            "chunk_rows must be >= 1",
+        ),
+        (["ingest", "{tmp}/good.csv", "{tmp}/exists"], "already exists; pass overwrite=True"),
+        (["ingest", "{tmp}/good.csv", "{tmp}/o.zarr", "--delimiter", ""], "must not be empty"),
+        (["info", "{tmp}/nothing.zarr"], "no dataset store"),
+        (["info", "{tmp}/exists"], "not a zarr dataset store"),
+        (["--cluster", "{tmp}/bad.yaml", "demo", "--workdir", "{tmp}/w"], "is not valid YAML"),
+        (["--cluster", "{tmp}/nope.yaml", "demo", "--workdir", "{tmp}/w"], "does not exist"),
+        (["demo", "--rows", "100", "--workdir", "{tmp}/w"], "--rows must be at least 10000"),
+        (["demo", "--only", "x", "--workdir", "{tmp}/w"], "--only takes comma-separated"),
+        (["demo", "--only", "99", "--workdir", "{tmp}/w"], "--only: steps are numbered 1 to"),
+        (["bogus-command"], "invalid choice: 'bogus-command'"),
+        (["info"], "the following arguments are required: store"),
+        (["ingest", "a", "b", "--dtype", "int8"], "argument --dtype: invalid choice"),
+        (["ingest", "a", "b", "--chunk-rows", "many"], "argument --chunk-rows: invalid int"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, match):
     (tmp_path / "bad.csv").write_text("1,2,3\n4,5,6\n7,8\n", encoding="utf-8")
     (tmp_path / "good.csv").write_text("1,2,3\n", encoding="utf-8")
@@ -114,26 +137,56 @@ def test_help_exits_zero(capsys):
 
 
 def test_python_dash_m_help():
-    res = subprocess.run([sys.executable, "-m", "dkernel", "--help"], capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "dkernel", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert "usage: dkernel" in res.stdout and "demo" in res.stdout
-    res = subprocess.run([sys.executable, "-m", "dkernel", "info", "/nonexistent.zarr"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "dkernel", "info", "/nonexistent.zarr"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
-        "dkernel: error: no dataset store at '/nonexistent.zarr'"]
+        "dkernel: error: no dataset store at '/nonexistent.zarr'"
+    ]
 
 
 def test_demo_data_and_kernel_steps(tmp_path, capsys):
     """Steps 1-2 of the demo on 20000 rows, on an in-process cluster given by --cluster."""
     cfg = tmp_path / "threads.yaml"
-    cfg.write_text(yaml.safe_dump({"cluster": {"kind": "local", "options": {
-        "n_workers": 2, "threads_per_worker": 1, "processes": False,
-        "dashboard_address": ":0"}}}), encoding="utf-8")
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": {
+                    "kind": "local",
+                    "options": {
+                        "n_workers": 2,
+                        "threads_per_worker": 1,
+                        "processes": False,
+                        "dashboard_address": ":0",
+                    },
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
     summary_path = tmp_path / "summary.json"
-    argv = ["--cluster", str(cfg), "demo", "--rows", "20000", "--workdir",
-            str(tmp_path / "w"), "--only", "1,2", "--json", str(summary_path)]
+    argv = [
+        "--cluster",
+        str(cfg),
+        "demo",
+        "--rows",
+        "20000",
+        "--workdir",
+        str(tmp_path / "w"),
+        "--only",
+        "1,2",
+        "--json",
+        str(summary_path),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "dashboard: http" in out and "[1/" in out and "[2/" in out
@@ -158,8 +211,7 @@ def test_examples_are_valid():
     assert subprocess.run(["bash", "-n", batch], timeout=60).returncode == 0
     with open(batch, encoding="utf-8") as fh:
         text = fh.read()
-    with open(os.path.join(root, "cluster-configs", "scheduler-file.yaml"),
-              encoding="utf-8") as fh:
+    with open(os.path.join(root, "cluster-configs", "scheduler-file.yaml"), encoding="utf-8") as fh:
         cfg = yaml.safe_load(fh)["cluster"]
     assert cfg["scheduler_file"].replace("~", "$HOME") in text
     assert "--cluster cluster-configs/scheduler-file.yaml" in text

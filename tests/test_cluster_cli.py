@@ -17,8 +17,17 @@ from dkernel.data import make_rings, open_dataset
 @pytest.fixture(scope="module")
 def cluster_cfg(tmp_path_factory):
     cfg = tmp_path_factory.mktemp("cfg") / "inproc.yaml"
-    cfg.write_text(yaml.safe_dump({"cluster": {"kind": "local", "options": {
-        "n_workers": 2, "threads_per_worker": 1, "processes": False}}}), encoding="utf-8")
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": {
+                    "kind": "local",
+                    "options": {"n_workers": 2, "threads_per_worker": 1, "processes": False},
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
     return str(cfg)
 
 
@@ -31,9 +40,24 @@ def rings_store(tmp_path):
 
 def test_kmeans_writes_labels_and_summary(rings_store, cluster_cfg, tmp_path, capsys):
     out = str(tmp_path / "summary.json")
-    argv = ["--cluster", cluster_cfg, "kmeans", rings_store, "--n-clusters", "3",
-            "--batch-size", "128", "--tau", "50", "--max-iter", "10", "--gamma", "5",
-            "--summary", out]
+    argv = [
+        "--cluster",
+        cluster_cfg,
+        "kmeans",
+        rings_store,
+        "--n-clusters",
+        "3",
+        "--batch-size",
+        "128",
+        "--tau",
+        "50",
+        "--max-iter",
+        "10",
+        "--gamma",
+        "5",
+        "--summary",
+        out,
+    ]
     assert main(argv) == 0
     summary = json.loads(open(out).read())
     printed = capsys.readouterr().out
@@ -48,22 +72,41 @@ def test_kmeans_writes_labels_and_summary(rings_store, cluster_cfg, tmp_path, ca
     assert ds.n_samples == 1500
     assert not [f for f in os.listdir(rings_store) if f.startswith(".")]
     # a second run with another name and the untruncated variant
-    argv2 = ["--cluster", cluster_cfg, "kmeans", rings_store, "--n-clusters", "2", "--tau",
-             "none", "--max-iter", "3", "--batch-size", "64", "--labels-name", "labels", "--seed", "1"]
+    argv2 = [
+        "--cluster",
+        cluster_cfg,
+        "kmeans",
+        rings_store,
+        "--n-clusters",
+        "2",
+        "--tau",
+        "none",
+        "--max-iter",
+        "3",
+        "--batch-size",
+        "64",
+        "--labels-name",
+        "labels",
+        "--seed",
+        "1",
+    ]
     assert main(argv2) == 0
     labels2 = zarr.open_array(os.path.join(rings_store, "labels"), mode="r")[:]
     assert labels2.max() < 2
 
 
-@pytest.mark.parametrize("extra,match", [
-    (["--n-clusters", "0"], "--n-clusters must be in"),
-    (["--n-clusters", "3", "--tau", "abc"], "--tau must be an integer or 'none'"),
-    (["--n-clusters", "3", "--learning-rate", "fast"], "--learning-rate must be"),
-    (["--n-clusters", "3", "--gamma", "wide"], "--gamma must be"),
-    (["--n-clusters", "3", "--labels-name", "X"], "--labels-name 'X' is not allowed"),
-    (["--n-clusters", "3", "--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--n-clusters", "3", "--tau", "0"], "--tau must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra,match",
+    [
+        (["--n-clusters", "0"], "--n-clusters must be in"),
+        (["--n-clusters", "3", "--tau", "abc"], "--tau must be an integer or 'none'"),
+        (["--n-clusters", "3", "--learning-rate", "fast"], "--learning-rate must be"),
+        (["--n-clusters", "3", "--gamma", "wide"], "--gamma must be"),
+        (["--n-clusters", "3", "--labels-name", "X"], "--labels-name 'X' is not allowed"),
+        (["--n-clusters", "3", "--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--n-clusters", "3", "--tau", "0"], "--tau must be >= 1"),
+    ],
+)
 def test_bad_input_leaves_store_untouched(rings_store, cluster_cfg, capsys, extra, match):
     before = sorted(os.listdir(rings_store))
     assert main(["--cluster", cluster_cfg, "kmeans", rings_store, *extra]) == 2
@@ -80,16 +123,18 @@ def test_missing_store(tmp_path, capsys):
 def test_failed_write_keeps_old_labels(rings_store, monkeypatch):
     from dkernel.cli import _kmeans
 
-    _kmeans.write_labels(rings_store, "labels", np.zeros(1500, dtype=np.int64), chunk_rows=400,
-                         attrs={})
+    _kmeans.write_labels(
+        rings_store, "labels", np.zeros(1500, dtype=np.int64), chunk_rows=400, attrs={}
+    )
 
     def boom(*a, **k):
         raise OSError("disk full")
 
     monkeypatch.setattr(_kmeans.os, "rename", boom)
     with pytest.raises(OSError, match="disk full"):
-        _kmeans.write_labels(rings_store, "labels", np.ones(1500, dtype=np.int64),
-                             chunk_rows=400, attrs={})
+        _kmeans.write_labels(
+            rings_store, "labels", np.ones(1500, dtype=np.int64), chunk_rows=400, attrs={}
+        )
     monkeypatch.undo()
     np.testing.assert_array_equal(zarr.open_array(os.path.join(rings_store, "labels"))[:], 0)
     assert not [f for f in os.listdir(rings_store) if f.startswith(".")]

@@ -111,13 +111,16 @@ def test_knn_graph_kernel_transductive():
         m.transform(X)
 
 
-@pytest.mark.parametrize("params,match", [
-    ({"n_clusters": 0}, "n_clusters must be >= 1"),
-    ({"n_clusters": 301}, "n_clusters=301 must be <= n_samples=300"),
-    ({"kernel": "nope"}, "unknown kernel 'nope'"),
-    ({"max_iter": 0}, "max_iter must be >= 1"),
-    ({"max_kernel_bytes": -1}, "max_kernel_bytes must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"n_clusters": 0}, "n_clusters must be >= 1"),
+        ({"n_clusters": 301}, "n_clusters=301 must be <= n_samples=300"),
+        ({"kernel": "nope"}, "unknown kernel 'nope'"),
+        ({"max_iter": 0}, "max_iter must be >= 1"),
+        ({"max_kernel_bytes": -1}, "max_kernel_bytes must be >= 0"),
+    ],
+)
 def test_bad_parameters(digits, params, match):
     X, _ = digits
     with pytest.raises(DKernelError, match=match):
@@ -140,9 +143,8 @@ def test_bad_data(digits):
 @parametrize_with_checks(
     [KernelKMeans(3, max_iter=10, random_state=0)],
     expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data":
-            "the k-means++ seeding samples rows by index (and the median heuristic uses a row "
-            "sample), so a repeated row and a doubled weight start from different centers",
+        "check_sample_weight_equivalence_on_dense_data": "the k-means++ seeding samples rows by index (and the median heuristic uses a row "
+        "sample), so a repeated row and a doubled weight start from different centers",
     },
 )
 def test_sklearn_estimator_checks(estimator, check):

@@ -15,8 +15,13 @@ def test_center_inner_matches_segment_sums(rng, dtype):
     coef = rng.uniform(size=12)
     out = np.empty((7, 4))
     nb.center_inner(K, ptr, coef, out)
-    ref = np.stack([K[:, ptr[j]:ptr[j + 1]].astype(np.float64) @ coef[ptr[j]:ptr[j + 1]]
-                    for j in range(4)], axis=1)
+    ref = np.stack(
+        [
+            K[:, ptr[j] : ptr[j + 1]].astype(np.float64) @ coef[ptr[j] : ptr[j + 1]]
+            for j in range(4)
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
     assert np.all(out[:, 1] == 0.0)  # an empty segment gives zero
 

@@ -116,8 +116,9 @@ def test_learning_rates_cluster_digits(digits, rate):
     X, y = digits
     from sklearn.metrics import adjusted_rand_score
 
-    m = MiniBatchKernelKMeans(10, gamma=GAMMA, batch_size=128, tau=100, learning_rate=rate,
-                              max_iter=30, random_state=0).fit(X)
+    m = MiniBatchKernelKMeans(
+        10, gamma=GAMMA, batch_size=128, tau=100, learning_rate=rate, max_iter=30, random_state=0
+    ).fit(X)
     assert len(m.history_) == m.n_iter_ == 30
     assert adjusted_rand_score(y, m.labels_) > 0.4
 
@@ -125,8 +126,9 @@ def test_learning_rates_cluster_digits(digits, rate):
 @pytest.mark.parametrize("kernel,params", [("laplacian", {}), ("polynomial", {})])
 def test_other_kernels(digits, kernel, params):
     X, _ = digits
-    m = MiniBatchKernelKMeans(4, kernel=kernel, batch_size=64, max_iter=5, random_state=0,
-                              degree=2).fit(X / 16.0)
+    m = MiniBatchKernelKMeans(
+        4, kernel=kernel, batch_size=64, max_iter=5, random_state=0, degree=2
+    ).fit(X / 16.0)
     assert m.labels_.shape == (len(X),)
     assert np.isfinite(m.inertia_)
 
@@ -156,8 +158,9 @@ def test_empty_cluster_keeps_center_and_warns(digits):
     far = np.full((1, X.shape[1]), 1e3)
     Z = np.vstack([X[[0, 100]], far])
     with pytest.warns(ConvergenceWarning, match=r"center\(s\) \[2\] never won"):
-        m = MiniBatchKernelKMeans(3, gamma=GAMMA, init=Z, batch_size=64, tau=30, max_iter=5,
-                                  random_state=0).fit(X)
+        m = MiniBatchKernelKMeans(
+            3, gamma=GAMMA, init=Z, batch_size=64, tau=30, max_iter=5, random_state=0
+        ).fit(X)
     # the lonely center is still its single initial point
     j = 2
     nz = np.flatnonzero(m.center_coef_[j])
@@ -208,8 +211,15 @@ def test_nan_in_dask_input_names_row_and_column(digits, scheduler):
 # -------------------------------------------------------------- graph kernels
 def test_knn_kernel_is_transductive():
     X, _ = make_rings(400, n_rings=2, random_state=0)
-    m = MiniBatchKernelKMeans(2, kernel="knn", kernel_params={"n_neighbors": 8}, batch_size=64,
-                              tau=30, max_iter=10, random_state=0)
+    m = MiniBatchKernelKMeans(
+        2,
+        kernel="knn",
+        kernel_params={"n_neighbors": 8},
+        batch_size=64,
+        tau=30,
+        max_iter=10,
+        random_state=0,
+    )
     labels = m.fit_predict(X)
     assert labels.shape == (400,) and set(np.unique(labels)) <= {0, 1}
     assert m.center_support_indices_.max() < 400
@@ -221,24 +231,34 @@ def test_knn_kernel_is_transductive():
 
 def test_heat_kernel_untruncated():
     X, _ = make_rings(200, n_rings=2, random_state=0)
-    m = MiniBatchKernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 6, "t": 2.0},
-                              batch_size=32, tau=None, max_iter=3, random_state=0).fit(X)
+    m = MiniBatchKernelKMeans(
+        2,
+        kernel="heat",
+        kernel_params={"n_neighbors": 6, "t": 2.0},
+        batch_size=32,
+        tau=None,
+        max_iter=3,
+        random_state=0,
+    ).fit(X)
     assert m.labels_.shape == (200,)
 
 
 # ------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("params,match", [
-    ({"n_clusters": 0}, "n_clusters must be >= 1"),
-    ({"n_clusters": 501}, "n_clusters=501 must be <= n_samples=500"),
-    ({"batch_size": 0}, "batch_size must be >= 1"),
-    ({"tau": 0}, "tau must be >= 1"),
-    ({"learning_rate": "adam"}, "unknown learning_rate 'adam'"),
-    ({"learning_rate": 1.5}, r"learning_rate must be 'beta', 'sklearn' or a float in \(0, 1\]"),
-    ({"kernel": "nope"}, "unknown kernel 'nope'"),
-    ({"init": "spectral"}, "init must be"),
-    ({"init": np.zeros((2, 3))}, r"init has shape \(2, 3\)"),
-    ({"kernel": "knn", "kernel_params": {"n_neighbors": 0}}, "n_neighbors"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"n_clusters": 0}, "n_clusters must be >= 1"),
+        ({"n_clusters": 501}, "n_clusters=501 must be <= n_samples=500"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"tau": 0}, "tau must be >= 1"),
+        ({"learning_rate": "adam"}, "unknown learning_rate 'adam'"),
+        ({"learning_rate": 1.5}, r"learning_rate must be 'beta', 'sklearn' or a float in \(0, 1\]"),
+        ({"kernel": "nope"}, "unknown kernel 'nope'"),
+        ({"init": "spectral"}, "init must be"),
+        ({"init": np.zeros((2, 3))}, r"init has shape \(2, 3\)"),
+        ({"kernel": "knn", "kernel_params": {"n_neighbors": 0}}, "n_neighbors"),
+    ],
+)
 def test_bad_parameters(digits, params, match):
     X, _ = digits
     with pytest.raises(DKernelError, match=match):
@@ -258,7 +278,9 @@ def test_bad_data(digits):
     with pytest.raises(DKernelError, match="sample_weight is zero everywhere"):
         MiniBatchKernelKMeans(**_params()).fit(X, sample_weight=np.zeros(len(X)))
     m = MiniBatchKernelKMeans(**_params(max_iter=2)).fit(X)
-    with pytest.raises(DKernelError, match="X has 3 features, but MiniBatchKernelKMeans is expecting 64"):
+    with pytest.raises(
+        DKernelError, match="X has 3 features, but MiniBatchKernelKMeans is expecting 64"
+    ):
         m.predict(X[:, :3])
     with pytest.raises(DKernelError, match="X has 3 features"):
         m.predict(da.from_array(X[:, :3]))
@@ -267,9 +289,8 @@ def test_bad_data(digits):
 @parametrize_with_checks(
     [MiniBatchKernelKMeans(3, batch_size=32, max_iter=10, random_state=0)],
     expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data":
-            "batches are drawn from the rows by index, so repeating a row and doubling its "
-            "weight change which rows are sampled (equal only in expectation)",
+        "check_sample_weight_equivalence_on_dense_data": "batches are drawn from the rows by index, so repeating a row and doubling its "
+        "weight change which rows are sampled (equal only in expectation)",
     },
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -282,8 +303,15 @@ def test_float32_norms_stay_accurate_when_most_mass_is_dropped(digits):
     X, y = digits
     from sklearn.metrics import adjusted_rand_score
 
-    m = MiniBatchKernelKMeans(10, gamma=GAMMA, batch_size=128, tau=20, learning_rate="sklearn",
-                              max_iter=60, random_state=0).fit(X.astype(np.float32))
+    m = MiniBatchKernelKMeans(
+        10,
+        gamma=GAMMA,
+        batch_size=128,
+        tau=20,
+        learning_rate="sklearn",
+        max_iter=60,
+        random_state=0,
+    ).fit(X.astype(np.float32))
     K = pairwise_kernels(m.center_support_.astype(np.float64), gamma=m.gamma_)
     direct = np.einsum("js,st,jt->j", m.center_coef_, K, m.center_coef_)
     np.testing.assert_allclose(m.center_norms_, direct, atol=1e-5)

@@ -20,8 +20,21 @@ def store(tmp_path):
 def test_cli_writes_coreset_store(store, tmp_path, capsys, method):
     out = str(tmp_path / "c.zarr")
     summary = str(tmp_path / "s.json")
-    rc = main(["coreset", store, out, "--size", "200", "--method", method, "--seed", "3",
-               "--summary", summary])
+    rc = main(
+        [
+            "coreset",
+            store,
+            out,
+            "--size",
+            "200",
+            "--method",
+            method,
+            "--seed",
+            "3",
+            "--summary",
+            summary,
+        ]
+    )
     assert rc == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.load(open(summary))

@@ -56,12 +56,20 @@ def test_unbiased(rng, beta):
     opt = coarse_svm(X1, ys, u, 1.0).lower
     w, b = rng.normal(size=3), -0.3
     full = _ref_cost(X, y, w, b, 1.0, u)
-    vals = np.array([svm_coreset(X, y, 30, sample_weight=u, opt=opt, beta=beta,
-                                 random_state=s).cost(w, b) for s in range(400)])
+    vals = np.array(
+        [
+            svm_coreset(X, y, 30, sample_weight=u, opt=opt, beta=beta, random_state=s).cost(w, b)
+            for s in range(400)
+        ]
+    )
     sem = vals.std() / np.sqrt(len(vals))
     assert abs(vals.mean() - full) < 4 * sem
-    wsum = np.array([svm_coreset(X, y, 30, sample_weight=u, opt=opt, random_state=s)
-                     .weight.sum() for s in range(100)])
+    wsum = np.array(
+        [
+            svm_coreset(X, y, 30, sample_weight=u, opt=opt, random_state=s).weight.sum()
+            for s in range(100)
+        ]
+    )
     assert abs(wsum.mean() - u.sum()) < 4 * wsum.std() / 10
 
 
@@ -107,7 +115,7 @@ def test_reduce_composition(rng):
     assert (a | b).reduce(10**6) is not None
     assert len((a | b).reduce(10**6)) == len(a) + len(b)
     # the reduced coreset still approximates the full cost
-    for s in range(3):
+    for _s in range(3):
         w, b0 = rng.normal(size=3), rng.normal()
         assert c.cost(w, b0) == pytest.approx(coreset_cost(X, y, w, b0), rel=0.25)
     # reduce is unbiased in the total weight
@@ -135,13 +143,22 @@ def test_weighted_fit_equals_replicated_rows(rng):
 
     X, y = _data(rng, n=40, d=2)
     counts = rng.integers(1, 4, size=40)
-    C = Coreset(X=X, y=y, weight=counts.astype(float), sensitivity=np.ones(40),
-                total_sensitivity=40.0, source_size=int(counts.sum()), classes=(0, 1))
+    C = Coreset(
+        X=X,
+        y=y,
+        weight=counts.astype(float),
+        sensitivity=np.ones(40),
+        total_sensitivity=40.0,
+        source_size=int(counts.sum()),
+        classes=(0, 1),
+    )
     weighted = C.fit(SVC(kernel="linear", C=0.7, tol=1e-8))
-    replicated = SVC(kernel="linear", C=0.7, tol=1e-8).fit(np.repeat(X, counts, 0),
-                                                          np.repeat(y, counts))
-    np.testing.assert_allclose(weighted.decision_function(X), replicated.decision_function(X),
-                               atol=1e-5)
+    replicated = SVC(kernel="linear", C=0.7, tol=1e-8).fit(
+        np.repeat(X, counts, 0), np.repeat(y, counts)
+    )
+    np.testing.assert_allclose(
+        weighted.decision_function(X), replicated.decision_function(X), atol=1e-5
+    )
     np.testing.assert_allclose(weighted.coef_, replicated.coef_, atol=1e-5)
 
 
@@ -184,7 +201,7 @@ def test_one_vs_rest(rng):
     y = np.digitize(X[:, 0], [-0.5, 0.5])
     out = svm_coreset(X, y, 80, multiclass="ovr", random_state=0)
     assert sorted(out) == [0, 1, 2]
-    for c, S in out.items():
+    for _c, S in out.items():
         assert set(np.unique(S.y)) <= {-1, 1} and len(S) <= 80
         assert S.weight.sum() == pytest.approx(600, rel=0.5)
     # binary input with ovr: one coreset as usual
@@ -198,19 +215,22 @@ def test_uniform_coreset(rng):
     assert S.info["method"] == "uniform" and len(S) <= 50
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"m": 0}, "m must be >= 1"),
-    ({"m": 401}, "m=401 exceeds the 400 rows"),
-    ({"m": 2.5}, "m must be Integral"),
-    ({"lam": 0.0}, "lam must be > 0"),
-    ({"lam": -1.0}, "lam must be > 0"),
-    ({"beta": 1.5}, "beta must be <= 1"),
-    ({"sample_weight": -np.ones(400)}, "sample_weight is negative at row 0"),
-    ({"sample_weight": np.zeros(400)}, "sample_weight is zero everywhere"),
-    ({"sample_weight": np.ones(3)}, r"sample_weight has shape \(3,\)"),
-    ({"multiclass": "ovo"}, "multiclass must be None or 'ovr'"),
-    ({"k": 0}, "k must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"m": 0}, "m must be >= 1"),
+        ({"m": 401}, "m=401 exceeds the 400 rows"),
+        ({"m": 2.5}, "m must be Integral"),
+        ({"lam": 0.0}, "lam must be > 0"),
+        ({"lam": -1.0}, "lam must be > 0"),
+        ({"beta": 1.5}, "beta must be <= 1"),
+        ({"sample_weight": -np.ones(400)}, "sample_weight is negative at row 0"),
+        ({"sample_weight": np.zeros(400)}, "sample_weight is zero everywhere"),
+        ({"sample_weight": np.ones(3)}, r"sample_weight has shape \(3,\)"),
+        ({"multiclass": "ovo"}, "multiclass must be None or 'ovr'"),
+        ({"k": 0}, "k must be >= 1"),
+    ],
+)
 def test_bad_parameters(rng, kwargs, match):
     X, y = _data(rng)
     args = {"m": 20, **kwargs}
@@ -245,7 +265,7 @@ def test_fit_dkernel_estimators(rng):
     from dkernel.svm import BudgetedSVC
 
     X = rng.normal(size=(1500, 2))
-    y = np.where((X ** 2).sum(1) > 1.5, 1, -1)
+    y = np.where((X**2).sum(1) > 1.5, 1, -1)
     S = svm_coreset(X, y, 200, random_state=0)
     assert S.fit(BudgetedSVC(random_state=0)).score(X, y) > 0.8
     km = S.fit(KernelKMeans(n_clusters=2, random_state=0))

@@ -22,8 +22,9 @@ def _data(rng, n=6000, d=3):
 
 
 def _same(a, b):
-    return (np.array_equal(a.X, b.X) and np.array_equal(a.y, b.y)
-            and np.array_equal(a.weight, b.weight))
+    return (
+        np.array_equal(a.X, b.X) and np.array_equal(a.y, b.y) and np.array_equal(a.weight, b.weight)
+    )
 
 
 @pytest.mark.parametrize("method", ["two-pass", "merge-reduce"])
@@ -49,8 +50,9 @@ def test_two_pass_matches_offline_distribution(rng):
 
     X, y = _data(rng, n=4000)
     with dask.config.set(scheduler="sync"):
-        c = distributed_coreset(da.from_array(X, chunks=1000), y, 300, method="two-pass",
-                                random_state=1)
+        c = distributed_coreset(
+            da.from_array(X, chunks=1000), y, 300, method="two-pass", random_state=1
+        )
     off = svm_coreset(X, y, 300, random_state=1)
     # same global opt; total sensitivities agree up to the per-block clustering
     assert c.info["opt"] == pytest.approx(off.info["opt"], rel=1e-2)
@@ -60,8 +62,9 @@ def test_two_pass_matches_offline_distribution(rng):
     with dask.config.set(scheduler="sync"):
         Xd = da.from_array(X, chunks=1000)
         for s in range(5):
-            sums.append(distributed_coreset(Xd, y, 300, method="two-pass",
-                                            random_state=s).weight.sum())
+            sums.append(
+                distributed_coreset(Xd, y, 300, method="two-pass", random_state=s).weight.sum()
+            )
     assert abs(np.mean(sums) - 4000) < 4 * np.std(sums) / np.sqrt(5) + 1e-9
 
 
@@ -71,8 +74,9 @@ def test_merge_reduce_tree(rng, split_every):
 
     X, y = _data(rng, n=2400)
     with dask.config.set(scheduler="sync"):
-        c = distributed_coreset(X, y, 60, method="merge-reduce", leaf_size=300,
-                                split_every=split_every, random_state=0)
+        c = distributed_coreset(
+            X, y, 60, method="merge-reduce", leaf_size=300, split_every=split_every, random_state=0
+        )
     levels = int(np.ceil(np.log(8) / np.log(split_every)))
     assert c.info["n_leaves"] == 8 and c.info["tree_levels"] == levels
     assert len(c) <= 60 and c.source_size == 2400
@@ -144,6 +148,8 @@ def test_bad_input(rng, tmp_path):
     Xn[612, 2] = np.nan
     import dask
 
-    with dask.config.set(scheduler="sync"), pytest.raises(
-            DKernelError, match="X contains NaN at row 612, column 2"):
+    with (
+        dask.config.set(scheduler="sync"),
+        pytest.raises(DKernelError, match="X contains NaN at row 612, column 2"),
+    ):
         distributed_coreset(da.from_array(Xn, chunks=250), y, 10, method="merge-reduce")

@@ -49,8 +49,16 @@ def test_bound_with_global_totals_dominates_on_a_part(rng):
     opt = coarse_svm(X1, ys, u, lam).lower
     gamma = np.empty(len(y))
     for part in (slice(0, 40), slice(40, 80)):
-        gamma[part], _ = _cluster_bound(X1[part], ys[part], u[part], lam=lam, opt=opt,
-                                        U_total=u.sum(), k=2, rng=np.random.default_rng(0))
+        gamma[part], _ = _cluster_bound(
+            X1[part],
+            ys[part],
+            u[part],
+            lam=lam,
+            opt=opt,
+            U_total=u.sum(),
+            k=2,
+            rng=np.random.default_rng(0),
+        )
     assert (_brute_ratio(X, y, u, lam, rng) <= gamma).all()
 
 
@@ -96,7 +104,8 @@ def test_kmeans_means_and_bound_reference(rng):
     a = alpha[labels]
     dd = ((centers[labels] - Z) ** 2).sum(1)
     ref = u / cu[labels] + 2.0 * u * 4.5 * np.maximum(
-        4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * 5.0)) - 2 * a)
+        4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * 5.0)) - 2 * a
+    )
     np.testing.assert_allclose(out, ref)
 
 

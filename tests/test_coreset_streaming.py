@@ -19,13 +19,13 @@ def test_buckets_are_logarithmic(rng):
     X, y = _stream(rng, 1600)
     sc = StreamingCoreset(m=40, leaf_size=100, random_state=0)
     for start in range(0, 1600, 170):
-        sc.partial_fit(X[start:start + 170], y[start:start + 170])
+        sc.partial_fit(X[start : start + 170], y[start : start + 170])
         n = sc.n_samples_seen_
         leaves = n // 100
         assert sc.n_buckets_ <= np.floor(np.log2(max(leaves, 1))) + 1
         # the held buckets are the binary digits of the leaf count
         occupied = [i for i, b in enumerate(sc.buckets_) if b is not None]
-        assert sum(2 ** i for i in occupied) == leaves
+        assert sum(2**i for i in occupied) == leaves
         assert all(len(b) <= 40 for b in sc.buckets_ if b is not None)
         assert sc._buffered == n - 100 * leaves < 100
     assert sc.n_samples_seen_ == 1600
@@ -46,7 +46,7 @@ def test_same_stream_same_coreset(rng):
     for batch in (130, 400):  # batch boundaries do not matter, only the rows
         sc = StreamingCoreset(m=30, leaf_size=200, random_state=5)
         for s in range(0, 1000, batch):
-            sc.partial_fit(X[s:s + batch], y[s:s + batch])
+            sc.partial_fit(X[s : s + batch], y[s : s + batch])
         out.append(sc.coreset())
     assert np.array_equal(out[0].X, out[1].X) and np.array_equal(out[0].weight, out[1].weight)
 
@@ -56,7 +56,7 @@ def test_one_class_prefix_then_two(rng):
     order = np.argsort(-y, kind="stable")  # all +1 first
     sc = StreamingCoreset(m=30, leaf_size=200, random_state=0)
     for s in range(0, 1200, 200):
-        sc.partial_fit(X[order][s:s + 200], y[order][s:s + 200])
+        sc.partial_fit(X[order][s : s + 200], y[order][s : s + 200])
     S = sc.coreset()
     assert sorted(np.unique(S.y).tolist()) == [-1, 1]
     assert S.weight.sum() == pytest.approx(1200, rel=0.3)

@@ -28,8 +28,9 @@ def _only(tmp_path, *names):
 def test_csv_with_header_and_last_column_labels(tmp_path):
     src = _write(tmp_path / "d.csv", "a,b,label\n1,2,1\n3.5,-4,0\n\n5,6e-1,1\n")
     ds = ingest(src, tmp_path / "d.zarr", chunk_rows=2)
-    np.testing.assert_array_equal(ds.X.compute(), np.array([[1, 2], [3.5, -4], [5, 0.6]],
-                                                           dtype=np.float32))
+    np.testing.assert_array_equal(
+        ds.X.compute(), np.array([[1, 2], [3.5, -4], [5, 0.6]], dtype=np.float32)
+    )
     np.testing.assert_array_equal(ds.y.compute(), [1, 0, 1])
     assert ds.y.dtype == np.int64
     assert (ds.attrs["n"], ds.attrs["d"], ds.attrs["classes"]) == (3, 2, [0, 1])
@@ -94,18 +95,21 @@ def test_csv_many_blocks(tmp_path, rng):
     np.testing.assert_array_equal(ds.y.compute(), y)
 
 
-@pytest.mark.parametrize("text, kwargs, match", [
-    ("1,2,3\n4,5\n", {}, r"line 2 has 2 columns, expected 3 \(ragged CSV\)"),
-    ("a,b,c\n1,2,3\n4,5,6\n7,8,9,10\n", {}, "line 4 has 4 columns, expected 3"),
-    ("1,2,3\n4,x,6\n", {}, r"line 2, column 1: cannot read 'x' as a number"),
-    ("1,2,3\n4,5,\n", {}, r"line 2, column 2: cannot read '' as a number"),
-    ("1,2,3\n4,5,cat\n", {}, r"line 2, column 2: cannot read 'cat'"),  # string label
-    ("1,2,3\n4,nan,6\n", {}, "line 2, column 1: value nan is not finite"),
-    ("", {}, "no data rows"),
-    ("a,b,c\n", {}, "no data rows"),
-    ("1,2\n", {"label_column": 5}, "label_column=5 is outside the 2 columns"),
-    ("1\n2\n", {}, "no feature columns besides the label column"),
-])
+@pytest.mark.parametrize(
+    "text, kwargs, match",
+    [
+        ("1,2,3\n4,5\n", {}, r"line 2 has 2 columns, expected 3 \(ragged CSV\)"),
+        ("a,b,c\n1,2,3\n4,5,6\n7,8,9,10\n", {}, "line 4 has 4 columns, expected 3"),
+        ("1,2,3\n4,x,6\n", {}, r"line 2, column 1: cannot read 'x' as a number"),
+        ("1,2,3\n4,5,\n", {}, r"line 2, column 2: cannot read '' as a number"),
+        ("1,2,3\n4,5,cat\n", {}, r"line 2, column 2: cannot read 'cat'"),  # string label
+        ("1,2,3\n4,nan,6\n", {}, "line 2, column 1: value nan is not finite"),
+        ("", {}, "no data rows"),
+        ("a,b,c\n", {}, "no data rows"),
+        ("1,2\n", {"label_column": 5}, "label_column=5 is outside the 2 columns"),
+        ("1\n2\n", {}, "no feature columns besides the label column"),
+    ],
+)
 def test_bad_csv(tmp_path, text, kwargs, match):
     src = _write(tmp_path / "d.csv", text)
     with pytest.raises(DKernelError, match=match):
@@ -155,8 +159,9 @@ def test_libsvm_matches_sklearn(tmp_path, rng):
     y = rng.integers(0, 2, 500) * 2 - 1
     dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)
     Xs, ys = load_svmlight_file(str(tmp_path / "d.svm"), n_features=7)
-    ds = ingest(tmp_path / "d.svm", tmp_path / "d.zarr", chunk_rows=64, dtype="float64",
-                n_features=7)
+    ds = ingest(
+        tmp_path / "d.svm", tmp_path / "d.zarr", chunk_rows=64, dtype="float64", n_features=7
+    )
     np.testing.assert_allclose(ds.X.compute(), Xs.toarray())
     np.testing.assert_array_equal(ds.y.compute(), ys)
     assert ds.X.chunks[0][0] == 64
@@ -169,21 +174,28 @@ def test_libsvm_real_targets(tmp_path):
     assert ds.attrs["classes"] is None
 
 
-@pytest.mark.parametrize("text, kwargs, match", [
-    ("1 1:1\n-1 0:2\n", {}, r"line 2: bad feature index '0' \(indices are 1-based\)"),
-    ("1 -1:1\n", {"zero_based": True}, r"line 1: bad feature index '-1' \(indices are 0-based\)"),
-    ("1 1:1\n1 3:1 2:1\n", {}, "line 2: feature index 2 is not larger than the one before it"),
-    ("1 1:1\n1 2:1 2:3\n", {}, "line 2: feature index 2 is not larger"),
-    ("1 1:1\n\n1 2 3:1\n", {}, "line 3: expected index:value, got '2'"),
-    ("1 a:1\n", {}, "line 1: bad feature index 'a'"),
-    ("1 1:x\n", {}, "line 1: cannot read value 'x' of feature 1"),
-    ("1 1:inf\n", {}, "line 1: value of feature 1 is not finite"),
-    ("cat 1:1\n", {}, "line 1: cannot read label 'cat'"),
-    ("nan 1:1\n", {}, "line 1: label 'nan' is not finite"),
-    ("# only a comment\n\n", {}, "no data rows"),
-    ("1 5:1\n", {"n_features": 3}, "a feature index exceeds n_features=3"),
-    ("1 1:1\n", {"n_features": 0}, "n_features must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "text, kwargs, match",
+    [
+        ("1 1:1\n-1 0:2\n", {}, r"line 2: bad feature index '0' \(indices are 1-based\)"),
+        (
+            "1 -1:1\n",
+            {"zero_based": True},
+            r"line 1: bad feature index '-1' \(indices are 0-based\)",
+        ),
+        ("1 1:1\n1 3:1 2:1\n", {}, "line 2: feature index 2 is not larger than the one before it"),
+        ("1 1:1\n1 2:1 2:3\n", {}, "line 2: feature index 2 is not larger"),
+        ("1 1:1\n\n1 2 3:1\n", {}, "line 3: expected index:value, got '2'"),
+        ("1 a:1\n", {}, "line 1: bad feature index 'a'"),
+        ("1 1:x\n", {}, "line 1: cannot read value 'x' of feature 1"),
+        ("1 1:inf\n", {}, "line 1: value of feature 1 is not finite"),
+        ("cat 1:1\n", {}, "line 1: cannot read label 'cat'"),
+        ("nan 1:1\n", {}, "line 1: label 'nan' is not finite"),
+        ("# only a comment\n\n", {}, "no data rows"),
+        ("1 5:1\n", {"n_features": 3}, "a feature index exceeds n_features=3"),
+        ("1 1:1\n", {"n_features": 0}, "n_features must be >= 1"),
+    ],
+)
 def test_bad_libsvm(tmp_path, text, kwargs, match):
     src = _write(tmp_path / "d.svm", text)
     with pytest.raises(DKernelError, match=match):
@@ -205,10 +217,19 @@ def test_scan_svmlight_layout(tmp_path):
     assert (lay.n_rows, lay.n_features, lay.integral_labels) == (4, 4, True)
 
 
-@pytest.mark.parametrize("name, fmt", [("a.npz", "npz"), ("a.CSV", "csv"), ("a.tsv", "csv"),
-                                       ("a.svm", "svmlight"), ("a.libsvm", "svmlight"),
-                                       ("a.txt", "svmlight"), ("a9a.t", "svmlight"),
-                                       ("a", "svmlight")])
+@pytest.mark.parametrize(
+    "name, fmt",
+    [
+        ("a.npz", "npz"),
+        ("a.CSV", "csv"),
+        ("a.tsv", "csv"),
+        ("a.svm", "svmlight"),
+        ("a.libsvm", "svmlight"),
+        ("a.txt", "svmlight"),
+        ("a9a.t", "svmlight"),
+        ("a", "svmlight"),
+    ],
+)
 def test_guess_format(name, fmt):
     assert guess_format(name) == fmt
 

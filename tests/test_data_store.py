@@ -20,7 +20,7 @@ def _siblings(tmp_path) -> list[str]:
 
 def _blocks(X, y, rows):
     for r in range(0, len(X), rows):
-        yield X[r:r + rows], y[r:r + rows]
+        yield X[r : r + rows], y[r : r + rows]
 
 
 @pytest.fixture
@@ -81,13 +81,16 @@ def test_no_labels(tmp_path, xy):
     assert ds.y is None and ds.attrs["classes"] is None
 
 
-@pytest.mark.parametrize("src, dtype, expect", [
-    ("float32", None, "float32"),
-    ("float64", None, "float64"),
-    ("float64", "float32", "float32"),
-    ("float32", "float64", "float64"),
-    ("int64", None, "float32"),
-])
+@pytest.mark.parametrize(
+    "src, dtype, expect",
+    [
+        ("float32", None, "float32"),
+        ("float64", None, "float64"),
+        ("float64", "float32", "float32"),
+        ("float32", "float64", "float64"),
+        ("int64", None, "float32"),
+    ],
+)
 def test_dtype_kept_or_converted(tmp_path, xy, src, dtype, expect):
     X = (xy[0] * 10).astype(src)
     ds = ingest(X, tmp_path / "s.zarr", dtype=dtype)
@@ -120,7 +123,7 @@ def test_uncompressed(tmp_path, xy):
 
 
 def test_overwritten_store_gets_new_task_keys(tmp_path, xy, scheduler):
-    X, y = xy
+    X, _y = xy
     first = ingest(X, tmp_path / "s.zarr", chunk_rows=20)
     again = open_dataset(tmp_path / "s.zarr")
     assert again.X.name == first.X.name  # same write: same keys
@@ -152,19 +155,33 @@ def test_ingest_npz_without_labels(tmp_path, rng):
     assert ds.y is None and ds.X_test is None
 
 
-@pytest.mark.parametrize("arrays, match", [
-    ({"Z": np.zeros((3, 2))}, r"has no array 'X' \(found \['Z'\]\)"),
-    ({"X": np.zeros((3, 2)), "y": np.zeros(4)}, "y has 4 labels but X has 3 rows"),
-    ({"X": np.zeros((3, 2)), "y": np.zeros(3), "X_test": np.zeros((2, 5))},
-     "X_test has 5 columns but X has 2"),
-    ({"X": np.zeros((3, 2)), "y": np.zeros(3), "X_test": np.zeros((2, 2)),
-      "y_test": np.zeros(3)}, "y_test has 3 labels but X_test has 2 rows"),
-    ({"X": np.zeros((3, 2)), "y_test": np.zeros(3)}, "y_test given without X_test"),
-    ({"X": np.zeros((3, 2)), "y": np.array(["a", "b", "c"])}, "labels must be numeric"),
-    ({"X": np.array([[1.0, np.nan], [0.0, 0.0]])}, "X contains NaN at row 0, column 1"),
-    ({"X": np.zeros((3, 2)), "X_test": np.array([[0.0, 0.0], [np.inf, 1.0]])},
-     "X_test contains inf at row 1, column 0"),
-])
+@pytest.mark.parametrize(
+    "arrays, match",
+    [
+        ({"Z": np.zeros((3, 2))}, r"has no array 'X' \(found \['Z'\]\)"),
+        ({"X": np.zeros((3, 2)), "y": np.zeros(4)}, "y has 4 labels but X has 3 rows"),
+        (
+            {"X": np.zeros((3, 2)), "y": np.zeros(3), "X_test": np.zeros((2, 5))},
+            "X_test has 5 columns but X has 2",
+        ),
+        (
+            {
+                "X": np.zeros((3, 2)),
+                "y": np.zeros(3),
+                "X_test": np.zeros((2, 2)),
+                "y_test": np.zeros(3),
+            },
+            "y_test has 3 labels but X_test has 2 rows",
+        ),
+        ({"X": np.zeros((3, 2)), "y_test": np.zeros(3)}, "y_test given without X_test"),
+        ({"X": np.zeros((3, 2)), "y": np.array(["a", "b", "c"])}, "labels must be numeric"),
+        ({"X": np.array([[1.0, np.nan], [0.0, 0.0]])}, "X contains NaN at row 0, column 1"),
+        (
+            {"X": np.zeros((3, 2)), "X_test": np.array([[0.0, 0.0], [np.inf, 1.0]])},
+            "X_test contains inf at row 1, column 0",
+        ),
+    ],
+)
 def test_bad_npz(tmp_path, arrays, match):
     np.savez(tmp_path / "d.npz", **arrays)
     with pytest.raises(DKernelError, match=match):
@@ -185,18 +202,25 @@ def test_npz_object_array_and_garbage(tmp_path):
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("X, y, match", [
-    (np.array([[0.0, 1.0], [2.0, np.inf], [0.0, 0.0]]), None, "X contains inf at row 1, column 1"),
-    (np.array([[0.0, 1.0], [np.nan, 3.0]]), None, "X contains NaN at row 1, column 0"),
-    (np.zeros((3, 2)), np.array([0.0, np.nan, 1.0]), "y contains NaN at row 1"),
-    (np.zeros((3, 2)), np.zeros(2), "y has 2 labels but X has 3 rows"),
-    (np.zeros((3, 2)), np.array(["a", "b", "a"]), "labels must be numeric"),
-    (np.zeros((3, 2)), np.zeros((3, 2)), r"y must be 1-D, got shape \(3, 2\)"),
-    (np.zeros(3), None, r"X must be a non-empty 2-D array, got shape \(3,\)"),
-    (np.zeros((0, 3)), None, "non-empty"),
-    (np.array([["a", "b"]]), None, "must be real and numeric"),
-    (np.zeros((2, 2), dtype=complex), None, "must be real and numeric"),
-])
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (
+            np.array([[0.0, 1.0], [2.0, np.inf], [0.0, 0.0]]),
+            None,
+            "X contains inf at row 1, column 1",
+        ),
+        (np.array([[0.0, 1.0], [np.nan, 3.0]]), None, "X contains NaN at row 1, column 0"),
+        (np.zeros((3, 2)), np.array([0.0, np.nan, 1.0]), "y contains NaN at row 1"),
+        (np.zeros((3, 2)), np.zeros(2), "y has 2 labels but X has 3 rows"),
+        (np.zeros((3, 2)), np.array(["a", "b", "a"]), "labels must be numeric"),
+        (np.zeros((3, 2)), np.zeros((3, 2)), r"y must be 1-D, got shape \(3, 2\)"),
+        (np.zeros(3), None, r"X must be a non-empty 2-D array, got shape \(3,\)"),
+        (np.zeros((0, 3)), None, "non-empty"),
+        (np.array([["a", "b"]]), None, "must be real and numeric"),
+        (np.zeros((2, 2), dtype=complex), None, "must be real and numeric"),
+    ],
+)
 def test_bad_arrays(tmp_path, X, y, match):
     with pytest.raises(DKernelError, match=match):
         ingest(X, tmp_path / "s.zarr", y=y)
@@ -210,12 +234,15 @@ def test_overflow_on_conversion_is_reported(tmp_path):
     assert _siblings(tmp_path) == []
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"dtype": "int32"}, "dtype must be float32 or float64"),
-    ({"chunk_rows": 0}, "chunk_rows must be >= 1"),
-    ({"chunk_rows": 2.5}, "chunk_rows must be"),
-    ({"format": "parquet"}, "unknown format 'parquet'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"dtype": "int32"}, "dtype must be float32 or float64"),
+        ({"chunk_rows": 0}, "chunk_rows must be >= 1"),
+        ({"chunk_rows": 2.5}, "chunk_rows must be"),
+        ({"format": "parquet"}, "unknown format 'parquet'"),
+    ],
+)
 def test_bad_options(tmp_path, kwargs, match):
     with pytest.raises(DKernelError, match=match):
         ingest(np.zeros((3, 2)), tmp_path / "s.zarr", **kwargs)
@@ -259,8 +286,16 @@ def test_existing_target_is_an_error_before_any_work(tmp_path, xy):
     with pytest.raises(DKernelError, match="already exists; pass overwrite=True"):
         ingest(xy[0], tmp_path / "s.zarr")
     with pytest.raises(DKernelError, match="already exists"):
-        write_arrays(tmp_path / "s.zarr", blocks(), n=103, n_features=4, dtype=np.float64,
-                     chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            blocks(),
+            n=103,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     assert consumed == []
     assert _siblings(tmp_path) == ["s.zarr"]
 
@@ -282,8 +317,16 @@ def test_failure_mid_write_leaves_nothing(tmp_path, xy, exc):
             yield b
 
     with pytest.raises(type(exc)):
-        write_arrays(tmp_path / "s.zarr", blocks(), n=103, n_features=4, dtype=np.float64,
-                     chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            blocks(),
+            n=103,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     assert written == [0, 1, 2, 3]
     assert _siblings(tmp_path) == []
 
@@ -293,28 +336,61 @@ def test_bad_value_late_in_data_leaves_nothing(tmp_path, xy):
     X = X.copy()
     X[97, 2] = np.nan
     with pytest.raises(DKernelError, match="X contains NaN at row 97, column 2"):
-        write_arrays(tmp_path / "s.zarr", _blocks(X, y, 10), n=103, n_features=4,
-                     dtype=np.float64, chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            _blocks(X, y, 10),
+            n=103,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     assert _siblings(tmp_path) == []
 
 
-@pytest.mark.parametrize("n, match", [(200, "wrote 103 rows, expected 200"),
-                                      (50, "more rows than the 50 announced")])
+@pytest.mark.parametrize(
+    "n, match", [(200, "wrote 103 rows, expected 200"), (50, "more rows than the 50 announced")]
+)
 def test_row_count_mismatch_leaves_nothing(tmp_path, xy, n, match):
     with pytest.raises(DKernelError, match=match):
-        write_arrays(tmp_path / "s.zarr", _blocks(*xy, 10), n=n, n_features=4,
-                     dtype=np.float64, chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            _blocks(*xy, 10),
+            n=n,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     assert _siblings(tmp_path) == []
 
 
 def test_bad_blocks(tmp_path, xy):
     X, y = xy
     with pytest.raises(DKernelError, match=r"a block has shape \(10, 3\), expected \(\*, 4\)"):
-        write_arrays(tmp_path / "s.zarr", [(X[:10, :3], y[:10])], n=10, n_features=4,
-                     dtype=np.float64, chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            [(X[:10, :3], y[:10])],
+            n=10,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     with pytest.raises(DKernelError, match=r"a label block has shape \(9,\), expected \(10,\)"):
-        write_arrays(tmp_path / "s.zarr", [(X[:10], y[:9])], n=10, n_features=4,
-                     dtype=np.float64, chunk_rows=10, has_y=True, attrs={})
+        write_arrays(
+            tmp_path / "s.zarr",
+            [(X[:10], y[:9])],
+            n=10,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+        )
     assert _siblings(tmp_path) == []
 
 
@@ -337,8 +413,17 @@ def test_failed_overwrite_keeps_the_old_store(tmp_path, xy, exc):
         raise exc
 
     with pytest.raises(type(exc)):
-        write_arrays(tmp_path / "s.zarr", blocks(), n=103, n_features=4, dtype=np.float64,
-                     chunk_rows=10, has_y=True, attrs={}, overwrite=True)
+        write_arrays(
+            tmp_path / "s.zarr",
+            blocks(),
+            n=103,
+            n_features=4,
+            dtype=np.float64,
+            chunk_rows=10,
+            has_y=True,
+            attrs={},
+            overwrite=True,
+        )
     ds = open_dataset(tmp_path / "s.zarr")
     np.testing.assert_array_equal(ds.X.compute(), X)
     np.testing.assert_array_equal(ds.y.compute(), y)
@@ -380,8 +465,11 @@ def test_ingest_dask_bad_input(tmp_path, xy):
     with pytest.raises(DKernelError, match="labels must be numeric"):
         ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=np.array(["a"] * 103))
     with pytest.raises(DKernelError, match="y contains NaN at row 3"):
-        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr",
-               y=da.from_array(np.where(np.arange(103) == 3, np.nan, 1.0), chunks=50))
+        ingest(
+            da.from_array(X, chunks=20),
+            tmp_path / "s.zarr",
+            y=da.from_array(np.where(np.arange(103) == 3, np.nan, 1.0), chunks=50),
+        )
     with pytest.raises(DKernelError, match="non-empty 2-D array of known shape"):
         Xd = da.from_array(X, chunks=20)
         ingest(Xd[Xd[:, 0] > 0], tmp_path / "s.zarr")  # unknown chunk sizes

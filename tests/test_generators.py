@@ -67,12 +67,18 @@ def test_store_equals_numpy_for_any_chunking(tmp_path, name, chunk_rows, schedul
 
 
 def test_store_float64_and_overwrite(tmp_path):
-    X, y = make_gauss(1000, random_state=0)
+    X, _y = make_gauss(1000, random_state=0)
     make_gauss(10, random_state=3, store=tmp_path / "g.zarr")
     with pytest.raises(DKernelError, match="already exists"):
         make_gauss(1000, random_state=0, store=tmp_path / "g.zarr")
-    ds = make_gauss(1000, random_state=0, store=tmp_path / "g.zarr", dtype="float64",
-                    overwrite=True, chunk_rows=300)
+    ds = make_gauss(
+        1000,
+        random_state=0,
+        store=tmp_path / "g.zarr",
+        dtype="float64",
+        overwrite=True,
+        chunk_rows=300,
+    )
     np.testing.assert_array_equal(ds.X.compute(), X)
     assert sorted(os.listdir(tmp_path)) == ["g.zarr"]
 
@@ -131,7 +137,7 @@ def test_pathological_special_points():
     np.testing.assert_allclose(rest[yr == -1].mean(axis=0), [-10, 0], atol=0.1)
     # the special points are only at the start, also in a store's later chunks
     X2 = make_pathological(_GEN_BLOCK + 10, random_state=0)[0]
-    assert np.abs(X2[_GEN_BLOCK:_GEN_BLOCK + 2, 0]).min() > 5
+    assert np.abs(X2[_GEN_BLOCK : _GEN_BLOCK + 2, 0]).min() > 5
     X1, y1 = make_pathological(1, random_state=0)
     assert X1.tolist() == [[0.0, 0.05]] and y1.tolist() == [1]
 
@@ -146,20 +152,23 @@ def test_rings_radii_by_label():
     assert abs(Xw[:, 2:].std() - 0.1) < 0.01
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: make_gauss(0), "n_samples must be >= 1"),
-    (lambda: make_gauss(10.5), "n_samples must be"),
-    (lambda: make_gauss(10, random_state=-1), "random_state must be >= 0"),
-    (lambda: make_gauss(10, random_state="a"), "random_state must be None, an int"),
-    (lambda: make_gauss(10, dtype="int32"), "dtype must be float32 or float64"),
-    (lambda: make_gauss(10, dtype="bogus"), "dtype must be float32 or float64"),
-    (lambda: make_checkerboard(10, n_cells=0), "n_cells must be >= 1"),
-    (lambda: make_pathological(10, separation=0), "separation must be > 0"),
-    (lambda: make_pathological(10, spread=-1), "spread must be >= 0"),
-    (lambda: make_rings(10, n_rings=0), "n_rings must be >= 1"),
-    (lambda: make_rings(10, noise=-0.1), "noise must be >= 0"),
-    (lambda: make_rings(10, n_features=1), "n_features must be >= 2"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: make_gauss(0), "n_samples must be >= 1"),
+        (lambda: make_gauss(10.5), "n_samples must be"),
+        (lambda: make_gauss(10, random_state=-1), "random_state must be >= 0"),
+        (lambda: make_gauss(10, random_state="a"), "random_state must be None, an int"),
+        (lambda: make_gauss(10, dtype="int32"), "dtype must be float32 or float64"),
+        (lambda: make_gauss(10, dtype="bogus"), "dtype must be float32 or float64"),
+        (lambda: make_checkerboard(10, n_cells=0), "n_cells must be >= 1"),
+        (lambda: make_pathological(10, separation=0), "separation must be > 0"),
+        (lambda: make_pathological(10, spread=-1), "spread must be >= 0"),
+        (lambda: make_rings(10, n_rings=0), "n_rings must be >= 1"),
+        (lambda: make_rings(10, noise=-0.1), "noise must be >= 0"),
+        (lambda: make_rings(10, n_features=1), "n_features must be >= 2"),
+    ],
+)
 def test_bad_parameters(call, match):
     with pytest.raises(DKernelError, match=match):
         call()

@@ -72,8 +72,7 @@ def test_heat_kernel_matches_expm(X, t):
     np.testing.assert_allclose(full, ref, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(full, full.T, rtol=1e-8, atol=1e-10)
     rows, cols = [7, 1, 7], [2, 40, 2]
-    np.testing.assert_allclose(K.block(rows, cols), ref[np.ix_(rows, cols)], rtol=1e-8,
-                               atol=1e-10)
+    np.testing.assert_allclose(K.block(rows, cols), ref[np.ix_(rows, cols)], rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(K.diag([0, 33]), np.diag(ref)[[0, 33]], rtol=1e-8)
     # symmetric PSD: exp of a symmetric matrix
     assert np.linalg.eigvalsh((full + full.T) / 2).min() > 0
@@ -85,8 +84,9 @@ def test_heat_kernel_cache_is_bounded(X):
     ref = numpy_heat_kernel(X, 5, 1.0)
     for start in range(0, 60, 8):
         cols = np.arange(start, min(60, start + 8))
-        np.testing.assert_allclose(K.block([0, 1], cols), ref[np.ix_([0, 1], cols)], rtol=1e-8,
-                                   atol=1e-10)
+        np.testing.assert_allclose(
+            K.block([0, 1], cols), ref[np.ix_([0, 1], cols)], rtol=1e-8, atol=1e-10
+        )
         assert len(K._cache) <= 10
 
 
@@ -94,8 +94,9 @@ def test_graph_kernels_accept_float32_and_ints(rng):
     X = rng.integers(0, 50, size=(40, 2)) + rng.uniform(0, 1e-3, size=(40, 2))
     K32 = knn_kernel(X.astype(np.float32), n_neighbors=3)
     K64 = knn_kernel(X, n_neighbors=3)
-    np.testing.assert_allclose(K32.block(range(40), range(40)),
-                               K64.block(range(40), range(40)), rtol=1e-12)
+    np.testing.assert_allclose(
+        K32.block(range(40), range(40)), K64.block(range(40), range(40)), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("make", [knn_kernel, heat_kernel])

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from dkernel._validation import DKernelError
+from dkernel.kernels import _kernels as nb
 from dkernel.kernels import (
+    _pairwise,
     estimate_gamma,
     kernel_diag,
     kernel_matrix,
     pairwise_kernels,
     resolve_kernel,
 )
-from dkernel.kernels import _kernels as nb
-from dkernel.kernels import _pairwise
 from dkernel.kernels._pairwise import _effective_n_jobs, _pairwise_kernels
 
 KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
@@ -33,7 +33,7 @@ def numpy_kernel(X, Y, kernel, gamma=0.3, degree=3, coef0=0.5):
     Y = np.asarray(Y, dtype=np.float64)
     diff = X[:, None, :] - Y[None, :, :]
     if kernel == "rbf":
-        return np.exp(-gamma * (diff ** 2).sum(-1))
+        return np.exp(-gamma * (diff**2).sum(-1))
     if kernel == "laplacian":
         return np.exp(-gamma * np.abs(diff).sum(-1))
     G = X @ Y.T
@@ -79,8 +79,9 @@ def test_mixed_dtypes_give_float64(XY, kernel):
     X, Y = XY
     K = pairwise_kernels(X.astype(np.float32), Y, kernel=kernel, **PARAMS)
     assert K.dtype == np.float64
-    np.testing.assert_allclose(K, numpy_kernel(X.astype(np.float32), Y, kernel), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        K, numpy_kernel(X.astype(np.float32), Y, kernel), rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -88,8 +89,9 @@ def test_int_input_is_accepted(rng, kernel):
     X = rng.integers(-3, 4, size=(12, 4))
     K = pairwise_kernels(X, kernel=kernel, gamma=0.1, coef0=1.0, degree=2)
     assert K.dtype == np.float64
-    np.testing.assert_allclose(K, numpy_kernel(X, X, kernel, gamma=0.1, degree=2, coef0=1.0),
-                               rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(
+        K, numpy_kernel(X, X, kernel, gamma=0.1, degree=2, coef0=1.0), rtol=1e-11, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -101,8 +103,9 @@ def test_layouts_and_read_only(XY, kernel):
     Xr.flags.writeable = False
     Yr.flags.writeable = False
     for A, B in [(Xf, Yf), (Xr, Yr), (Xf, Yr), (X[:, ::-1][:, ::-1], Y)]:
-        np.testing.assert_allclose(pairwise_kernels(A, B, kernel=kernel, **PARAMS), ref,
-                                   rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(
+            pairwise_kernels(A, B, kernel=kernel, **PARAMS), ref, rtol=1e-12, atol=1e-13
+        )
     assert not Xr.flags.writeable  # untouched
 
 
@@ -114,12 +117,19 @@ def test_symmetric_k_xx(rng, kernel, dtype):
         X = rng.normal(size=(50, d)).astype(dtype)
         gamma = 0.3 / d
         K = pairwise_kernels(X, kernel=kernel, gamma=gamma, degree=3, coef0=0.5)
-        np.testing.assert_allclose(K, K.T, rtol=1e-6 if dtype == np.float32 else 1e-13,
-                                   atol=1e-7 if dtype == np.float32 else 1e-14)
+        np.testing.assert_allclose(
+            K,
+            K.T,
+            rtol=1e-6 if dtype == np.float32 else 1e-13,
+            atol=1e-7 if dtype == np.float32 else 1e-14,
+        )
         ref = numpy_kernel(X, X, kernel, gamma=gamma)
         np.testing.assert_allclose(K, ref, **_tol(dtype))
-        np.testing.assert_allclose(K, pairwise_kernels(X, X, kernel=kernel, gamma=gamma,
-                                                       degree=3, coef0=0.5), **_tol(dtype))
+        np.testing.assert_allclose(
+            K,
+            pairwise_kernels(X, X, kernel=kernel, gamma=gamma, degree=3, coef0=0.5),
+            **_tol(dtype),
+        )
         if kernel in ("rbf", "laplacian"):
             assert (np.diag(K) == 1).all()
         if d == 140 or kernel == "laplacian":
@@ -136,23 +146,29 @@ def test_psd_on_small_samples(rng, kernel):
 
 def test_gamma_default_is_one_over_features(XY):
     X, Y = XY
-    np.testing.assert_allclose(pairwise_kernels(X, Y), numpy_kernel(X, Y, "rbf", gamma=1 / 5),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        pairwise_kernels(X, Y), numpy_kernel(X, Y, "rbf", gamma=1 / 5), rtol=1e-12
+    )
 
 
 def test_aliases(XY):
     X, Y = XY
-    np.testing.assert_array_equal(pairwise_kernels(X, Y, kernel="gaussian", gamma=0.2),
-                                  pairwise_kernels(X, Y, kernel="rbf", gamma=0.2))
-    np.testing.assert_array_equal(pairwise_kernels(X, Y, kernel="poly", gamma=0.2),
-                                  pairwise_kernels(X, Y, kernel="polynomial", gamma=0.2))
+    np.testing.assert_array_equal(
+        pairwise_kernels(X, Y, kernel="gaussian", gamma=0.2),
+        pairwise_kernels(X, Y, kernel="rbf", gamma=0.2),
+    )
+    np.testing.assert_array_equal(
+        pairwise_kernels(X, Y, kernel="poly", gamma=0.2),
+        pairwise_kernels(X, Y, kernel="polynomial", gamma=0.2),
+    )
 
 
 def test_fractional_degree_polynomial(rng):
     X = rng.uniform(size=(9, 3))
     K = pairwise_kernels(X, kernel="polynomial", gamma=1.0, degree=2.5, coef0=1.0)
-    np.testing.assert_allclose(K, numpy_kernel(X, X, "polynomial", gamma=1.0, degree=2.5,
-                                               coef0=1.0), rtol=1e-12)
+    np.testing.assert_allclose(
+        K, numpy_kernel(X, X, "polynomial", gamma=1.0, degree=2.5, coef0=1.0), rtol=1e-12
+    )
 
 
 def test_cosine_zero_rows_give_zero(rng):
@@ -204,13 +220,15 @@ def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
     one = pairwise_kernels(X, Y, n_jobs=1, **kw)
     two = pairwise_kernels(X, Y, n_jobs=2, **kw)
     np.testing.assert_array_equal(one, two)
-    np.testing.assert_allclose(one, numpy_kernel(X, Y, kernel, gamma=0.01, degree=2, coef0=1.0),
-                               **_tol(dtype))
+    np.testing.assert_allclose(
+        one, numpy_kernel(X, Y, kernel, gamma=0.01, degree=2, coef0=1.0), **_tol(dtype)
+    )
     sym1 = pairwise_kernels(X, n_jobs=1, **kw)
     sym2 = pairwise_kernels(X, n_jobs=-1, **kw)
     np.testing.assert_array_equal(sym1, sym2)
-    np.testing.assert_allclose(sym1, numpy_kernel(X, X, kernel, gamma=0.01, degree=2, coef0=1.0),
-                               **_tol(dtype))
+    np.testing.assert_allclose(
+        sym1, numpy_kernel(X, X, kernel, gamma=0.01, degree=2, coef0=1.0), **_tol(dtype)
+    )
 
 
 def test_n_jobs_rules(monkeypatch):
@@ -271,8 +289,14 @@ def _ulps(y, ref):
 
 @pytest.mark.parametrize("dtype,lo,max_ulp", [(np.float64, -708.0, 2), (np.float32, -87.0, 2)])
 def test_fast_exp_against_numpy(rng, dtype, lo, max_ulp):
-    a = np.concatenate([rng.uniform(lo, 0, 20000), np.linspace(-3, 0, 5001),
-                        -np.logspace(-30, 0, 200), rng.uniform(0, 5, 100)]).astype(dtype)
+    a = np.concatenate(
+        [
+            rng.uniform(lo, 0, 20000),
+            np.linspace(-3, 0, 5001),
+            -np.logspace(-30, 0, 200),
+            rng.uniform(0, 5, 100),
+        ]
+    ).astype(dtype)
     out = np.empty_like(a)
     nb.fast_exp_array(a, out)
     ref = np.exp(a.astype(np.longdouble))  # accurate reference, rounded to dtype below
@@ -382,8 +406,7 @@ def test_resolve_kernel():
 def test_private_core_trusts_input(XY):
     X, Y = XY
     spec = resolve_kernel("rbf", 0.3)
-    np.testing.assert_allclose(_pairwise_kernels(X, Y, spec), numpy_kernel(X, Y, "rbf"),
-                               rtol=1e-12)
+    np.testing.assert_allclose(_pairwise_kernels(X, Y, spec), numpy_kernel(X, Y, "rbf"), rtol=1e-12)
 
 
 # --- lazy dask blocks ---------------------------------------------------------------------
@@ -454,7 +477,7 @@ def test_estimate_gamma_against_numpy(rng, method, kernel):
     X = rng.normal(size=(400, 3))
     S = sample_rows(X, 150, random_state=7, replace=False)
     diff = S[:, None, :] - S[None, :, :]
-    D = np.abs(diff).sum(-1) if kernel == "laplacian" else (diff ** 2).sum(-1)
+    D = np.abs(diff).sum(-1) if kernel == "laplacian" else (diff**2).sum(-1)
     D = D[np.triu_indices(150, 1)]
     D = D[D > 0]
     ref = 1.0 / (np.median(D) if method == "median" else D.mean())

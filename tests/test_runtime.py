@@ -47,12 +47,32 @@ def test_every_config_file_loads():
             assert fh.readline().startswith("#")  # commented for a first-time user
 
 
-@pytest.mark.parametrize("name, lines", [
-    ("slurm.yaml", ["#SBATCH -p normal", "#SBATCH --cpus-per-task=16", "#SBATCH --mem=60G",
-                    "#SBATCH -t 01:00:00", "--nworkers 4", "--nthreads 4"]),
-    ("pbs.yaml", ["#PBS -q workq", "#PBS -l select=1:ncpus=16:mem=64GB",
-                  "#PBS -l walltime=01:00:00", "--nworkers 4", "--nthreads 4"]),
-])
+@pytest.mark.parametrize(
+    "name, lines",
+    [
+        (
+            "slurm.yaml",
+            [
+                "#SBATCH -p normal",
+                "#SBATCH --cpus-per-task=16",
+                "#SBATCH --mem=60G",
+                "#SBATCH -t 01:00:00",
+                "--nworkers 4",
+                "--nthreads 4",
+            ],
+        ),
+        (
+            "pbs.yaml",
+            [
+                "#PBS -q workq",
+                "#PBS -l select=1:ncpus=16:mem=64GB",
+                "#PBS -l walltime=01:00:00",
+                "--nworkers 4",
+                "--nthreads 4",
+            ],
+        ),
+    ],
+)
 def test_jobqueue_cluster_job_script(tmp_path, monkeypatch, name, lines):
     """The object is built (no job is submitted) and its script carries the file's values."""
     monkeypatch.chdir(tmp_path)  # dask-jobqueue creates log_directory in the working dir
@@ -73,9 +93,14 @@ def test_jobqueue_cluster_job_script(tmp_path, monkeypatch, name, lines):
 def test_jobqueue_prologue_is_kept_and_not_doubled(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_cluster_config(os.path.join(ROOT, "cluster-configs", "slurm.yaml"))
-    cfg = {**cfg, "options": {**cfg["options"], "log_directory": None,
-                              "job_script_prologue": ["module load python",
-                                                      "export NUMBA_NUM_THREADS=2"]}}
+    cfg = {
+        **cfg,
+        "options": {
+            **cfg["options"],
+            "log_directory": None,
+            "job_script_prologue": ["module load python", "export NUMBA_NUM_THREADS=2"],
+        },
+    }
     cluster = make_cluster(cfg)
     try:
         script = cluster.job_script()
@@ -102,8 +127,15 @@ def test_local_yaml_builds_a_local_cluster(tmp_path):
     cfg = load_cluster_config(os.path.join(ROOT, "cluster-configs", "local.yaml"))
     assert cfg["options"]["processes"] is True and cfg["options"]["n_workers"] == 2
     # the same mapping, with threads instead of processes and no fixed port, stays fast
-    cfg = {**cfg, "options": {**cfg["options"], "processes": False, "n_workers": 1,
-                              "dashboard_address": ":0"}}
+    cfg = {
+        **cfg,
+        "options": {
+            **cfg["options"],
+            "processes": False,
+            "n_workers": 1,
+            "dashboard_address": ":0",
+        },
+    }
     cluster = make_cluster(cfg)
     try:
         assert len(cluster.workers) == 1
@@ -143,8 +175,9 @@ def test_embedded_default_in_process(caplog):
 def test_defaults_come_from_the_dask_config():
     assert dask.config.get("dkernel.cluster.local.threads-per-worker") == 1
     assert dask.config.get("dkernel.numba-threads-per-worker") == 1
-    with dask.config.set({"dkernel.cluster.local.n-workers": 1,
-                          "dkernel.cluster.local.processes": False}):
+    with dask.config.set(
+        {"dkernel.cluster.local.n-workers": 1, "dkernel.cluster.local.processes": False}
+    ):
         client = get_client()
         try:
             assert len(client.scheduler_info()["workers"]) == 1
@@ -155,8 +188,13 @@ def test_defaults_come_from_the_dask_config():
 def test_connect_by_address_and_scheduler_file(tmp_path):
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                           protocol="tcp://", dashboard_address=":0")
+    cluster = LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp://",
+        dashboard_address=":0",
+    )
     try:
         assert cluster.scheduler_address.startswith("tcp://")
         client = get_client(cluster.scheduler_address)
@@ -173,8 +211,11 @@ def test_connect_by_address_and_scheduler_file(tmp_path):
             assert client.submit(sum, [3, 4]).result() == 7
         finally:
             client.close()
-        path = _yaml(tmp_path, {"cluster": {"kind": "address",
-                                            "address": cluster.scheduler_address}}, "a.yaml")
+        path = _yaml(
+            tmp_path,
+            {"cluster": {"kind": "address", "address": cluster.scheduler_address}},
+            "a.yaml",
+        )
         with Client(cluster, set_as_default=False):
             client = get_client(path)
             try:
@@ -191,15 +232,18 @@ def test_unreachable_address():
             get_client("tcp://127.0.0.1:1")
 
 
-@pytest.mark.parametrize("doc, match", [
-    ("cluster: [unclosed", "is not valid YAML"),
-    ("just a string", "needs a top-level 'cluster:' mapping"),
-    ("cluster:\n  kind: kubernetes\n", "kind must be one of local, slurm, pbs"),
-    ("cluster:\n  options: {}\n", "kind must be one of .* got None"),
-    ("cluster:\n  kind: local\n  options: [1, 2]\n", "'options' must be a mapping"),
-    ("cluster:\n  kind: scheduler-file\n", "needs 'scheduler_file: <path>'"),
-    ("cluster:\n  kind: address\n", "needs 'address: tcp://host:port'"),
-])
+@pytest.mark.parametrize(
+    "doc, match",
+    [
+        ("cluster: [unclosed", "is not valid YAML"),
+        ("just a string", "needs a top-level 'cluster:' mapping"),
+        ("cluster:\n  kind: kubernetes\n", "kind must be one of local, slurm, pbs"),
+        ("cluster:\n  options: {}\n", "kind must be one of .* got None"),
+        ("cluster:\n  kind: local\n  options: [1, 2]\n", "'options' must be a mapping"),
+        ("cluster:\n  kind: scheduler-file\n", "needs 'scheduler_file: <path>'"),
+        ("cluster:\n  kind: address\n", "needs 'address: tcp://host:port'"),
+    ],
+)
 def test_bad_config_files(tmp_path, doc, match):
     path = _yaml(tmp_path, doc)
     with pytest.raises(DKernelError, match=match):
@@ -213,8 +257,10 @@ def test_missing_files(tmp_path):
         get_client(str(tmp_path / "nope.yaml"))
     with pytest.raises(DKernelError, match="needs a scheme"):
         get_client("localhost:8786")
-    path = _yaml(tmp_path, {"cluster": {"kind": "scheduler-file",
-                                        "scheduler_file": str(tmp_path / "gone.json")}})
+    path = _yaml(
+        tmp_path,
+        {"cluster": {"kind": "scheduler-file", "scheduler_file": str(tmp_path / "gone.json")}},
+    )
     with pytest.raises(DKernelError, match="scheduler file .*gone.json' does not exist"):
         get_client(path)
     with pytest.raises(DKernelError, match="kind must be one of"):
@@ -223,8 +269,9 @@ def test_missing_files(tmp_path):
 
 def test_unknown_local_option():
     with pytest.raises(DKernelError, match="cannot build the local cluster"):
-        make_cluster({"kind": "local", "options": {"processes": False, "n_workers": 1,
-                                                   "no_such_option": 1}})
+        make_cluster(
+            {"kind": "local", "options": {"processes": False, "n_workers": 1, "no_such_option": 1}}
+        )
 
 
 def test_process_workers_get_numba_num_threads(monkeypatch):

@@ -22,8 +22,12 @@ def X(rng):
 
 
 def _zarr(tmp_path, X, chunk_rows=128):
-    z = zarr.create_array(zarr.storage.LocalStore(str(tmp_path / "z")), shape=X.shape,
-                          dtype=X.dtype, chunks=(chunk_rows, X.shape[1]))
+    z = zarr.create_array(
+        zarr.storage.LocalStore(str(tmp_path / "z")),
+        shape=X.shape,
+        dtype=X.dtype,
+        chunks=(chunk_rows, X.shape[1]),
+    )
     z[:] = X
     return z
 
@@ -53,8 +57,9 @@ def test_same_rows_for_numpy_zarr_and_dask(tmp_path, X, chunks, replace, schedul
     np.testing.assert_array_equal(got, ref)
     got = sample_rows(_zarr(tmp_path, X), 200, random_state=7, replace=replace)
     np.testing.assert_array_equal(got, ref)
-    got = sample_rows(da.from_array(X, chunks=chunks).persist(), 200, random_state=7,
-                      replace=replace)
+    got = sample_rows(
+        da.from_array(X, chunks=chunks).persist(), 200, random_state=7, replace=replace
+    )
     np.testing.assert_array_equal(got, ref)
 
 
@@ -65,8 +70,9 @@ def test_same_rows_from_a_store_and_its_path(tmp_path, X, scheduler):
     np.testing.assert_array_equal(sample_rows(ds, 300, random_state=3), ref)
     np.testing.assert_array_equal(sample_rows(str(tmp_path / "s.zarr"), 300, random_state=3), ref)
     np.testing.assert_array_equal(sample_rows(ds.array("X"), 300, random_state=3), ref)
-    np.testing.assert_array_equal(sample_rows(ds.y, 300, random_state=3),
-                                  sample_rows(ds.y.compute(), 300, random_state=3))
+    np.testing.assert_array_equal(
+        sample_rows(ds.y, 300, random_state=3), sample_rows(ds.y.compute(), 300, random_state=3)
+    )
 
 
 def test_seeds(X):
@@ -101,21 +107,29 @@ def test_empty_index_list(X, scheduler):
     assert take_rows(X, np.array([], dtype=int)).shape == (0, D)
 
 
-@pytest.mark.parametrize("bad, match", [([0, N], f"row index {N} is outside"),
-                                        ([-1, 3], "row index -1 is outside"),
-                                        ([0.5, 1.0], "row indices must be integers")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([0, N], f"row index {N} is outside"),
+        ([-1, 3], "row index -1 is outside"),
+        ([0.5, 1.0], "row indices must be integers"),
+    ],
+)
 def test_out_of_range_indices(X, tmp_path, bad, match):
     for arr in (X, da.from_array(X, chunks=(100, 3)), _zarr(tmp_path, X)):
         with pytest.raises(DKernelError, match=match):
             take_rows(arr, bad)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"size": 0}, "size must be >= 1"),
-    ({"size": 2.0}, "size must be"),
-    ({"size": N + 1, "replace": False}, f"size={N + 1} exceeds the {N} rows"),
-    ({"size": 3, "random_state": "seed"}, "random_state must be None, an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"size": 0}, "size must be >= 1"),
+        ({"size": 2.0}, "size must be"),
+        ({"size": N + 1, "replace": False}, f"size={N + 1} exceeds the {N} rows"),
+        ({"size": 3, "random_state": "seed"}, "random_state must be None, an int"),
+    ],
+)
 def test_bad_draws(X, kwargs, match):
     with pytest.raises(DKernelError, match=match):
         sample_rows(X, **kwargs)

@@ -29,8 +29,15 @@ def _assert_same_model(a, b):
 def test_learns_a_nonlinear_problem(maintenance, algorithm):
     X, y = _board(3000)
     Xt, yt = _board(1000, seed=1)
-    clf = BudgetedSVC(budget=40, maintenance=maintenance, algorithm=algorithm, gamma=2.0,
-                      lam=1e-3, max_epochs=2, random_state=0).fit(X, y)
+    clf = BudgetedSVC(
+        budget=40,
+        maintenance=maintenance,
+        algorithm=algorithm,
+        gamma=2.0,
+        lam=1e-3,
+        max_epochs=2,
+        random_state=0,
+    ).fit(X, y)
     assert clf.support_vectors_.shape[0] <= 40
     assert clf.dual_coef_.shape == (clf.support_vectors_.shape[0], 1)
     assert clf.n_iter_ == 2 and clf.t_ == 6000
@@ -62,10 +69,16 @@ def test_decision_function_matches_kernel_expansion(rng):
 
     X, y = _board(500)
     for kernel in ("rbf", "laplacian", "polynomial", "linear"):
-        clf = BudgetedSVC(budget=20, maintenance="project" if kernel in ("polynomial", "linear")
-                          else "merge", kernel=kernel, gamma=0.5, random_state=0).fit(X, y)
-        K = pairwise_kernels(X[:50], clf.support_vectors_, kernel=kernel, gamma=0.5,
-                             degree=3, coef0=1.0)
+        clf = BudgetedSVC(
+            budget=20,
+            maintenance="project" if kernel in ("polynomial", "linear") else "merge",
+            kernel=kernel,
+            gamma=0.5,
+            random_state=0,
+        ).fit(X, y)
+        K = pairwise_kernels(
+            X[:50], clf.support_vectors_, kernel=kernel, gamma=0.5, degree=3, coef0=1.0
+        )
         ref = K @ clf.dual_coef_[:, 0] + clf.intercept_[0]
         np.testing.assert_allclose(clf.decision_function(X[:50]), ref, rtol=1e-9, atol=1e-9)
 
@@ -92,9 +105,14 @@ def test_default_one_pass_accuracy_on_digits_is_not_lost_to_the_intercept():
     acc = {}
     for fi in (None, True):
         kw = {} if fi is None else {"fit_intercept": fi}
-        acc[fi] = np.mean([BudgetedSVC(budget=50, gamma=1 / 64, lam=1e-3, random_state=s, **kw)
-                           .fit(X[:1200], y[:1200]).score(X[1200:], y[1200:])
-                           for s in range(5)])
+        acc[fi] = np.mean(
+            [
+                BudgetedSVC(budget=50, gamma=1 / 64, lam=1e-3, random_state=s, **kw)
+                .fit(X[:1200], y[:1200])
+                .score(X[1200:], y[1200:])
+                for s in range(5)
+            ]
+        )
     assert acc[None] >= 0.895
     assert acc[None] >= acc[True] + 0.02
 
@@ -110,10 +128,10 @@ def test_sample_weight_zero_rows_are_skipped_and_weights_change_the_model():
     assert {tuple(r) for r in b.support_vectors_} <= {tuple(r) for r in X[::2]}
     plain = BudgetedSVC(budget=30, gamma=1.0, random_state=0).fit(X, y)
     heavy = BudgetedSVC(budget=30, gamma=1.0, random_state=0).fit(
-        X, y, sample_weight=np.where(y > 0, 3.0, 1.0))
+        X, y, sample_weight=np.where(y > 0, 3.0, 1.0)
+    )
     assert not np.allclose(plain.decision_function(X), heavy.decision_function(X))
-    same = BudgetedSVC(budget=30, gamma=1.0, random_state=0).fit(
-        X, y, sample_weight=np.ones(400))
+    same = BudgetedSVC(budget=30, gamma=1.0, random_state=0).fit(X, y, sample_weight=np.ones(400))
     np.testing.assert_array_equal(same.decision_function(X), plain.decision_function(X))
 
 
@@ -130,11 +148,19 @@ def test_same_seed_same_model_numpy_dask_zarr(tmp_path, scheduler):
 
     ref = est().fit(X, y)
     for chunks in (50, 333):
-        _assert_same_model(ref, est().fit(da.from_array(X, chunks=(chunks, 2)),
-                                   da.from_array(y, chunks=chunks)))
-    ds = write_arrays(tmp_path / "board.zarr", [(X[:300], y[:300]), (X[300:], y[300:])],
-                      n=700, n_features=2, dtype=np.float64, chunk_rows=97, has_y=True,
-                      attrs={})
+        _assert_same_model(
+            ref, est().fit(da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=chunks))
+        )
+    ds = write_arrays(
+        tmp_path / "board.zarr",
+        [(X[:300], y[:300]), (X[300:], y[300:])],
+        n=700,
+        n_features=2,
+        dtype=np.float64,
+        chunk_rows=97,
+        has_y=True,
+        attrs={},
+    )
     _assert_same_model(ref, est().fit(str(ds.path)))
     _assert_same_model(ref, est().fit(ds))
     other = BudgetedSVC(**{**kw, "random_state": 4})
@@ -163,14 +189,14 @@ def test_partial_fit_chunks_equal_fit_same_order():
     order = visit_order(900, seed=seed, block_rows=200)
     inc = BudgetedSVC(budget=30, gamma=2.0, lam=1e-3)
     for lo in range(0, 900, 170):
-        idx = order[lo:lo + 170]
+        idx = order[lo : lo + 170]
         inc.partial_fit(X[idx], y[idx], classes=[-1, 1] if lo == 0 else None)
     _assert_same_model(clf, inc)
     # without shuffling, the order is the stored one
     a = BudgetedSVC(budget=30, gamma=2.0, shuffle=False).fit(X, y)
     b = BudgetedSVC(budget=30, gamma=2.0)
     for lo in range(0, 900, 250):
-        b.partial_fit(X[lo:lo + 250], y[lo:lo + 250], classes=np.array([1, -1]))
+        b.partial_fit(X[lo : lo + 250], y[lo : lo + 250], classes=np.array([1, -1]))
     _assert_same_model(a, b)
 
 
@@ -222,17 +248,23 @@ def test_nan_in_a_dask_block_names_global_row():
     assert not hasattr(clf, "dual_coef_")
 
 
-@pytest.mark.parametrize("params,match", [
-    ({"budget": 1}, "budget must be >= 2"),
-    ({"lam": -1.0}, "lam must be >= 0"),
-    ({"lam": 0.0}, "lam must be > 0 for algorithm='pegasos'"),
-    ({"eta0": 0.0}, "eta0 must be > 0"),
-    ({"maintenance": "drop"}, "maintenance must be one of remove, project, merge"),
-    ({"algorithm": "adam"}, "algorithm must be one of"),
-    ({"kernel": "polynomial"}, r"maintenance='merge' needs a radial kernel.*'remove' or 'project'"),
-    ({"kernel": "precomputed"}, "callables and 'precomputed' are not supported"),
-    ({"radius": -1.0}, "radius must be > 0"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"budget": 1}, "budget must be >= 2"),
+        ({"lam": -1.0}, "lam must be >= 0"),
+        ({"lam": 0.0}, "lam must be > 0 for algorithm='pegasos'"),
+        ({"eta0": 0.0}, "eta0 must be > 0"),
+        ({"maintenance": "drop"}, "maintenance must be one of remove, project, merge"),
+        ({"algorithm": "adam"}, "algorithm must be one of"),
+        (
+            {"kernel": "polynomial"},
+            r"maintenance='merge' needs a radial kernel.*'remove' or 'project'",
+        ),
+        ({"kernel": "precomputed"}, "callables and 'precomputed' are not supported"),
+        ({"radius": -1.0}, "radius must be > 0"),
+    ],
+)
 def test_bad_parameters(params, match):
     X, y = _board(50)
     with pytest.raises(DKernelError, match=match):
@@ -268,16 +300,15 @@ def test_partial_fit_continues_after_fit():
 
 # scikit-learn's checks; each expected failure named with its reason
 EXPECTED_FAILED = {
-    "check_dtype_object":
-        "an object array holding non-numbers raises DKernelError (a ValueError, the house "
-        "rule for bad input), the check wants a TypeError",
-    "check_sample_weight_equivalence_on_dense_data":
-        "SGD: an integer weight scales one step, which is not the same as repeating the row "
-        "in the visiting order",
+    "check_dtype_object": "an object array holding non-numbers raises DKernelError (a ValueError, the house "
+    "rule for bad input), the check wants a TypeError",
+    "check_sample_weight_equivalence_on_dense_data": "SGD: an integer weight scales one step, which is not the same as repeating the row "
+    "in the visiting order",
 }
 
 
-@parametrize_with_checks([BudgetedSVC(budget=20, random_state=0)],
-                         expected_failed_checks=lambda est: EXPECTED_FAILED)
+@parametrize_with_checks(
+    [BudgetedSVC(budget=20, random_state=0)], expected_failed_checks=lambda est: EXPECTED_FAILED
+)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -34,8 +34,21 @@ def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
 
 def _maintain(st, maint, gamma=0.5, search=nb.GOLDEN):
     B = st[0].shape[0] - 1
-    return nb.maintain(*st[:5], st[6], st[7], maint, nb.RBF, gamma, 3.0, 1.0,
-                       nb.PROJECT_RIDGE, 2, search, np.zeros((2, 2)), B)
+    return nb.maintain(
+        *st[:5],
+        st[6],
+        st[7],
+        maint,
+        nb.RBF,
+        gamma,
+        3.0,
+        1.0,
+        nb.PROJECT_RIDGE,
+        2,
+        search,
+        np.zeros((2, 2)),
+        B,
+    )
 
 
 def _wnorm_diff(X0, A0, X1, A1, gamma):
@@ -58,7 +71,7 @@ def test_kernel_values_match_pairwise(rng):
 def test_removal_drops_smallest_norm(rng, c):
     st = _state(rng, 9, 3, c, nb.REMOVE)
     A0, X0 = st[2].copy(), st[0].copy()
-    norms = (A0 ** 2).sum(1) * np.diag(st[3])
+    norms = (A0**2).sum(1) * np.diag(st[3])
     p = int(np.argmin(norms))
     d2 = _maintain(st, nb.REMOVE)
     s = st[6][nb.FS_SCALE]
@@ -76,7 +89,7 @@ def test_removal_drops_smallest_norm(rng, c):
 def test_projection_is_least_squares(rng, c):
     st = _state(rng, 12, 4, c, nb.PROJECT)
     A0, X0, K0 = st[2].copy(), st[0].copy(), st[3].copy()
-    norms = (A0 ** 2).sum(1)
+    norms = (A0**2).sum(1)
     p = int(np.argmin(norms))
     keep = np.delete(np.arange(13), p)
     Kp = K0[np.ix_(keep, keep)]
@@ -96,8 +109,11 @@ def test_projection_is_least_squares(rng, c):
     assert d2 == pytest.approx(ref, rel=1e-5, abs=1e-10)
     # the inverse kept in M is still (K + rI)^-1 of the remaining SVs
     np.testing.assert_allclose(
-        st[4][:12, :12], np.linalg.inv(st[3][:12, :12] + nb.PROJECT_RIDGE * np.eye(12)),
-        rtol=1e-6, atol=1e-6)
+        st[4][:12, :12],
+        np.linalg.inv(st[3][:12, :12] + nb.PROJECT_RIDGE * np.eye(12)),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def _grid_merge(A, K, m, n, pw=2):
@@ -106,7 +122,7 @@ def _grid_merge(A, K, m, n, pw=2):
     e1 = np.exp(np.abs(1 - h) ** pw * L)
     e2 = np.exp(np.abs(h) ** pw * L)
     az = np.outer(e1, A[m]) + np.outer(e2, A[n])
-    F = (az ** 2).sum(1)
+    F = (az**2).sum(1)
     base = (A[m] ** 2).sum() + (A[n] ** 2).sum() + 2 * K[m, n] * (A[m] @ A[n])
     j = int(np.argmax(F))
     return h[j], base - F[j]
@@ -114,10 +130,10 @@ def _grid_merge(A, K, m, n, pw=2):
 
 @pytest.mark.parametrize("c,signs", [(1, "positive"), (1, "mixed"), (3, "mixed")])
 def test_merge_h_matches_dense_grid(rng, c, signs):
-    for trial in range(5):
+    for _trial in range(5):
         st = _state(rng, 15, 2, c, nb.MERGE, signs=signs)
         A, K = st[2], st[3]
-        m = int(np.argmin((A ** 2).sum(1)))
+        m = int(np.argmin((A**2).sum(1)))
         n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.GOLDEN, np.zeros((2, 2)))
         h_ref, dg_ref = _grid_merge(A, K, m, n)
         assert abs(h - h_ref) < 1e-4
@@ -129,10 +145,10 @@ def test_merge_h_matches_dense_grid(rng, c, signs):
 
 def test_merge_lookup_refines_to_grid(rng):
     T = nb.build_lookup(2)
-    for trial in range(5):
+    for _trial in range(5):
         st = _state(rng, 15, 2, 1, nb.MERGE, signs="positive")
         A, K = st[2], st[3]
-        m = int(np.argmin((A ** 2).sum(1)))
+        m = int(np.argmin((A**2).sum(1)))
         n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.LOOKUP, T)
         h_ref, dg_ref = _grid_merge(A, K, m, n)
         assert abs(h - h_ref) < 1e-4
@@ -141,7 +157,7 @@ def test_merge_lookup_refines_to_grid(rng):
 
 @pytest.mark.parametrize("c", [1, 3])
 def test_merge_degradation_exact_and_never_worse_than_removal(rng, c):
-    for trial in range(10):
+    for _trial in range(10):
         st = _state(rng, 10, 2, c, nb.MERGE, gamma=0.5)
         st_rm = tuple(a.copy() for a in st)
         X0, A0 = st[0].copy(), st[2].copy()
@@ -153,16 +169,34 @@ def test_merge_degradation_exact_and_never_worse_than_removal(rng, c):
         ref = _wnorm_diff(X0, s * A0, st[0][:10], s * st[2][:10], 0.5)
         assert d2 == pytest.approx(ref, rel=1e-6, abs=1e-10)
         # K kept for the SVs is their kernel matrix
-        np.testing.assert_allclose(st[3][:10, :10], _rbf(st[0][:10], st[0][:10], 0.5),
-                                   atol=1e-12)
+        np.testing.assert_allclose(st[3][:10, :10], _rbf(st[0][:10], st[0][:10], 0.5), atol=1e-12)
 
 
 def _run(X, yi, c, lam, maint, B=8):
     st = nb.new_state(B, X.shape[1], c, maint)
     T = np.zeros((2, 2))
-    nb.sgd_chunk(X, yi, np.ones(len(X)), *st, nb.RBF, 1.0, 3.0, 1.0, nb.PEGASOS, lam, 1.0,
-                 0.0, maint, 1.0, nb.PROJECT_RIDGE, 2, nb.GOLDEN, T, B)
-    SV, sqn, A, K, M, b, fs, ist = st
+    nb.sgd_chunk(
+        X,
+        yi,
+        np.ones(len(X)),
+        *st,
+        nb.RBF,
+        1.0,
+        3.0,
+        1.0,
+        nb.PEGASOS,
+        lam,
+        1.0,
+        0.0,
+        maint,
+        1.0,
+        nb.PROJECT_RIDGE,
+        2,
+        nb.GOLDEN,
+        T,
+        B,
+    )
+    SV, sqn, A, _K, _M, b, fs, ist = st
     return nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, 1.0, 3.0, 1.0), st
 
 
@@ -199,10 +233,28 @@ def test_sgd_step_matches_numpy_reference(rng):
             alpha[i] += eta * w[i] * y[i]
             bias += eta * w[i] * y[i]
     st = nb.new_state(100, 3, 1, nb.MERGE)
-    nb.sgd_chunk(X, (y > 0).astype(np.int64), w, *st, nb.RBF, gamma, 3.0, 1.0, nb.PEGASOS,
-                 lam, 1.0, 0.0, nb.MERGE, 1.0, nb.PROJECT_RIDGE, 2, nb.GOLDEN,
-                 np.zeros((2, 2)), 100)
-    SV, sqn, A, K_, M, b, fs, ist = st
+    nb.sgd_chunk(
+        X,
+        (y > 0).astype(np.int64),
+        w,
+        *st,
+        nb.RBF,
+        gamma,
+        3.0,
+        1.0,
+        nb.PEGASOS,
+        lam,
+        1.0,
+        0.0,
+        nb.MERGE,
+        1.0,
+        nb.PROJECT_RIDGE,
+        2,
+        nb.GOLDEN,
+        np.zeros((2, 2)),
+        100,
+    )
+    SV, sqn, A, _K, _M, b, fs, ist = st
     got = nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, gamma, 3.0, 1.0)[:, 0]
     np.testing.assert_allclose(got, K @ alpha + bias, rtol=1e-9, atol=1e-9)
     assert ist[nb.IS_NMAINT] == 0
@@ -213,9 +265,28 @@ def test_radius_projection_bounds_norm(rng):
     yi = (X[:, 0] > 0).astype(np.int64)
     B = 20
     st = nb.new_state(B, 2, 1, nb.MERGE)
-    nb.sgd_chunk(X, yi, np.ones(400), *st, nb.RBF, 1.0, 3.0, 1.0, nb.PERCEPTRON, 0.0, 1.0,
-                 2.0, nb.MERGE, 1.0, nb.PROJECT_RIDGE, 2, nb.GOLDEN, np.zeros((2, 2)), B)
-    SV, sqn, A, K, M, b, fs, ist = st
+    nb.sgd_chunk(
+        X,
+        yi,
+        np.ones(400),
+        *st,
+        nb.RBF,
+        1.0,
+        3.0,
+        1.0,
+        nb.PERCEPTRON,
+        0.0,
+        1.0,
+        2.0,
+        nb.MERGE,
+        1.0,
+        nb.PROJECT_RIDGE,
+        2,
+        nb.GOLDEN,
+        np.zeros((2, 2)),
+        B,
+    )
+    SV, _sqn, A, _K, _M, b, fs, ist = st
     n = ist[nb.IS_NSV]
     a = fs[0] * A[:n, 0]
     norm2 = a @ _rbf(SV[:n], SV[:n], 1.0) @ a + (fs[0] * b[0]) ** 2

@@ -17,9 +17,22 @@ from dkernel.svm import load_model
 @pytest.fixture
 def cluster_cfg(tmp_path):
     cfg = tmp_path / "threads.yaml"
-    cfg.write_text(yaml.safe_dump({"cluster": {"kind": "local", "options": {
-        "n_workers": 1, "threads_per_worker": 2, "processes": False,
-        "dashboard_address": ":0"}}}), encoding="utf-8")
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": {
+                    "kind": "local",
+                    "options": {
+                        "n_workers": 1,
+                        "threads_per_worker": 2,
+                        "processes": False,
+                        "dashboard_address": ":0",
+                    },
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
     return str(cfg)
 
 
@@ -27,22 +40,52 @@ def cluster_cfg(tmp_path):
 def store(tmp_path):
     X, y = make_checkerboard(3000, n_cells=2, random_state=0)
     Xt, yt = make_checkerboard(500, n_cells=2, random_state=1)
-    return write_arrays(tmp_path / "board.zarr", [(X, y)], n=3000, n_features=2,
-                        dtype=np.float32, chunk_rows=700, has_y=True, attrs={},
-                        extra={"X_test": Xt, "y_test": yt})
+    return write_arrays(
+        tmp_path / "board.zarr",
+        [(X, y)],
+        n=3000,
+        n_features=2,
+        dtype=np.float32,
+        chunk_rows=700,
+        has_y=True,
+        attrs={},
+        extra={"X_test": Xt, "y_test": yt},
+    )
 
 
 def _json(capsys) -> dict:
     out = capsys.readouterr().out
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def test_train_then_predict_into_store(tmp_path, store, cluster_cfg, capsys):
     model = str(tmp_path / "m.npz")
     summ = tmp_path / "train.json"
-    assert main(["--cluster", cluster_cfg, "svm", "train", store.path, model, "--budget", "40",
-                 "--gamma", "2", "--lam", "1e-3", "--epochs", "2", "--seed", "1",
-                 "--summary", str(summ)]) == 0
+    assert (
+        main(
+            [
+                "--cluster",
+                cluster_cfg,
+                "svm",
+                "train",
+                store.path,
+                model,
+                "--budget",
+                "40",
+                "--gamma",
+                "2",
+                "--lam",
+                "1e-3",
+                "--epochs",
+                "2",
+                "--seed",
+                "1",
+                "--summary",
+                str(summ),
+            ]
+        )
+        == 0
+    )
     s = _json(capsys)
     assert s == json.loads(summ.read_text(encoding="utf-8"))
     assert s["n_samples"] == 3000 and s["n_support_vectors"] <= 40 and s["t"] == 6000
@@ -55,8 +98,10 @@ def test_train_then_predict_into_store(tmp_path, store, cluster_cfg, capsys):
     np.testing.assert_array_equal(got, clf.predict(store.X.compute()))
     assert p["accuracy"] == pytest.approx(np.mean(got == store.y.compute()))
     # a second run replaces the array; the rest of the store is untouched
-    assert main(["--cluster", cluster_cfg, "svm", "predict", model, store.path,
-                 "--name", "pred2"]) == 0
+    assert (
+        main(["--cluster", cluster_cfg, "svm", "predict", model, store.path, "--name", "pred2"])
+        == 0
+    )
     capsys.readouterr()
     ds = open_dataset(store.path)
     assert ds.n_samples == 3000
@@ -75,16 +120,24 @@ def test_errors_leave_store_intact(tmp_path, store, cluster_cfg, capsys):
     (tmp_path / "bad.npz").write_bytes(b"garbage")
     assert main(["svm", "predict", str(tmp_path / "bad.npz"), store.path]) == 2
     assert "not a dkernel model file" in capsys.readouterr().err
-    assert main(["--cluster", cluster_cfg, "svm", "train", store.path, model,
-                 "--budget", "10"]) == 0
+    assert (
+        main(["--cluster", cluster_cfg, "svm", "train", store.path, model, "--budget", "10"]) == 0
+    )
     capsys.readouterr()
     before = sorted(os.listdir(store.path))
-    assert main(["--cluster", cluster_cfg, "svm", "predict", model, store.path,
-                 "--name", "y"]) == 2
+    assert main(["--cluster", cluster_cfg, "svm", "predict", model, store.path, "--name", "y"]) == 2
     assert "--name 'y' is not allowed" in capsys.readouterr().err
     assert sorted(os.listdir(store.path)) == before
-    other = write_arrays(tmp_path / "three.zarr", [(np.zeros((5, 3)), np.ones(5))], n=5,
-                         n_features=3, dtype=np.float32, chunk_rows=5, has_y=True, attrs={})
+    other = write_arrays(
+        tmp_path / "three.zarr",
+        [(np.zeros((5, 3)), np.ones(5))],
+        n=5,
+        n_features=3,
+        dtype=np.float32,
+        chunk_rows=5,
+        has_y=True,
+        attrs={},
+    )
     assert main(["svm", "predict", model, other.path]) == 2
     assert "has 3 features but the model expects 2" in capsys.readouterr().err
 
@@ -99,7 +152,9 @@ def test_failed_write_removes_partial_array(tmp_path, store):
 
     pred = da.zeros(3000, chunks=700, dtype=np.int64).map_blocks(
         lambda b, block_info=None: boom(b) if block_info[0]["chunk-location"][0] == 2 else b,
-        dtype=np.int64, meta=np.empty((0,), np.int64))
+        dtype=np.int64,
+        meta=np.empty((0,), np.int64),
+    )
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_predictions(store.path, "predictions", pred, chunk_rows=700)
     assert not [f for f in os.listdir(store.path) if "predictions" in f]
@@ -108,8 +163,19 @@ def test_failed_write_removes_partial_array(tmp_path, store):
 
 def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
     summary_path = tmp_path / "summary.json"
-    argv = ["--cluster", cluster_cfg, "demo", "--rows", "20000", "--workdir",
-            str(tmp_path / "w"), "--only", "1,4", "--json", str(summary_path)]
+    argv = [
+        "--cluster",
+        cluster_cfg,
+        "demo",
+        "--rows",
+        "20000",
+        "--workdir",
+        str(tmp_path / "w"),
+        "--only",
+        "1,4",
+        "--json",
+        str(summary_path),
+    ]
     from dkernel.cli._demo import STEPS
 
     idx = [t for t, _ in STEPS].index("budgeted SVM: BSGD merge streamed from zarr") + 1

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager

@@ -24,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=int, required=True, help="coreset draws m")
     p.add_argument("--method", choices=_METHODS, default="two-pass")
     p.add_argument("--lam", type=float, default=1.0, help="hinge weight of the SVM cost")
-    p.add_argument("--beta", type=float, default=0.0,
-                   help="mixture weight of uniform sampling in [0, 1]")
+    p.add_argument(
+        "--beta", type=float, default=0.0, help="mixture weight of uniform sampling in [0, 1]"
+    )
     p.add_argument("--split-every", type=int, default=2, help="merge-reduce fan-in")
     p.add_argument("--leaf-size", type=int, default=None, help="rows per merge-reduce leaf")
     p.add_argument("--seed", type=int, default=0)
@@ -45,13 +46,29 @@ def uniform_store_coreset(ds, m: int, *, seed: int):
     X = take_rows(ds.X, uniq)
     y = take_rows(ds.y, uniq)
     classes = sorted(ds.attrs.get("classes") or np.unique(y).tolist())
-    return Coreset(X=X, y=y, weight=counts * (n / m), sensitivity=np.ones(len(uniq)),
-                   total_sensitivity=float(n), source_size=n, classes=tuple(classes),
-                   info={"method": "uniform", "levels": 1})
+    return Coreset(
+        X=X,
+        y=y,
+        weight=counts * (n / m),
+        sensitivity=np.ones(len(uniq)),
+        total_sensitivity=float(n),
+        source_size=n,
+        classes=tuple(classes),
+        info={"method": "uniform", "levels": 1},
+    )
 
 
-def build(ds, *, size: int, method: str, lam: float, beta: float, split_every: int,
-          leaf_size: int | None, seed: int):
+def build(
+    ds,
+    *,
+    size: int,
+    method: str,
+    lam: float,
+    beta: float,
+    split_every: int,
+    leaf_size: int | None,
+    seed: int,
+):
     from .._validation import DKernelError
     from ..coreset import distributed_coreset
 
@@ -62,9 +79,17 @@ def build(ds, *, size: int, method: str, lam: float, beta: float, split_every: i
 
         check_scalar(size, "--size", kind=int, low=1, high=ds.n_samples)
         return uniform_store_coreset(ds, size, seed=seed)
-    return distributed_coreset(ds, None, size, method=method, lam=lam, beta=beta,
-                               split_every=split_every, leaf_size=leaf_size,
-                               random_state=seed)
+    return distributed_coreset(
+        ds,
+        None,
+        size,
+        method=method,
+        lam=lam,
+        beta=beta,
+        split_every=split_every,
+        leaf_size=leaf_size,
+        random_state=seed,
+    )
 
 
 def write_coreset(coreset, path: str, *, source: str, overwrite: bool):
@@ -73,15 +98,28 @@ def write_coreset(coreset, path: str, *, source: str, overwrite: bool):
 
     X = np.asarray(coreset.X)
     return write_arrays(
-        path, [(X, np.asarray(coreset.y))], n=X.shape[0], n_features=X.shape[1],
-        dtype=X.dtype, chunk_rows=max(1, X.shape[0]), has_y=True,
-        attrs={"source": source, "coreset": {
-            "source_size": int(coreset.source_size), "lam": float(coreset.lam),
-            "total_sensitivity": float(coreset.total_sensitivity),
-            "method": coreset.info.get("method")}},
-        extra={"weight": np.asarray(coreset.weight, dtype=np.float64),
-               "sensitivity": np.asarray(coreset.sensitivity, dtype=np.float64)},
-        overwrite=overwrite)
+        path,
+        [(X, np.asarray(coreset.y))],
+        n=X.shape[0],
+        n_features=X.shape[1],
+        dtype=X.dtype,
+        chunk_rows=max(1, X.shape[0]),
+        has_y=True,
+        attrs={
+            "source": source,
+            "coreset": {
+                "source_size": int(coreset.source_size),
+                "lam": float(coreset.lam),
+                "total_sensitivity": float(coreset.total_sensitivity),
+                "method": coreset.info.get("method"),
+            },
+        },
+        extra={
+            "weight": np.asarray(coreset.weight, dtype=np.float64),
+            "sensitivity": np.asarray(coreset.sensitivity, dtype=np.float64),
+        },
+        overwrite=overwrite,
+    )
 
 
 def _coreset(args) -> int:
@@ -96,24 +134,42 @@ def _coreset(args) -> int:
     with cluster_session(args.cluster) as client:
         logger.info("dashboard: %s", client.dashboard_link)
         t0 = time.perf_counter()
-        c = build(ds, size=args.size, method=args.method, lam=args.lam, beta=args.beta,
-                  split_every=args.split_every, leaf_size=args.leaf_size, seed=args.seed)
+        c = build(
+            ds,
+            size=args.size,
+            method=args.method,
+            lam=args.lam,
+            beta=args.beta,
+            split_every=args.split_every,
+            leaf_size=args.leaf_size,
+            seed=args.seed,
+        )
         seconds = time.perf_counter() - t0
-    write_coreset(c, args.out_store, source=f"dkernel coreset {args.method} of {ds.path}",
-                  overwrite=args.overwrite)
+    write_coreset(
+        c,
+        args.out_store,
+        source=f"dkernel coreset {args.method} of {ds.path}",
+        overwrite=args.overwrite,
+    )
     emit_json(summary(c, ds, args.out_store, seconds), args.summary)
     return 0
 
 
 def summary(c, ds, out: str, seconds: float) -> dict[str, Any]:
     return {
-        "store": ds.path, "out_store": os.path.abspath(out), "method": c.info.get("method"),
-        "n_samples": int(c.source_size), "n_features": int(c.X.shape[1]),
-        "rows": len(c), "total_weight": float(c.weight.sum()),
+        "store": ds.path,
+        "out_store": os.path.abspath(out),
+        "method": c.info.get("method"),
+        "n_samples": int(c.source_size),
+        "n_features": int(c.X.shape[1]),
+        "rows": len(c),
+        "total_weight": float(c.weight.sum()),
         "total_sensitivity": float(c.total_sensitivity),
         "t_over_n": float(c.total_sensitivity) / max(1, c.source_size),
-        "lam": float(c.lam), "classes": list(c.classes),
-        "opt_lower_bound": c.info.get("opt"), "seconds": seconds,
+        "lam": float(c.lam),
+        "classes": list(c.classes),
+        "opt_lower_bound": c.info.get("opt"),
+        "seconds": seconds,
     }
 
 
@@ -126,17 +182,26 @@ def step_coreset(ctx) -> dict:
 
     m = 1000
     t0 = time.perf_counter()
-    ds = make_pathological(ctx.n_rows, separation=1.5, spread=1.0, random_state=ctx.seed,
-                           store=os.path.join(ctx.workdir, "pathological.zarr"),
-                           chunk_rows=max(1, ctx.n_rows // 8), overwrite=True)
+    ds = make_pathological(
+        ctx.n_rows,
+        separation=1.5,
+        spread=1.0,
+        random_state=ctx.seed,
+        store=os.path.join(ctx.workdir, "pathological.zarr"),
+        chunk_rows=max(1, ctx.n_rows // 8),
+        overwrite=True,
+    )
     write_s = time.perf_counter() - t0
-    ctx.say(f"wrote {ds.n_samples:,} x {ds.n_features} overlapping-classes set "
-            f"(make_pathological) in {write_s:.1f} s")
+    ctx.say(
+        f"wrote {ds.n_samples:,} x {ds.n_features} overlapping-classes set "
+        f"(make_pathological) in {write_s:.1f} s"
+    )
     X, y = dask.persist(ds.X, ds.y)
     t0 = time.perf_counter()
     with dask.config.set(scheduler=ctx.client):
-        core = distributed_coreset(X, y, m, method="two-pass", classes=(-1, 1),
-                                   random_state=ctx.seed)
+        core = distributed_coreset(
+            X, y, m, method="two-pass", classes=(-1, 1), random_state=ctx.seed
+        )
     build_s = time.perf_counter() - t0
     unif = uniform_store_coreset(ds, m, seed=ctx.seed)
     opt = float(core.info["opt"])
@@ -151,21 +216,36 @@ def step_coreset(ctx) -> dict:
 
     def full_cost(Xb, yb, w):
         z = 1.0 - np.where(yb > 0, 1.0, -1.0) * (Xb @ w[:-1] + w[-1])
-        return np.array([np.maximum(z, 0.0).sum(),
-                         float((np.sign(Xb @ w[:-1] + w[-1]) == np.where(yb > 0, 1, -1)).sum())])
+        return np.array(
+            [
+                np.maximum(z, 0.0).sum(),
+                float((np.sign(Xb @ w[:-1] + w[-1]) == np.where(yb > 0, 1, -1)).sum()),
+            ]
+        )
 
-    parts = [dask.delayed(lambda a, b: np.stack([full_cost(a, b, w) for w in ws.values()]))(
-        xb, yb) for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())]
+    parts = [
+        dask.delayed(lambda a, b: np.stack([full_cost(a, b, w) for w in ws.values()]))(xb, yb)
+        for xb, yb in zip(X.to_delayed().ravel(), y.to_delayed().ravel())
+    ]
     with dask.config.set(scheduler=ctx.client):
         tot = np.sum(dask.compute(*parts), axis=0)
-    out: dict[str, Any] = {"m": m, "rows": ds.n_samples, "build_s": build_s,
-                           "opt_lower_bound": opt, "t_over_n": core.total_sensitivity / ds.n_samples}
-    ctx.say(f"two-pass coreset of {m} draws ({len(core)} rows) across the workers in "
-            f"{build_s:.1f} s; total sensitivity t/n = {out['t_over_n']:.4f}")
+    out: dict[str, Any] = {
+        "m": m,
+        "rows": ds.n_samples,
+        "build_s": build_s,
+        "opt_lower_bound": opt,
+        "t_over_n": core.total_sensitivity / ds.n_samples,
+    }
+    ctx.say(
+        f"two-pass coreset of {m} draws ({len(core)} rows) across the workers in "
+        f"{build_s:.1f} s; total sensitivity t/n = {out['t_over_n']:.4f}"
+    )
     for i, (name, w) in enumerate(ws.items()):
         F = 0.5 * float(w[:-1] @ w[:-1]) + core.lam * tot[i, 0]
         acc = tot[i, 1] / ds.n_samples
         out[name] = {"objective_over_opt_bound": F / opt, "accuracy": acc}
-        ctx.say(f"linear SVM on the {name:8s}: full-data objective / certified optimum bound "
-                f"= {F / opt:.4f}, accuracy {acc:.4f}")
+        ctx.say(
+            f"linear SVM on the {name:8s}: full-data objective / certified optimum bound "
+            f"= {F / opt:.4f}, accuracy {acc:.4f}"
+        )
     return out

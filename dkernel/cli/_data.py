@@ -15,14 +15,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["npz", "csv", "svmlight"], default=None)
     p.add_argument("--chunk-rows", type=int, default=None)
     p.add_argument("--dtype", choices=["float32", "float64"], default=None)
-    p.add_argument("--label-column", type=int, default=-1,
-                   help="CSV label column (default: last)")
+    p.add_argument("--label-column", type=int, default=-1, help="CSV label column (default: last)")
     p.add_argument("--no-labels", action="store_true", help="CSV has no label column")
-    p.add_argument("--delimiter", default=",",
-                   help="CSV field separator (default ','; '\\t' or 'tab' for tabs; .tsv files use tabs)")
+    p.add_argument(
+        "--delimiter",
+        default=",",
+        help="CSV field separator (default ','; '\\t' or 'tab' for tabs; .tsv files use tabs)",
+    )
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
-    p.add_argument("--n-features", type=int, default=None,
-                   help="LIBSVM width when the file does not reach the last feature")
+    p.add_argument(
+        "--n-features",
+        type=int,
+        default=None,
+        help="LIBSVM width when the file does not reach the last feature",
+    )
     p.add_argument("--uncompressed", action="store_true", help="store chunks uncompressed")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_ingest)
@@ -38,10 +44,19 @@ def _ingest(args) -> int:
     delimiter = {"\\t": "\t", "tab": "\t"}.get(args.delimiter, args.delimiter)
     if not delimiter:
         raise DKernelError("--delimiter must not be empty")
-    ds = ingest(args.source, args.store, format=args.format, chunk_rows=args.chunk_rows,
-                dtype=args.dtype, label_column=None if args.no_labels else args.label_column,
-                delimiter=delimiter, zero_based=args.zero_based, n_features=args.n_features,
-                overwrite=args.overwrite, compressors=None if args.uncompressed else "default")
+    ds = ingest(
+        args.source,
+        args.store,
+        format=args.format,
+        chunk_rows=args.chunk_rows,
+        dtype=args.dtype,
+        label_column=None if args.no_labels else args.label_column,
+        delimiter=delimiter,
+        zero_based=args.zero_based,
+        n_features=args.n_features,
+        overwrite=args.overwrite,
+        compressors=None if args.uncompressed else "default",
+    )
     emit_json(_describe(ds))
     return 0
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +35,19 @@ def step_data(ctx: DemoContext) -> dict:
     from ..data import make_checkerboard, sample_rows
 
     t0 = time.perf_counter()
-    ds = make_checkerboard(ctx.n_rows, random_state=ctx.seed, overwrite=True,
-                           store=os.path.join(ctx.workdir, "checkerboard.zarr"),
-                           chunk_rows=max(1, ctx.n_rows // 16))
+    ds = make_checkerboard(
+        ctx.n_rows,
+        random_state=ctx.seed,
+        overwrite=True,
+        store=os.path.join(ctx.workdir, "checkerboard.zarr"),
+        chunk_rows=max(1, ctx.n_rows // 16),
+    )
     write_s = time.perf_counter() - t0
     ctx.stores["checkerboard"] = ds
-    ctx.say(f"wrote {ds.n_samples:,} x {ds.n_features} checkerboard to {ds.path} "
-            f"({ds.X.numblocks[0]} chunks) in {write_s:.2f} s")
+    ctx.say(
+        f"wrote {ds.n_samples:,} x {ds.n_features} checkerboard to {ds.path} "
+        f"({ds.X.numblocks[0]} chunks) in {write_s:.2f} s"
+    )
     X = ds.X.persist()
     batches, size = 20, 1024
     sample_rows(X, size, random_state=ctx.seed)  # warm-up: workers import dkernel once
@@ -51,10 +58,16 @@ def step_data(ctx: DemoContext) -> dict:
     batch_s = (time.perf_counter() - t0) / batches
     again = sample_rows(ds.X.rechunk((ctx.n_rows // 5 + 1, 2)), size, random_state=ctx.seed)
     same = bool(np.array_equal(first, again))
-    ctx.say(f"{batches} seeded batches of {size} rows: {1e3 * batch_s:.1f} ms/batch "
-            f"from persisted chunks; same rows under another chunking: {same}")
-    return {"rows": ds.n_samples, "write_s": write_s, "batch_ms": 1e3 * batch_s,
-            "reproducible_across_chunking": same}
+    ctx.say(
+        f"{batches} seeded batches of {size} rows: {1e3 * batch_s:.1f} ms/batch "
+        f"from persisted chunks; same rows under another chunking: {same}"
+    )
+    return {
+        "rows": ds.n_samples,
+        "write_s": write_s,
+        "batch_ms": 1e3 * batch_s,
+        "reproducible_across_chunking": same,
+    }
 
 
 def step_kernels(ctx: DemoContext) -> dict:
@@ -76,16 +89,22 @@ def step_kernels(ctx: DemoContext) -> dict:
     evals = float(m) * min(ds.n_samples, 8192)
     ctx.say(f"median-heuristic gamma = {gamma:.3g}")
     ctx.say(f"local 4096 x 4096 RBF block: {4096 * 4096 / local_s / 1e6:.0f} M kernel values/s")
-    ctx.say(f"lazy {m:,} x 8,192 kernel matrix as {K.npartitions} blocks on the cluster: "
-            f"{evals / dist_s / 1e6:.0f} M values/s (never held whole; "
-            f"row-sum mean {row_sums.mean():.1f})")
-    return {"gamma": gamma, "local_mvals_per_s": 4096 * 4096 / local_s / 1e6,
-            "cluster_mvals_per_s": evals / dist_s / 1e6, "blocks": int(K.npartitions)}
+    ctx.say(
+        f"lazy {m:,} x 8,192 kernel matrix as {K.npartitions} blocks on the cluster: "
+        f"{evals / dist_s / 1e6:.0f} M values/s (never held whole; "
+        f"row-sum mean {row_sums.mean():.1f})"
+    )
+    return {
+        "gamma": gamma,
+        "local_mvals_per_s": 4096 * 4096 / local_s / 1e6,
+        "cluster_mvals_per_s": evals / dist_s / 1e6,
+        "blocks": int(K.npartitions),
+    }
 
 
+from ._coreset import step_coreset as _step_coreset  # noqa: E402
 from ._kmeans import step_kmeans as _step_kmeans  # noqa: E402
 from ._svm import step_svm as _step_svm  # noqa: E402
-from ._coreset import step_coreset as _step_coreset  # noqa: E402
 
 #: (title, step) in the order the demo runs them.
 STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [

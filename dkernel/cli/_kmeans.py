@@ -28,15 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--tau", default="200", help="truncation (int) or 'none' (default 200)")
     p.add_argument("--max-iter", type=int, default=200)
-    p.add_argument("--gamma", default="median",
-                   help="kernel width: a number, 'median' (heuristic, default) or 'select' "
-                        "(label-free selection, dkernel.cluster.select_gamma)")
+    p.add_argument(
+        "--gamma",
+        default="median",
+        help="kernel width: a number, 'median' (heuristic, default) or 'select' "
+        "(label-free selection, dkernel.cluster.select_gamma)",
+    )
     p.add_argument("--kernel", default="rbf", help="rbf, laplacian, polynomial, ... (default rbf)")
     p.add_argument("--learning-rate", default="beta", help="'beta', 'sklearn' or a float in (0, 1]")
-    p.add_argument("--full-batch", action="store_true",
-                   help="use full-batch KernelKMeans instead (O(n^2) kernel per iteration)")
+    p.add_argument(
+        "--full-batch",
+        action="store_true",
+        help="use full-batch KernelKMeans instead (O(n^2) kernel per iteration)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--labels-name", default="labels", help="name of the labels array (default labels)")
+    p.add_argument(
+        "--labels-name", default="labels", help="name of the labels array (default labels)"
+    )
     p.add_argument("--summary", default=None, help="also write the JSON summary to this file")
     p.set_defaults(func=run_kmeans)
 
@@ -56,7 +64,9 @@ def _parse_rate(text: str) -> str | float:
     try:
         return float(text)
     except ValueError:
-        raise DKernelError(f"--learning-rate must be 'beta', 'sklearn' or a number, got {text!r}") from None
+        raise DKernelError(
+            f"--learning-rate must be 'beta', 'sklearn' or a number, got {text!r}"
+        ) from None
 
 
 def _parse_gamma(text: str) -> str | float:
@@ -65,7 +75,9 @@ def _parse_gamma(text: str) -> str | float:
     try:
         return float(text)
     except ValueError:
-        raise DKernelError(f"--gamma must be a number, 'median' or 'select', got {text!r}") from None
+        raise DKernelError(
+            f"--gamma must be a number, 'median' or 'select', got {text!r}"
+        ) from None
 
 
 def _check_labels_name(name: str) -> None:
@@ -73,8 +85,9 @@ def _check_labels_name(name: str) -> None:
         raise DKernelError(f"--labels-name {name!r} is not allowed (reserved or not a plain name)")
 
 
-def write_labels(store: str, name: str, labels: np.ndarray, *, chunk_rows: int,
-                 attrs: dict[str, Any]) -> None:
+def write_labels(
+    store: str, name: str, labels: np.ndarray, *, chunk_rows: int, attrs: dict[str, Any]
+) -> None:
     """Add (or replace) a 1-D int64 array in a store atomically.
 
     The array is written under a hidden temporary name and its folder is renamed into
@@ -89,8 +102,12 @@ def write_labels(store: str, name: str, labels: np.ndarray, *, chunk_rows: int,
     tmp = f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp_dir, final = os.path.join(path, tmp), os.path.join(path, name)
     try:
-        arr = group.create_array(tmp, shape=labels.shape, dtype=np.int64,
-                                 chunks=(max(1, min(chunk_rows, labels.shape[0])),))
+        arr = group.create_array(
+            tmp,
+            shape=labels.shape,
+            dtype=np.int64,
+            chunks=(max(1, min(chunk_rows, labels.shape[0])),),
+        )
         arr[:] = labels.astype(np.int64)
         arr.attrs.update(attrs)
         old = None
@@ -133,13 +150,24 @@ def run_kmeans(args) -> int:
         elif isinstance(gamma_opt, float):
             gamma = gamma_opt
         if args.full_batch:
-            model = KernelKMeans(args.n_clusters, kernel=args.kernel, gamma=gamma,
-                                 max_iter=args.max_iter, random_state=args.seed)
+            model = KernelKMeans(
+                args.n_clusters,
+                kernel=args.kernel,
+                gamma=gamma,
+                max_iter=args.max_iter,
+                random_state=args.seed,
+            )
         else:
-            model = MiniBatchKernelKMeans(args.n_clusters, kernel=args.kernel, gamma=gamma,
-                                          batch_size=args.batch_size, tau=tau,
-                                          learning_rate=rate, max_iter=args.max_iter,
-                                          random_state=args.seed)
+            model = MiniBatchKernelKMeans(
+                args.n_clusters,
+                kernel=args.kernel,
+                gamma=gamma,
+                batch_size=args.batch_size,
+                tau=tau,
+                learning_rate=rate,
+                max_iter=args.max_iter,
+                random_state=args.seed,
+            )
         model.fit(X)
         fit_s = time.perf_counter() - t0
         summary: dict[str, Any] = {
@@ -161,10 +189,19 @@ def run_kmeans(args) -> int:
         }
         if ds.y is not None:
             summary["ari"] = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))
-    write_labels(ds.path, args.labels_name, model.labels_,
-                 chunk_rows=int(ds.X.chunks[0][0]),
-                 attrs={"algorithm": summary["algorithm"], "n_clusters": args.n_clusters,
-                        "gamma": model.gamma_, "seed": args.seed, "inertia": model.inertia_})
+    write_labels(
+        ds.path,
+        args.labels_name,
+        model.labels_,
+        chunk_rows=int(ds.X.chunks[0][0]),
+        attrs={
+            "algorithm": summary["algorithm"],
+            "n_clusters": args.n_clusters,
+            "gamma": model.gamma_,
+            "seed": args.seed,
+            "inertia": model.inertia_,
+        },
+    )
     emit_json(summary, args.summary)
     return 0
 
@@ -179,9 +216,17 @@ def step_kmeans(ctx) -> dict:
     from ..kernels import estimate_gamma
 
     n = int(min(max(ctx.n_rows // 20, 10_000), 50_000))
-    ds = make_rings(n, n_rings=2, inner_radius=0.5, spacing=2.0, noise=0.15,
-                    random_state=ctx.seed, overwrite=True,
-                    store=os.path.join(ctx.workdir, "rings.zarr"), chunk_rows=max(1, n // 8))
+    ds = make_rings(
+        n,
+        n_rings=2,
+        inner_radius=0.5,
+        spacing=2.0,
+        noise=0.15,
+        random_state=ctx.seed,
+        overwrite=True,
+        store=os.path.join(ctx.workdir, "rings.zarr"),
+        chunk_rows=max(1, n // 8),
+    )
     y = np.asarray(ds.y.compute())
     X = ds.X.persist()
     t0 = time.perf_counter()
@@ -190,15 +235,23 @@ def step_kmeans(ctx) -> dict:
     ari_km = float(adjusted_rand_score(y, km.labels_))
     gamma = estimate_gamma(X, random_state=ctx.seed)
     t0 = time.perf_counter()
-    model = MiniBatchKernelKMeans(2, gamma=gamma, batch_size=1024, tau=200, max_iter=100,
-                                  random_state=ctx.seed).fit(X)
+    model = MiniBatchKernelKMeans(
+        2, gamma=gamma, batch_size=1024, tau=200, max_iter=100, random_state=ctx.seed
+    ).fit(X)
     kk_s = time.perf_counter() - t0
     ari_kk = float(adjusted_rand_score(y, model.labels_))
     ctx.say(f"{n:,} points: a compact ring inside a wide one (zarr, {ds.X.numblocks[0]} chunks)")
     ctx.say(f"scikit-learn KMeans:            ARI {ari_km:.3f} ({km_s:.1f} s)")
-    ctx.say(f"MiniBatchKernelKMeans (rbf, median gamma={gamma:.3g}, b=1024, tau=200, 100 iterations): "
-            f"ARI {ari_kk:.3f} ({kk_s:.1f} s, {model.n_kernel_evals_ / 1e6:.0f} M kernel values, "
-            f"labels in one blockwise pass)")
-    return {"rows": n, "ari_kmeans": ari_km, "ari_kernel_kmeans": ari_kk,
-            "kmeans_s": km_s, "kernel_kmeans_s": kk_s, "inertia": model.inertia_}
-
+    ctx.say(
+        f"MiniBatchKernelKMeans (rbf, median gamma={gamma:.3g}, b=1024, tau=200, 100 iterations): "
+        f"ARI {ari_kk:.3f} ({kk_s:.1f} s, {model.n_kernel_evals_ / 1e6:.0f} M kernel values, "
+        f"labels in one blockwise pass)"
+    )
+    return {
+        "rows": n,
+        "ari_kmeans": ari_km,
+        "ari_kernel_kmeans": ari_kk,
+        "kmeans_s": km_s,
+        "kernel_kmeans_s": kk_s,
+        "inertia": model.inertia_,
+    }

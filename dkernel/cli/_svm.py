@@ -40,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = ssub.add_parser("predict", help="predict a store's X; write the labels into the store")
     q.add_argument("model", help="model file written by 'dkernel svm train'")
     q.add_argument("store", help="zarr dataset store")
-    q.add_argument("--name", default="predictions",
-                   help="array name for the predictions inside the store (default predictions)")
+    q.add_argument(
+        "--name",
+        default="predictions",
+        help="array name for the predictions inside the store (default predictions)",
+    )
     q.add_argument("--summary", default=None, help="also write the JSON summary here")
     q.set_defaults(func=_predict)
 
@@ -56,10 +59,17 @@ def _train(args: argparse.Namespace) -> int:
     model_dir = os.path.dirname(os.path.abspath(args.model))
     if not os.path.isdir(model_dir):
         raise DKernelError(f"folder {model_dir!r} for the model file does not exist")
-    clf = BudgetedSVC(budget=args.budget, maintenance=args.maintenance,
-                      algorithm=args.algorithm, lam=args.lam, eta0=args.eta0,
-                      kernel=args.kernel, gamma=args.gamma, max_epochs=args.epochs,
-                      random_state=args.seed)
+    clf = BudgetedSVC(
+        budget=args.budget,
+        maintenance=args.maintenance,
+        algorithm=args.algorithm,
+        lam=args.lam,
+        eta0=args.eta0,
+        kernel=args.kernel,
+        gamma=args.gamma,
+        max_epochs=args.epochs,
+        random_state=args.seed,
+    )
     clf._check_params()
     clf._resolve_spec(ds.n_features)  # kernel/maintenance errors before starting a cluster
     with cluster_session(args.cluster):
@@ -67,12 +77,21 @@ def _train(args: argparse.Namespace) -> int:
         clf.fit(ds)
         train_s = time.perf_counter() - t0
         summary: dict[str, Any] = {
-            "store": ds.path, "model": os.path.abspath(args.model), "n_samples": ds.n_samples,
-            "n_features": ds.n_features, "classes": clf.classes_.tolist(),
-            "budget": args.budget, "maintenance": args.maintenance,
-            "algorithm": args.algorithm, "lam": args.lam, "gamma": clf.gamma_,
-            "epochs": args.epochs, "seed": args.seed, "train_seconds": train_s,
-            "n_support_vectors": int(clf.support_vectors_.shape[0]), "t": clf.t_,
+            "store": ds.path,
+            "model": os.path.abspath(args.model),
+            "n_samples": ds.n_samples,
+            "n_features": ds.n_features,
+            "classes": clf.classes_.tolist(),
+            "budget": args.budget,
+            "maintenance": args.maintenance,
+            "algorithm": args.algorithm,
+            "lam": args.lam,
+            "gamma": clf.gamma_,
+            "epochs": args.epochs,
+            "seed": args.seed,
+            "train_seconds": train_s,
+            "n_support_vectors": int(clf.support_vectors_.shape[0]),
+            "t": clf.t_,
             "weight_degradation": clf.weight_degradation_,
         }
         if ds.X_test is not None and ds.y_test is not None:
@@ -92,17 +111,23 @@ def write_predictions(path: str, name: str, pred, *, chunk_rows: int) -> None:
     import zarr
 
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name) or name in _RESERVED:
-        raise DKernelError(f"--name {name!r} is not allowed (a plain name other than "
-                           f"{', '.join(sorted(_RESERVED))})")
+        raise DKernelError(
+            f"--name {name!r} is not allowed (a plain name other than "
+            f"{', '.join(sorted(_RESERVED))})"
+        )
     final = os.path.join(path, name)
     tmp = os.path.join(path, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
     dtype = pred.dtype if pred.dtype.kind != "U" else str
     n = int(pred.shape[0])
     try:
-        arr = zarr.create_array(zarr.storage.LocalStore(tmp), shape=(n,), dtype=dtype,
-                                chunks=(min(chunk_rows, max(n, 1)),))
+        arr = zarr.create_array(
+            zarr.storage.LocalStore(tmp),
+            shape=(n,),
+            dtype=dtype,
+            chunks=(min(chunk_rows, max(n, 1)),),
+        )
         for start in range(0, n, chunk_rows):
-            arr[start:start + chunk_rows] = np.asarray(pred[start:start + chunk_rows].compute())
+            arr[start : start + chunk_rows] = np.asarray(pred[start : start + chunk_rows].compute())
         old = None
         if os.path.exists(final):
             old = os.path.join(path, f".{name}.old-{uuid.uuid4().hex[:8]}")
@@ -122,16 +147,22 @@ def _predict(args: argparse.Namespace) -> int:
     clf = load_model(args.model)
     ds = open_dataset(args.store)
     if ds.n_features != clf.n_features_in_:
-        raise DKernelError(f"store {ds.path!r} has {ds.n_features} features but the model "
-                           f"expects {clf.n_features_in_}")
+        raise DKernelError(
+            f"store {ds.path!r} has {ds.n_features} features but the model "
+            f"expects {clf.n_features_in_}"
+        )
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
         pred = clf.predict(ds.X)
         write_predictions(ds.path, args.name, pred, chunk_rows=int(ds.X.chunksize[0]))
         seconds = time.perf_counter() - t0
-        summary: dict[str, Any] = {"model": os.path.abspath(args.model), "store": ds.path,
-                                   "array": args.name, "n_samples": ds.n_samples,
-                                   "predict_seconds": seconds}
+        summary: dict[str, Any] = {
+            "model": os.path.abspath(args.model),
+            "store": ds.path,
+            "array": args.name,
+            "n_samples": ds.n_samples,
+            "predict_seconds": seconds,
+        }
         if ds.y is not None:
             got = np.asarray(open_dataset(ds.path).array(args.name)[:])
             summary["accuracy"] = float(np.mean(got == np.asarray(ds.y)))
@@ -145,17 +176,24 @@ def step_svm(ctx) -> dict:
     from ..svm import BudgetedSVC
 
     ds = ctx.stores["checkerboard"]
-    clf = BudgetedSVC(budget=100, maintenance="merge", gamma=2.0, lam=1.0 / ds.n_samples,
-                      random_state=ctx.seed)
+    clf = BudgetedSVC(
+        budget=100, maintenance="merge", gamma=2.0, lam=1.0 / ds.n_samples, random_state=ctx.seed
+    )
     t0 = time.perf_counter()
     clf.fit(ds)
     train_s = time.perf_counter() - t0
     Xt, yt = make_checkerboard(20000, random_state=ctx.seed + 1)
     acc = float(clf.score(Xt, yt))
-    ctx.say(f"BudgetedSVC(B=100, merge, pegasos): one pass over {ds.n_samples:,} rows "
-            f"streamed from {ds.path} in {train_s:.1f} s; {clf.support_vectors_.shape[0]} SVs, "
-            f"{clf.n_maintenance_:,} merges, mean degradation {clf.weight_degradation_:.3g}")
+    ctx.say(
+        f"BudgetedSVC(B=100, merge, pegasos): one pass over {ds.n_samples:,} rows "
+        f"streamed from {ds.path} in {train_s:.1f} s; {clf.support_vectors_.shape[0]} SVs, "
+        f"{clf.n_maintenance_:,} merges, mean degradation {clf.weight_degradation_:.3g}"
+    )
     ctx.say(f"test accuracy on 20,000 fresh rows: {100 * acc:.2f}%")
-    return {"rows": ds.n_samples, "train_s": train_s, "test_accuracy": acc,
-            "n_support_vectors": int(clf.support_vectors_.shape[0]),
-            "weight_degradation": clf.weight_degradation_}
+    return {
+        "rows": ds.n_samples,
+        "train_s": train_s,
+        "test_accuracy": acc,
+        "n_support_vectors": int(clf.support_vectors_.shape[0]),
+        "weight_degradation": clf.weight_degradation_,
+    }

@@ -28,14 +28,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="dkernel", description="Scalable kernel methods on Dask.")
+    parser = _Parser(prog="dkernel", description="Scalable kernel methods on Dask.")
     parser.add_argument(
-        "--cluster", default=None,
+        "--cluster",
+        default=None,
         help="cluster config YAML (cluster-configs/*.yaml) or scheduler address "
-             "(default: the embedded LocalCluster)")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log progress (-v) or debug timings (-vv)")
+        "(default: the embedded LocalCluster)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log progress (-v) or debug timings (-vv)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

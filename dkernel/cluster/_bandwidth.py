@@ -13,8 +13,18 @@ from .._validation import DKernelError, check_finite_2d, check_scalar
 DEFAULT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def select_gamma(X, n_clusters, *, kernel="rbf", candidates=DEFAULT_FACTORS, sample_size=2000,
-                 n_init=3, max_iter=50, random_state=None, return_scores=False):
+def select_gamma(
+    X,
+    n_clusters,
+    *,
+    kernel="rbf",
+    candidates=DEFAULT_FACTORS,
+    sample_size=2000,
+    n_init=3,
+    max_iter=50,
+    random_state=None,
+    return_scores=False,
+):
     """Pick an RBF/Laplacian width without labels, by feature-space silhouette.
 
     On a seeded subsample, for each candidate ``gamma = factor * gamma_median``

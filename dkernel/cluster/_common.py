@@ -89,12 +89,18 @@ def _check_rate(learning_rate):
     if isinstance(learning_rate, str):
         if learning_rate not in ("beta", "sklearn"):
             raise DKernelError(
-                f"unknown learning_rate {learning_rate!r}; use 'beta', 'sklearn' or a float in (0, 1]")
+                f"unknown learning_rate {learning_rate!r}; "
+                "use 'beta', 'sklearn' or a float in (0, 1]"
+            )
         return learning_rate
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real) \
-            or not 0.0 < float(learning_rate) <= 1.0:
+    if (
+        isinstance(learning_rate, bool)
+        or not isinstance(learning_rate, numbers.Real)
+        or not 0.0 < float(learning_rate) <= 1.0
+    ):
         raise DKernelError(
-            f"learning_rate must be 'beta', 'sklearn' or a float in (0, 1], got {learning_rate!r}")
+            f"learning_rate must be 'beta', 'sklearn' or a float in (0, 1], got {learning_rate!r}"
+        )
     return float(learning_rate)
 
 
@@ -103,10 +109,14 @@ def _graph_params(kernel, kernel_params, n):
     allowed = {"knn": {"n_neighbors"}, "heat": {"n_neighbors", "t"}}[kernel]
     extra = set(params) - allowed
     if extra:
-        raise DKernelError(f"kernel={kernel!r} takes kernel_params {sorted(allowed)}, got {sorted(extra)}")
+        raise DKernelError(
+            f"kernel={kernel!r} takes kernel_params {sorted(allowed)}, got {sorted(extra)}"
+        )
     nn = params.get("n_neighbors", 10)
     if isinstance(nn, bool) or not isinstance(nn, numbers.Integral) or not 1 <= nn <= n - 1:
-        raise DKernelError(f"kernel_params['n_neighbors'] must be an int in [1, {n - 1}], got {nn!r}")
+        raise DKernelError(
+            f"kernel_params['n_neighbors'] must be an int in [1, {n - 1}], got {nn!r}"
+        )
     params["n_neighbors"] = int(nn)
     if kernel == "heat":
         t = params.get("t", 1.0)
@@ -144,8 +154,9 @@ class _KernelCentersMixin:
         if _is_dask(X):
             if X.ndim != 2:
                 raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) \
-                    or np.issubdtype(X.dtype, np.complexfloating):
+            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.issubdtype(
+                X.dtype, np.complexfloating
+            ):
                 raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
             if 0 in X.shape:
                 raise DKernelError(f"X is empty (shape {X.shape})")
@@ -154,8 +165,9 @@ class _KernelCentersMixin:
                 _scan_nonfinite(X)
             return X, True
         try:
-            X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                              ensure_all_finite=False)
+            X = validate_data(
+                self, X, reset=reset, dtype=[np.float64, np.float32], ensure_all_finite=False
+            )
         except DKernelError:
             raise
         except ValueError as exc:
@@ -180,14 +192,17 @@ class _KernelCentersMixin:
         """Check ``init``: 'k-means++', 'random' or k finite points (not for graph kernels)."""
         if isinstance(self.init, str):
             if self.init not in ("k-means++", "random"):
-                raise DKernelError(f"init must be 'k-means++', 'random' or an array, got {self.init!r}")
+                raise DKernelError(
+                    f"init must be 'k-means++', 'random' or an array, got {self.init!r}"
+                )
             return
         if self._is_graph():
             raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
         Z = np.asarray(self.init)
         if Z.shape != (self.n_clusters, self.n_features_in_):
             raise DKernelError(
-                f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})")
+                f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})"
+            )
         if not np.isfinite(Z).all():
             raise DKernelError("init contains NaN or inf")
 
@@ -199,7 +214,8 @@ class _KernelCentersMixin:
         elif d != self.n_features_in_:
             raise DKernelError(
                 f"X has {d} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input")
+                f"{self.n_features_in_} features as input"
+            )
 
     def _resolve_spec(self, X, rng) -> KernelSpec:
         """The kernel with ``gamma=None`` resolved (median heuristic for rbf/laplacian)."""
@@ -242,8 +258,8 @@ class _KernelCentersMixin:
         S = self.center_support_indices_ if oracle.graph else self.center_support_
         out = np.empty((len(P), self.center_coef_.shape[0]))
         for r0 in range(0, len(P), _TILE_ROWS):
-            Kb = oracle.kernel(P[r0:r0 + _TILE_ROWS], S)
-            out[r0:r0 + _TILE_ROWS] = Kb @ self.center_coef_.T
+            Kb = oracle.kernel(P[r0 : r0 + _TILE_ROWS], S)
+            out[r0 : r0 + _TILE_ROWS] = Kb @ self.center_coef_.T
         return out
 
     def _sq_distances_local(self, oracle, P: np.ndarray) -> np.ndarray:
@@ -260,9 +276,16 @@ class _KernelCentersMixin:
             X = X.astype(self.center_support_.dtype, copy=False)
             return self._assign_points(self._oracle(), X)
         k = self.center_coef_.shape[0]
-        out = X.map_blocks(_assign_block, self.center_support_, self.center_coef_,
-                           self.center_norms_, self._spec, dtype=np.float64,
-                           chunks=(X.chunks[0], (2,)), meta=np.empty((0, 2)))
+        out = X.map_blocks(
+            _assign_block,
+            self.center_support_,
+            self.center_coef_,
+            self.center_norms_,
+            self._spec,
+            dtype=np.float64,
+            chunks=(X.chunks[0], (2,)),
+            meta=np.empty((0, 2)),
+        )
         res = out.compute()
         labels = res[:, 0].astype(np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= k):
@@ -275,10 +298,15 @@ class _KernelCentersMixin:
         S = self.center_support_indices_ if oracle.graph else self.center_support_
         inner = np.empty((0, 0))
         for r0 in range(0, len(P), _TILE_ROWS):
-            Pb = P[r0:r0 + _TILE_ROWS]
+            Pb = P[r0 : r0 + _TILE_ROWS]
             inner = oracle.kernel(Pb, S) @ self.center_coef_.T
-            _nb.assign_nearest(oracle.diag(Pb), np.ascontiguousarray(inner), self.center_norms_,
-                               labels[r0:r0 + _TILE_ROWS], dist[r0:r0 + _TILE_ROWS])
+            _nb.assign_nearest(
+                oracle.diag(Pb),
+                np.ascontiguousarray(inner),
+                self.center_norms_,
+                labels[r0 : r0 + _TILE_ROWS],
+                dist[r0 : r0 + _TILE_ROWS],
+            )
         return labels, dist
 
     def _check_predictable(self):
@@ -286,7 +314,8 @@ class _KernelCentersMixin:
         if self._is_graph():
             raise DKernelError(
                 f"kernel={self.kernel!r} is a transductive graph kernel defined only on the "
-                "training rows: use labels_ or fit_predict, not predict/transform/score on new data")
+                "training rows: use labels_ or fit_predict, not predict/transform/score on new data"
+            )
 
     # ------------------------------------------------------------- public API
     def predict(self, X):
@@ -339,10 +368,11 @@ def _assign_block(Xb, support, coef, norms, spec):
     labels = np.empty(Xb.shape[0], dtype=np.int64)
     dist = np.empty(Xb.shape[0])
     for r0 in range(0, Xb.shape[0], _TILE_ROWS):
-        Pb = Xb[r0:r0 + _TILE_ROWS]
+        Pb = Xb[r0 : r0 + _TILE_ROWS]
         inner = np.ascontiguousarray(oracle.kernel(Pb, support) @ coef.T)
-        _nb.assign_nearest(oracle.diag(Pb), inner, norms, labels[r0:r0 + _TILE_ROWS],
-                           dist[r0:r0 + _TILE_ROWS])
+        _nb.assign_nearest(
+            oracle.diag(Pb), inner, norms, labels[r0 : r0 + _TILE_ROWS], dist[r0 : r0 + _TILE_ROWS]
+        )
     out[:, 0] = labels
     out[:, 1] = dist
     return out

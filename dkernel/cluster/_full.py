@@ -89,10 +89,25 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
 
     _supported_kernels = SUPPORTED_KERNELS
 
-    def __init__(self, n_clusters=8, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                 kernel_params=None, max_iter=100, tol=0.0, init="k-means++", init_size=None,
-                 n_init=1, max_kernel_bytes=2**30, chunk_size=None, random_state=None,
-                 verbose=0):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        max_iter=100,
+        tol=0.0,
+        init="k-means++",
+        init_size=None,
+        n_init=1,
+        max_kernel_bytes=2**30,
+        chunk_size=None,
+        random_state=None,
+        verbose=0,
+    ):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -150,8 +165,11 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
 
             X_rows = np.asarray(X.compute() if is_dask else X, dtype=dtype)
             params = _graph_params(self.kernel.lower(), self.kernel_params, n)
-            self._graph = (knn_kernel(X_rows, params["n_neighbors"]) if self.kernel.lower() == "knn"
-                           else heat_kernel(X_rows, params["n_neighbors"], params["t"]))
+            self._graph = (
+                knn_kernel(X_rows, params["n_neighbors"])
+                if self.kernel.lower() == "knn"
+                else heat_kernel(X_rows, params["n_neighbors"], params["t"])
+            )
             self._spec, self.gamma_ = None, None
             oracle = _GraphOracle(self._graph)
             points = np.arange(n)
@@ -161,11 +179,15 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             self._spec = self._resolve_spec(X, rng)
             self.gamma_ = self._spec.gamma
             oracle = _NumericOracle(self._spec)
-            Xd = X.astype(dtype) if is_dask else da.from_array(
-                np.asarray(X, dtype=dtype), chunks=(self.chunk_size or 4096, -1))
+            Xd = (
+                X.astype(dtype)
+                if is_dask
+                else da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_size or 4096, -1))
+            )
             Xd = Xd.rechunk({1: -1})
-            diag = Xd.map_blocks(_diag_block, self._spec, dtype=np.float64, drop_axis=1,
-                                 meta=np.empty((0,))).compute()
+            diag = Xd.map_blocks(
+                _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
+            ).compute()
             Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
             oracle.evals += Kop.cached_evals
         best = None
@@ -178,8 +200,9 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                     Z = P[rng.choice(size, self.n_clusters, replace=False)]
                 else:
                     wi = w[idx] if w[idx].sum() > 0 else np.ones(size)
-                    chosen, _ = _kernel_kmeans_plusplus(oracle, P, oracle.diag(P), wi,
-                                                        self.n_clusters, rng)
+                    chosen, _ = _kernel_kmeans_plusplus(
+                        oracle, P, oracle.diag(P), wi, self.n_clusters, rng
+                    )
                     Z = P[chosen]
             else:
                 Z = np.asarray(self.init, dtype=dtype)
@@ -228,8 +251,11 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 # an empty cluster keeps its previous center (A[j], AZ[j] unchanged)
             KA = Kop.matmul(A.T)  # (n, k) = K A^T
             inner = KA + KZ @ AZ.T
-            norms = (np.einsum("jn,nj->j", A, KA) + 2.0 * np.einsum("jn,nj->j", A, KZ @ AZ.T)
-                     + np.einsum("ij,ij->i", AZ @ KZZ, AZ))
+            norms = (
+                np.einsum("jn,nj->j", A, KA)
+                + 2.0 * np.einsum("jn,nj->j", A, KZ @ AZ.T)
+                + np.einsum("ij,ij->i", AZ @ KZZ, AZ)
+            )
             norms = np.maximum(norms, 0.0)
             new = np.empty(n, dtype=np.int64)
             _nb.assign_nearest(diag, np.ascontiguousarray(inner), norms, new, dist)
@@ -243,8 +269,16 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             labels, inertia = new, new_inertia
             if not changed or (self.tol > 0 and rel < self.tol):
                 break
-        return {"labels": labels, "inertia": inertia, "n_iter": n_iter, "history": history,
-                "A": A, "AZ": AZ, "norms": norms, "Z": Z}
+        return {
+            "labels": labels,
+            "inertia": inertia,
+            "n_iter": n_iter,
+            "history": history,
+            "A": A,
+            "AZ": AZ,
+            "norms": norms,
+            "Z": Z,
+        }
 
 
 def _diag_block(Xb, spec):
@@ -268,8 +302,15 @@ class _DaskProduct:
         self.Xd = Xd
         self.spec = spec
         n = Xd.shape[0]
-        self.K = kernel_matrix(Xd, Xd, kernel=spec.kernel, gamma=spec.gamma, degree=spec.degree,
-                               coef0=spec.coef0, kernel_params=spec.params)
+        self.K = kernel_matrix(
+            Xd,
+            Xd,
+            kernel=spec.kernel,
+            gamma=spec.gamma,
+            degree=spec.degree,
+            coef0=spec.coef0,
+            kernel_params=spec.params,
+        )
         self.cached = n * n * self.K.dtype.itemsize <= max_bytes
         self.evals = 0
         self.cached_evals = 0
@@ -288,9 +329,14 @@ class _DaskProduct:
 
     def cross(self, Z):
         k = Z.shape[0]
-        return self.Xd.map_blocks(_cross_block, Z, self.spec, dtype=np.float64,
-                                  chunks=(self.Xd.chunks[0], (k,)),
-                                  meta=np.empty((0, 0))).compute()
+        return self.Xd.map_blocks(
+            _cross_block,
+            Z,
+            self.spec,
+            dtype=np.float64,
+            chunks=(self.Xd.chunks[0], (k,)),
+            meta=np.empty((0, 0)),
+        ).compute()
 
 
 class _GraphProduct:
@@ -309,7 +355,7 @@ class _GraphProduct:
         out = np.zeros((n, AT.shape[1]))
         rows = np.arange(n)
         for c0 in range(0, n, 1024):
-            cols = rows[c0:c0 + 1024]
+            cols = rows[c0 : c0 + 1024]
             out += self.G.block(rows, cols) @ AT[cols]
         self.evals += n * n
         return out

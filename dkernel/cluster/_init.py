@@ -9,9 +9,19 @@ from .._validation import DKernelError, check_finite_2d, check_sample_weight, ch
 from ..kernels import resolve_kernel
 
 
-def kernel_kmeans_plusplus(X, n_clusters, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                           kernel_params=None, sample_weight=None, n_local_trials=None,
-                           random_state=None):
+def kernel_kmeans_plusplus(
+    X,
+    n_clusters,
+    *,
+    kernel="rbf",
+    gamma=None,
+    degree=3,
+    coef0=1.0,
+    kernel_params=None,
+    sample_weight=None,
+    n_local_trials=None,
+    random_state=None,
+):
     """Choose initial centers by k-means++ in the feature space of a kernel.
 
     The squared feature-space distance needs kernel values only,
@@ -69,8 +79,9 @@ def kernel_kmeans_plusplus(X, n_clusters, *, kernel="rbf", gamma=None, degree=3,
     w = check_sample_weight(sample_weight, n)
     rng = check_random_state(random_state)
     oracle = _NumericOracle(spec)
-    idx, _ = _kernel_kmeans_plusplus(oracle, X, oracle.diag(X), w, int(n_clusters), rng,
-                                     n_local_trials)
+    idx, _ = _kernel_kmeans_plusplus(
+        oracle, X, oracle.diag(X), w, int(n_clusters), rng, n_local_trials
+    )
     return X[idx].copy(), idx
 
 

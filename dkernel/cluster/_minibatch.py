@@ -16,9 +16,9 @@ from ..kernels import _BaseKernelEstimator
 from ..runtime import _timer
 from . import _kernels as _nb
 from ._common import (
+    _TILE_ROWS,
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
-    _TILE_ROWS,
     _check_rate,
     _check_weights,
     _graph_params,
@@ -39,7 +39,7 @@ _INCREMENTAL_MASS = 0.5
 class _Window:
     """One center's sliding window: per batch, its points and coefficients (oldest first)."""
 
-    __slots__ = ("pts", "coef", "count", "offset", "norm", "seen")
+    __slots__ = ("coef", "count", "norm", "offset", "pts", "seen")
 
     def __init__(self, pts, norm):
         self.pts = [pts]
@@ -54,8 +54,9 @@ class _Window:
         return int(sum(self.count))
 
 
-class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
-                            _BaseKernelEstimator):
+class MiniBatchKernelKMeans(
+    ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKernelEstimator
+):
     """Truncated mini-batch kernel k-means.
 
     Kernel k-means clusters in the feature space ``phi`` of a kernel, where a center is a
@@ -182,10 +183,27 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
 
     _supported_kernels = SUPPORTED_KERNELS
 
-    def __init__(self, n_clusters=8, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                 kernel_params=None, batch_size=1024, tau=200, learning_rate="beta",
-                 renormalize=True, max_iter=200, tol=0.0, init="k-means++", init_size=None,
-                 n_init=1, random_state=None, verbose=0):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        batch_size=1024,
+        tau=200,
+        learning_rate="beta",
+        renormalize=True,
+        max_iter=200,
+        tol=0.0,
+        init="k-means++",
+        init_size=None,
+        n_init=1,
+        random_state=None,
+        verbose=0,
+    ):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
@@ -249,8 +267,11 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
 
                 X_rows = np.asarray(X.compute() if is_dask else X, dtype=dtype)
                 params = _graph_params(self.kernel.lower(), self.kernel_params, n)
-                self._graph = (knn_kernel(X_rows, params["n_neighbors"]) if self.kernel.lower() == "knn"
-                               else heat_kernel(X_rows, params["n_neighbors"], params["t"]))
+                self._graph = (
+                    knn_kernel(X_rows, params["n_neighbors"])
+                    if self.kernel.lower() == "knn"
+                    else heat_kernel(X_rows, params["n_neighbors"], params["t"])
+                )
                 self._spec = None
                 self.gamma_ = None
                 oracle = _GraphOracle(self._graph)
@@ -267,12 +288,23 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         self.history_ = []
         self.n_iter_ = 0
         self._wins = np.zeros(self.n_clusters, dtype=np.int64)
-        batches = _batch_stream(n, self.batch_size, rng, fetch, X.shape[1], dtype,
-                                graph=oracle.graph, max_batches=self.max_iter)
+        batches = _batch_stream(
+            n,
+            self.batch_size,
+            rng,
+            fetch,
+            X.shape[1],
+            dtype,
+            graph=oracle.graph,
+            max_batches=self.max_iter,
+        )
         with _timer("iterations", logger) as t_iter:
             if self.tau is None:
-                X_all = (np.arange(n) if oracle.graph
-                         else np.asarray(X.compute() if is_dask else X, dtype=dtype))
+                X_all = (
+                    np.arange(n)
+                    if oracle.graph
+                    else np.asarray(X.compute() if is_dask else X, dtype=dtype)
+                )
                 self._windows = None  # partial_fit after this fit starts afresh
                 labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
             else:
@@ -290,8 +322,12 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         self.inertia_ = float(np.dot(w, dist))
         labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
         self.n_kernel_evals_ = int(oracle.evals + labels_evals)
-        self.timings_ = {"setup": t_setup["seconds"], "init": t_init["seconds"],
-                         "iterations": t_iter["seconds"], "labels": t_lab["seconds"]}
+        self.timings_ = {
+            "setup": t_setup["seconds"],
+            "init": t_init["seconds"],
+            "iterations": t_iter["seconds"],
+            "labels": t_lab["seconds"],
+        }
         self._warn_never_won()
         return self
 
@@ -331,7 +367,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
     # --------------------------------------------------------- truncated path
     def _new_windows(self, oracle, Z):
         norms = oracle.diag(Z)
-        return [_Window(Z[j:j + 1], norms[j]) for j in range(len(Z))]
+        return [_Window(Z[j : j + 1], norms[j]) for j in range(len(Z))]
 
     def _stack(self):
         """Stacked support, per-center segment pointers and coefficients (records offsets)."""
@@ -344,8 +380,11 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
                 pts.append(win.pts[e])
                 coefs.append(win.coef[e])
             ptr.append(pos)
-        return (np.concatenate(pts), np.asarray(ptr, dtype=np.int64),
-                np.concatenate(coefs).astype(np.float64))
+        return (
+            np.concatenate(pts),
+            np.asarray(ptr, dtype=np.int64),
+            np.concatenate(coefs).astype(np.float64),
+        )
 
     def _assign_batch(self, diag_b, inner, norms, wb, Kbb, labels, mind):
         """Assign a batch to its nearest centers (``labels``, ``mind`` filled in place) and
@@ -355,8 +394,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         """
         _nb.assign_nearest(diag_b, inner, norms, labels, mind)
         W_tot = float(wb.sum())
-        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb,
-                                                        self.n_clusters)
+        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb, self.n_clusters)
         self._wins += count
         return _batch_objective(wb, mind, W_tot), W_tot, W, cross, selfk, count
 
@@ -374,7 +412,8 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         mind = np.empty(len(Xb))
         Kbb = oracle.kernel(Xb, Xb)
         f_before, W_tot, W, cross, selfk, count = self._assign_batch(
-            diag_b, inner, norms, wb, Kbb, labels, mind)
+            diag_b, inner, norms, wb, Kbb, labels, mind
+        )
         track = self.tol > 0
         inner_new = inner.copy() if track else None
         for j in range(k):
@@ -385,8 +424,11 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             win.seen += W[j]
             mask = labels == j
             new_coef = a * wb[mask] / W[j]
-            win.norm = ((1 - a) ** 2 * win.norm + 2 * a * (1 - a) * cross[j] / W[j]
-                        + a * a * selfk[j] / W[j] ** 2)
+            win.norm = (
+                (1 - a) ** 2 * win.norm
+                + 2 * a * (1 - a) * cross[j] / W[j]
+                + a * a * selfk[j] / W[j] ** 2
+            )
             win.coef = [c * (1 - a) for c in win.coef]
             win.pts.append(Xb[mask])
             win.coef.append(new_coef)
@@ -407,12 +449,12 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
                     cD = np.concatenate(win.coef[:n_drop])
                     KD = oracle.kernel(D, np.concatenate(win.pts))
                     dc = _nb.bilinear(KD, cD, np.concatenate(win.coef))
-                    dd = _nb.bilinear(np.ascontiguousarray(KD[:, :len(D)]), cD, cD)
+                    dd = _nb.bilinear(np.ascontiguousarray(KD[:, : len(D)]), cD, cD)
                     win.norm = win.norm - 2.0 * dc + dd
                 if track:
                     for e in range(n_drop):
                         o = win.offset[e]
-                        inner_new[:, j] -= Kxs[:, o:o + len(win.pts[e])] @ win.coef[e]
+                        inner_new[:, j] -= Kxs[:, o : o + len(win.pts[e])] @ win.coef[e]
                 del win.pts[:n_drop], win.coef[:n_drop], win.count[:n_drop], win.offset[:n_drop]
                 scale = 1.0 / kept if self.renormalize else 1.0
                 if self.renormalize:
@@ -444,7 +486,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         S, ptr, coef = self._stack()
         C = np.zeros((self.n_clusters, len(S)))
         for j in range(self.n_clusters):
-            C[j, ptr[j]:ptr[j + 1]] = coef[ptr[j]:ptr[j + 1]]
+            C[j, ptr[j] : ptr[j + 1]] = coef[ptr[j] : ptr[j + 1]]
         norms = np.array([win.norm for win in self._windows])
         self._set_centers(oracle, S, C, norms, X_rows)
 
@@ -455,7 +497,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         diag_all = oracle.diag(X_all)
         P = np.empty((n, k))  # <phi(x_i), C_j>
         for r0 in range(0, n, _TILE_ROWS):
-            P[r0:r0 + _TILE_ROWS] = oracle.kernel(X_all[r0:r0 + _TILE_ROWS], Z)
+            P[r0 : r0 + _TILE_ROWS] = oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Z)
         norms = oracle.diag(Z)
         A = np.zeros((k, n))  # coefficients over the training rows
         AZ = np.eye(k)  # coefficients over the initial points
@@ -469,16 +511,22 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             diag_b = diag_all[idx]
             Kbb = oracle.kernel(Xb, Xb)
             f_before, W_tot, W, cross, selfk, count = self._assign_batch(
-                diag_b, inner, norms, wb, Kbb, labels, mind)
+                diag_b, inner, norms, wb, Kbb, labels, mind
+            )
             a = np.zeros(k)
             for j in range(k):
                 if count[j] and W[j] > 0:
                     lr = _check_rate(self.learning_rate)
-                    a[j] = (np.sqrt(W[j] / W_tot) if lr == "beta"
-                            else W[j] / (seen[j] + W[j]) if lr == "sklearn" else lr)
+                    a[j] = (
+                        np.sqrt(W[j] / W_tot)
+                        if lr == "beta"
+                        else W[j] / (seen[j] + W[j])
+                        if lr == "sklearn"
+                        else lr
+                    )
                     seen[j] += W[j]
             Wd = np.where(W > 0, W, 1.0)
-            norms = ((1 - a) ** 2 * norms + 2 * a * (1 - a) * cross / Wd + a * a * selfk / Wd ** 2)
+            norms = (1 - a) ** 2 * norms + 2 * a * (1 - a) * cross / Wd + a * a * selfk / Wd**2
             norms = np.maximum(norms, 0.0)
             vals = a[labels] * wb / Wd[labels]
             Wb = np.zeros((len(idx), k))
@@ -488,7 +536,7 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             np.add.at(A, (labels, idx), vals)
             P *= (1 - a)[None, :]
             for r0 in range(0, n, _TILE_ROWS):
-                P[r0:r0 + _TILE_ROWS] += oracle.kernel(X_all[r0:r0 + _TILE_ROWS], Xb) @ Wb
+                P[r0 : r0 + _TILE_ROWS] += oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xb) @ Wb
             self.n_iter_ += 1
             self.history_.append(f_before)
             if self.verbose and (it + 1) % self.verbose == 0:
@@ -518,7 +566,9 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
         """
         first = not hasattr(self, "_windows") or getattr(self, "_windows", None) is None
         if self._is_graph():
-            raise DKernelError(f"partial_fit does not support the transductive kernel {self.kernel!r}")
+            raise DKernelError(
+                f"partial_fit does not support the transductive kernel {self.kernel!r}"
+            )
         X, is_dask = self._validate_input(X, reset=first)
         if is_dask:
             X = np.asarray(X.compute())
@@ -534,8 +584,11 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             oracle = _NumericOracle(self._spec)
             if isinstance(self.init, str):
                 size = self.init_size or n
-                sub = np.sort(self._rng.choice(n, min(n, size), replace=False)) \
-                    if size < n else np.arange(n)
+                sub = (
+                    np.sort(self._rng.choice(n, min(n, size), replace=False))
+                    if size < n
+                    else np.arange(n)
+                )
 
                 Z = self._init_points_from(oracle, X[sub].astype(dtype, copy=False), w[sub])
             else:
@@ -570,7 +623,9 @@ class MiniBatchKernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin,
             warnings.warn(
                 f"center(s) {never.tolist()} never won a batch row in {self.n_iter_} iterations "
                 "and stayed at their initial point; consider fewer clusters or more iterations",
-                ConvergenceWarning, stacklevel=3)
+                ConvergenceWarning,
+                stacklevel=3,
+            )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -604,7 +659,7 @@ def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, graph=False, max_batch
         idxs = [draw_indices(n, batch_size, rng) for _ in range(group)]
         rows = fetch(np.concatenate(idxs))
         for g, idx in enumerate(idxs):
-            yield idx, rows[g * batch_size:(g + 1) * batch_size]
+            yield idx, rows[g * batch_size : (g + 1) * batch_size]
 
 
 def _batch_objective(wb, mind, W_tot: float) -> float:

@@ -67,13 +67,15 @@ class Coreset:
     def __len__(self) -> int:
         return int(self.X.shape[0])
 
-    def __or__(self, other: "Coreset") -> "Coreset":
+    def __or__(self, other: Coreset) -> Coreset:
         return merge(self, other)
 
     def __repr__(self) -> str:
-        return (f"Coreset(size={len(self)}, n_features={self.X.shape[1]}, "
-                f"source_size={self.source_size}, total_weight={self.weight.sum():.6g}, "
-                f"total_sensitivity={self.total_sensitivity:.6g}, lam={self.lam:g})")
+        return (
+            f"Coreset(size={len(self)}, n_features={self.X.shape[1]}, "
+            f"source_size={self.source_size}, total_weight={self.weight.sum():.6g}, "
+            f"total_sensitivity={self.total_sensitivity:.6g}, lam={self.lam:g})"
+        )
 
     @property
     def signs(self) -> np.ndarray:
@@ -116,11 +118,17 @@ class Coreset:
         k = default_k(len(self)) if k is None else int(k)
         # a reduce node is small and heavily weighted: a 5% certified gap is cheap there
         # and loosens the bound by at most sqrt(1.05)
-        out = _build(self.X, self.signs, self.weight, m, lam=lam_node, k=k, rng=rng, beta=beta,
-                     tol=0.05)
-        return replace(out, y=np.where(out.y > 0, self.classes[1], self.classes[0]),
-                       source_size=self.source_size, lam=self.lam, classes=self.classes,
-                       info={**out.info, "levels": self.info.get("levels", 0) + 1})
+        out = _build(
+            self.X, self.signs, self.weight, m, lam=lam_node, k=k, rng=rng, beta=beta, tol=0.05
+        )
+        return replace(
+            out,
+            y=np.where(out.y > 0, self.classes[1], self.classes[0]),
+            source_size=self.source_size,
+            lam=self.lam,
+            classes=self.classes,
+            info={**out.info, "levels": self.info.get("levels", 0) + 1},
+        )
 
     def fit(self, estimator, **fit_params):
         """Fit ``estimator`` on the coreset so its objective matches the full-data one.
@@ -141,9 +149,12 @@ class Coreset:
         """
         params = inspect.signature(estimator.fit).parameters
         if "sample_weight" not in params and not any(
-                p.kind is p.VAR_KEYWORD for p in params.values()):
-            raise DKernelError(f"{type(estimator).__name__}.fit takes no sample_weight; a "
-                               "coreset needs a weighted fit")
+            p.kind is p.VAR_KEYWORD for p in params.values()
+        ):
+            raise DKernelError(
+                f"{type(estimator).__name__}.fit takes no sample_weight; a "
+                "coreset needs a weighted fit"
+            )
         names = set(estimator.get_params()) if hasattr(estimator, "get_params") else set()
         w = self.weight
         if "C" not in names and ({"alpha", "lam"} & names):
@@ -167,19 +178,21 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
     if not isinstance(a, Coreset) or not isinstance(b, Coreset):
         raise DKernelError("merge takes two Coreset objects")
     if a.X.shape[1] != b.X.shape[1]:
-        raise DKernelError(f"cannot merge coresets with {a.X.shape[1]} and {b.X.shape[1]} "
-                           "features")
+        raise DKernelError(f"cannot merge coresets with {a.X.shape[1]} and {b.X.shape[1]} features")
     if a.lam != b.lam:
         raise DKernelError(f"cannot merge coresets built for lam={a.lam} and lam={b.lam}")
     classes = _merge_classes(a, b)
     return Coreset(
-        X=np.concatenate([a.X, b.X]), y=np.concatenate([a.y, b.y]),
+        X=np.concatenate([a.X, b.X]),
+        y=np.concatenate([a.y, b.y]),
         weight=np.concatenate([a.weight, b.weight]),
         sensitivity=np.concatenate([a.sensitivity, b.sensitivity]),
         total_sensitivity=a.total_sensitivity + b.total_sensitivity,
-        source_size=a.source_size + b.source_size, lam=a.lam, classes=classes,
-        info={"method": "merge", "levels": max(a.info.get("levels", 0),
-                                               b.info.get("levels", 0))})
+        source_size=a.source_size + b.source_size,
+        lam=a.lam,
+        classes=classes,
+        info={"method": "merge", "levels": max(a.info.get("levels", 0), b.info.get("levels", 0))},
+    )
 
 
 def _merge_classes(a: Coreset, b: Coreset) -> tuple:
@@ -220,16 +233,28 @@ def _draw(gamma, u, m, rng, beta, *, total=None, U=None):
 def _build(X, ys, u, m, *, lam, k, rng, beta=0.0, opt=None, tol=0.005):
     """Sensitivity sampling on trusted input (``ys`` in {-1, +1}); y of the result is ys."""
     with _timer("sensitivities", logger):
-        gamma, info = _sensitivities(_with_bias(X), ys, u, lam=lam, k=k, rng=rng, opt=opt,
-                                     tol=tol)
+        gamma, info = _sensitivities(_with_bias(X), ys, u, lam=lam, k=k, rng=rng, opt=opt, tol=tol)
     t = float(gamma.sum())
     idx, weight = _draw(gamma, u, m, rng, beta)
-    return Coreset(X=X[idx], y=ys[idx], weight=weight, sensitivity=gamma[idx],
-                   total_sensitivity=t, source_size=int(X.shape[0]), lam=lam,
-                   classes=(-1.0, 1.0),
-                   info={"method": "sensitivity", "opt": info.opt, "coarse_cost": info.upper,
-                         "n_clusters": info.n_clusters, "beta": beta, "levels": 1,
-                         "fallback_uniform": info.exact})
+    return Coreset(
+        X=X[idx],
+        y=ys[idx],
+        weight=weight,
+        sensitivity=gamma[idx],
+        total_sensitivity=t,
+        source_size=int(X.shape[0]),
+        lam=lam,
+        classes=(-1.0, 1.0),
+        info={
+            "method": "sensitivity",
+            "opt": info.opt,
+            "coarse_cost": info.upper,
+            "n_clusters": info.n_clusters,
+            "beta": beta,
+            "levels": 1,
+            "fallback_uniform": info.exact,
+        },
+    )
 
 
 def _validate(X, y, m, lam, sample_weight, *, allow_multiclass=False):
@@ -244,8 +269,19 @@ def _validate(X, y, m, lam, sample_weight, *, allow_multiclass=False):
     return X, y, m, lam, u
 
 
-def svm_coreset(X, y, m, *, lam=1.0, k=None, sample_weight=None, opt=None, beta=0.0,
-                multiclass=None, random_state=None):
+def svm_coreset(
+    X,
+    y,
+    m,
+    *,
+    lam=1.0,
+    k=None,
+    sample_weight=None,
+    opt=None,
+    beta=0.0,
+    multiclass=None,
+    random_state=None,
+):
     """Sensitivity-sampling coreset of a labelled set for the linear SVM cost.
 
     Parameters
@@ -307,13 +343,18 @@ def svm_coreset(X, y, m, *, lam=1.0, k=None, sample_weight=None, opt=None, beta=
     beta = _check_beta(beta)
     if opt is not None:
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
-    k = default_k(X.shape[0]) if k is None else int(
-        check_scalar(k, "k", kind=numbers.Integral, low=1))
+    k = (
+        default_k(X.shape[0])
+        if k is None
+        else int(check_scalar(k, "k", kind=numbers.Integral, low=1))
+    )
     classes = np.unique(y)
     if multiclass == "ovr" and classes.size > 2:
         seeds = np.random.SeedSequence(_seed_entropy(random_state)).spawn(classes.size)
-        return {c.item(): _one(X, np.where(y == c, 1, -1), u, m, lam, k, opt, beta, s)
-                for c, s in zip(classes, seeds)}
+        return {
+            c.item(): _one(X, np.where(y == c, 1, -1), u, m, lam, k, opt, beta, s)
+            for c, s in zip(classes, seeds)
+        }
     return _one(X, y, u, m, lam, k, opt, beta, random_state)
 
 
@@ -350,9 +391,17 @@ def uniform_coreset(X, y, m, *, lam=1.0, sample_weight=None, random_state=None):
     _, classes = _binary_labels(y, X.shape[0])
     rng = _rng(random_state)
     idx, weight = _draw(u, u, m, rng, 0.0)
-    return Coreset(X=X[idx], y=y[idx], weight=weight, sensitivity=u[idx],
-                   total_sensitivity=float(u.sum()), source_size=int(X.shape[0]), lam=lam,
-                   classes=classes, info={"method": "uniform", "levels": 1})
+    return Coreset(
+        X=X[idx],
+        y=y[idx],
+        weight=weight,
+        sensitivity=u[idx],
+        total_sensitivity=float(u.sum()),
+        source_size=int(X.shape[0]),
+        lam=lam,
+        classes=classes,
+        info={"method": "uniform", "levels": 1},
+    )
 
 
 def coreset_cost(X, y, coef, intercept=0.0, *, lam=1.0, sample_weight=None) -> float:

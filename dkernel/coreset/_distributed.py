@@ -60,15 +60,19 @@ def _block_stats(Xb, yb, pos, w, lam, h, offset):
     X1, ys = _block(Xb, yb, pos, offset)
     u = np.ones(len(ys))
     hinge = float(np.maximum(1.0 - ys * (X1 @ w), 0.0).sum())
-    return hinge, _local_aggregates(X1, ys, u, lam, w, h), np.array(
-        [float((ys < 0).sum()), float((ys > 0).sum())])
+    return (
+        hinge,
+        _local_aggregates(X1, ys, u, lam, w, h),
+        np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
+    )
 
 
 def _block_gamma(Xb, yb, pos, lam, opt, U_total, k, seed, index, offset):
     X1, ys = _block(Xb, yb, pos, offset)
     rng = _node_rng(seed, 0, index)
-    gamma, _ = _cluster_bound(X1, ys, np.ones(len(ys)), lam=lam, opt=opt, U_total=U_total,
-                              k=k, rng=rng)
+    gamma, _ = _cluster_bound(
+        X1, ys, np.ones(len(ys)), lam=lam, opt=opt, U_total=U_total, k=k, rng=rng
+    )
     return gamma
 
 
@@ -94,12 +98,14 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
         Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
         w = np.zeros(d + 1)
         if np.unique(ys_).size == 2:
-            w = coarse_svm(Xs1, ys_, np.ones(len(take)), lam * n / len(take), tol=0.05,
-                           max_iter=200).w
+            w = coarse_svm(
+                Xs1, ys_, np.ones(len(take)), lam * n / len(take), tol=0.05, max_iter=200
+            ).w
 
         def fun(wv, h):
-            parts = dask.compute(*[delayed(_block_fun)(a, b, pos, wv, lam, h)
-                                   for a, b in zip(xb, yb)])
+            parts = dask.compute(
+                *[delayed(_block_fun)(a, b, pos, wv, lam, h) for a, b in zip(xb, yb)]
+            )
             f = 0.5 * float(wv[:-1] @ wv[:-1]) + sum(p[0] for p in parts)
             g = np.sum([p[1] for p in parts], axis=0)
             g[:-1] += wv[:-1]
@@ -109,28 +115,47 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
         used = 0
         while True:
             # certify first: the warm start alone may already be within tol
-            stats = dask.compute(*[delayed(_block_stats)(a, b, pos, w, lam, h, int(o))
-                                   for a, b, o in zip(xb, yb, offsets)])
+            stats = dask.compute(
+                *[
+                    delayed(_block_stats)(a, b, pos, w, lam, h, int(o))
+                    for a, b, o in zip(xb, yb, offsets)
+                ]
+            )
             upper = 0.5 * float(w[:-1] @ w[:-1]) + lam * sum(s[0] for s in stats)
             lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
             if upper <= (1.0 + tol) * lower or used >= max_iter:
                 break
-            res = minimize(fun, w, args=(h,), jac=True, method="L-BFGS-B",
-                           options={"maxiter": 25, "gtol": 1e-12, "ftol": 1e-14})
+            res = minimize(
+                fun,
+                w,
+                args=(h,),
+                jac=True,
+                method="L-BFGS-B",
+                options={"maxiter": 25, "gtol": 1e-12, "ftol": 1e-14},
+            )
             w, used = res.x, used + 25
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
-        raise DKernelError(f"y has one class only ({pos if class_counts[0] == 0 else neg}); "
-                           "an SVM coreset needs two")
+        raise DKernelError(
+            f"y has one class only ({pos if class_counts[0] == 0 else neg}); "
+            "an SVM coreset needs two"
+        )
     if not lower > 0:
         raise DKernelError("the coarse SVM solve found no positive lower bound")
-    logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g (%d iterations, "
-                "%.1f s)", upper, lower, used, tm.get("seconds", 0.0))
+    logger.info(
+        "two-pass coarse solve: cost %.6g, certified bound %.6g (%d iterations, %.1f s)",
+        upper,
+        lower,
+        used,
+        tm.get("seconds", 0.0),
+    )
 
     # pass 1: sensitivities with the global totals, one task per block
     with _timer("two-pass: sensitivities", logger):
-        gammas = [delayed(_block_gamma)(a, b, pos, lam, lower, U, k, seed, i, int(o))
-                  for i, (a, b, o) in enumerate(zip(xb, yb, offsets))]
+        gammas = [
+            delayed(_block_gamma)(a, b, pos, lam, lower, U, k, seed, i, int(o))
+            for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
+        ]
         gammas = dask.persist(*gammas)
         tb = np.array(dask.compute(*[delayed(np.sum)(g) for g in gammas]), dtype=np.float64)
     t = float(tb.sum())
@@ -140,18 +165,36 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
 
     # pass 2: the draws, one task per block with draws
     with _timer("two-pass: draw", logger):
-        parts = dask.compute(*[
-            delayed(_block_sample)(a, b, g, int(c), m, t, U, beta, seed, i)
-            for i, (a, b, g, c) in enumerate(zip(xb, yb, gammas, counts)) if c > 0])
+        parts = dask.compute(
+            *[
+                delayed(_block_sample)(a, b, g, int(c), m, t, U, beta, seed, i)
+                for i, (a, b, g, c) in enumerate(zip(xb, yb, gammas, counts))
+                if c > 0
+            ]
+        )
     Xc = np.concatenate([p[0] for p in parts])
     yc = np.concatenate([p[1] for p in parts])
     wc = np.concatenate([p[2] for p in parts])
     gc = np.concatenate([p[3] for p in parts])
-    return Coreset(X=Xc, y=yc, weight=wc, sensitivity=gc, total_sensitivity=t,
-                   source_size=n, lam=lam, classes=(neg, pos),
-                   info={"method": "two-pass", "opt": lower, "coarse_cost": upper,
-                         "coarse_iterations": used, "n_blocks": len(xb), "levels": 1,
-                         "beta": beta})
+    return Coreset(
+        X=Xc,
+        y=yc,
+        weight=wc,
+        sensitivity=gc,
+        total_sensitivity=t,
+        source_size=n,
+        lam=lam,
+        classes=(neg, pos),
+        info={
+            "method": "two-pass",
+            "opt": lower,
+            "coarse_cost": upper,
+            "coarse_iterations": used,
+            "n_blocks": len(xb),
+            "levels": 1,
+            "beta": beta,
+        },
+    )
 
 
 def _block_sample(Xb, yb, gamma, count, m, t, U, beta, seed, index):
@@ -162,8 +205,7 @@ def _block_sample(Xb, yb, gamma, count, m, t, U, beta, seed, index):
     q = (1.0 - beta) * gamma / t + beta * u / U
     rng = _node_rng(seed, 1, index)
     cum = np.cumsum(q)
-    idx = np.minimum(np.searchsorted(cum, rng.random(count) * cum[-1], side="right"),
-                     len(q) - 1)
+    idx = np.minimum(np.searchsorted(cum, rng.random(count) * cum[-1], side="right"), len(q) - 1)
     uniq, c = np.unique(idx, return_counts=True)
     return Xb[uniq], yb[uniq], c / (m * q[uniq]), gamma[uniq]
 
@@ -177,55 +219,96 @@ def _leaf(Xb, yb, m, lam, k, U_total, classes, beta, seed, index, offset) -> Cor
     neg, pos = classes
     n = Xb.shape[0]
     if n <= m:  # nothing to reduce: the rows themselves, unit weights
-        return Coreset(X=Xb, y=yb, weight=np.ones(n), sensitivity=np.ones(n),
-                       total_sensitivity=float(n), source_size=n, lam=lam, classes=classes,
-                       info={"method": "exact", "levels": 0})
+        return Coreset(
+            X=Xb,
+            y=yb,
+            weight=np.ones(n),
+            sensitivity=np.ones(n),
+            total_sensitivity=float(n),
+            source_size=n,
+            lam=lam,
+            classes=classes,
+            info={"method": "exact", "levels": 0},
+        )
     ys = _signs(yb, pos)
     lam_node = lam * U_total / n
-    out = _build(Xb, ys, np.ones(n), m, lam=lam_node, k=k, rng=_node_rng(seed, 0, index),
-                 beta=beta, tol=0.05)
-    return Coreset(X=out.X, y=np.where(out.y > 0, pos, neg), weight=out.weight,
-                   sensitivity=out.sensitivity, total_sensitivity=out.total_sensitivity,
-                   source_size=n, lam=lam, classes=classes,
-                   info={**out.info, "levels": 1})
+    out = _build(
+        Xb, ys, np.ones(n), m, lam=lam_node, k=k, rng=_node_rng(seed, 0, index), beta=beta, tol=0.05
+    )
+    return Coreset(
+        X=out.X,
+        y=np.where(out.y > 0, pos, neg),
+        weight=out.weight,
+        sensitivity=out.sensitivity,
+        total_sensitivity=out.total_sensitivity,
+        source_size=n,
+        lam=lam,
+        classes=classes,
+        info={**out.info, "levels": 1},
+    )
 
 
 def _node(children, m, k, U_total, beta, seed, level, index) -> Coreset:
     merged = children[0]
     for c in children[1:]:
         merged = merge(merged, c)
-    out = merged.reduce(m, random_state=_node_rng(seed, level, index), total_weight=U_total,
-                        k=k, beta=beta)
+    out = merged.reduce(
+        m, random_state=_node_rng(seed, level, index), total_weight=U_total, k=k, beta=beta
+    )
     if out is merged:
         return merged
     return out
 
 
 def _merge_reduce(X, y, m, *, lam, k, beta, seed, pos, neg, split_every):
-    from dask import delayed
     import dask
+    from dask import delayed
 
     n = int(X.shape[0])
     xb = X.to_delayed().ravel()
     yb = y.to_delayed().ravel()
     offsets = np.r_[0, np.cumsum(X.chunks[0])[:-1]]
     kk = k
-    level_nodes = [delayed(_leaf)(a, b, m, lam, kk, float(n), (neg, pos), beta, seed, i,
-                                  int(o))
-                   for i, (a, b, o) in enumerate(zip(xb, yb, offsets))]
+    level_nodes = [
+        delayed(_leaf)(a, b, m, lam, kk, float(n), (neg, pos), beta, seed, i, int(o))
+        for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
+    ]
     level = 0
     while len(level_nodes) > 1:
         level += 1
-        level_nodes = [delayed(_node)(level_nodes[j:j + split_every], m, kk, float(n), beta,
-                                      seed, level, j // split_every)
-                       for j in range(0, len(level_nodes), split_every)]
+        level_nodes = [
+            delayed(_node)(
+                level_nodes[j : j + split_every],
+                m,
+                kk,
+                float(n),
+                beta,
+                seed,
+                level,
+                j // split_every,
+            )
+            for j in range(0, len(level_nodes), split_every)
+        ]
     with _timer("merge-reduce tree", logger):
         (root,) = dask.compute(level_nodes[0])
-    info = {**root.info, "method": "merge-reduce", "tree_levels": level,
-            "n_leaves": len(xb), "split_every": split_every}
-    return Coreset(X=root.X, y=root.y, weight=root.weight, sensitivity=root.sensitivity,
-                   total_sensitivity=root.total_sensitivity, source_size=n, lam=lam,
-                   classes=(neg, pos), info=info)
+    info = {
+        **root.info,
+        "method": "merge-reduce",
+        "tree_levels": level,
+        "n_leaves": len(xb),
+        "split_every": split_every,
+    }
+    return Coreset(
+        X=root.X,
+        y=root.y,
+        weight=root.weight,
+        sensitivity=root.sensitivity,
+        total_sensitivity=root.total_sensitivity,
+        source_size=n,
+        lam=lam,
+        classes=(neg, pos),
+        info=info,
+    )
 
 
 # ------------------------------------------------------------------------------ public
@@ -253,8 +336,9 @@ def _inputs(X, y):
     if not isinstance(y, da.Array):
         y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise DKernelError(f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows "
-                           "of X")
+        raise DKernelError(
+            f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows of X"
+        )
     if not isinstance(y, da.Array):
         y = da.from_array(y, chunks=(X.chunks[0],))
     if X.chunks[1] != (X.shape[1],):
@@ -264,9 +348,22 @@ def _inputs(X, y):
     return X, y
 
 
-def distributed_coreset(X, y=None, m=1000, *, method="two-pass", lam=1.0, k=None, beta=0.0,
-                        split_every=2, leaf_size=None, classes=None, random_state=None,
-                        max_iter=400, tol=0.005):
+def distributed_coreset(
+    X,
+    y=None,
+    m=1000,
+    *,
+    method="two-pass",
+    lam=1.0,
+    k=None,
+    beta=0.0,
+    split_every=2,
+    leaf_size=None,
+    classes=None,
+    random_state=None,
+    max_iter=400,
+    tol=0.005,
+):
     """SVM coreset of a dask array or zarr store, built across the workers.
 
     Parameters
@@ -359,10 +456,15 @@ def distributed_coreset(X, y=None, m=1000, *, method="two-pass", lam=1.0, k=None
         X = X.rechunk({0: int(leaf_size)})
         y = y.rechunk((X.chunks[0],))
     elif method == "merge-reduce" and n > m and max(X.chunks[0]) < m:
-        raise DKernelError(f"the chunks hold {max(X.chunks[0])} rows, fewer than the coreset "
-                           f"size m={m}; pass leaf_size >= m")
-    k = default_k(max(X.chunks[0])) if k is None else int(
-        check_scalar(k, "k", kind=numbers.Integral, low=1))
+        raise DKernelError(
+            f"the chunks hold {max(X.chunks[0])} rows, fewer than the coreset "
+            f"size m={m}; pass leaf_size >= m"
+        )
+    k = (
+        default_k(max(X.chunks[0]))
+        if k is None
+        else int(check_scalar(k, "k", kind=numbers.Integral, low=1))
+    )
     if classes is None:
         classes = store_classes
     if classes is None:
@@ -372,14 +474,36 @@ def distributed_coreset(X, y=None, m=1000, *, method="two-pass", lam=1.0, k=None
     if len(classes) < 2:
         raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")
     if len(classes) > 2:
-        raise DKernelError(f"y has {len(classes)} classes; distributed coresets are binary "
-                           "(build one per class on relabelled y for one-vs-rest)")
+        raise DKernelError(
+            f"y has {len(classes)} classes; distributed coresets are binary "
+            "(build one per class on relabelled y for one-vs-rest)"
+        )
     neg, pos = classes
     seed = _base_seed(random_state)
     with _timer(f"distributed coreset ({method})", logger):
         if method == "two-pass":
-            return _two_pass(X, y, m, lam=lam, k=k, beta=beta, seed=seed, pos=pos, neg=neg,
-                             max_iter=int(max_iter), tol=float(tol))
-        return _merge_reduce(X, y, m, lam=lam, k=k, beta=beta, seed=seed, pos=pos, neg=neg,
-                             split_every=int(split_every))
-
+            return _two_pass(
+                X,
+                y,
+                m,
+                lam=lam,
+                k=k,
+                beta=beta,
+                seed=seed,
+                pos=pos,
+                neg=neg,
+                max_iter=int(max_iter),
+                tol=float(tol),
+            )
+        return _merge_reduce(
+            X,
+            y,
+            m,
+            lam=lam,
+            k=k,
+            beta=beta,
+            seed=seed,
+            pos=pos,
+            neg=neg,
+            split_every=int(split_every),
+        )

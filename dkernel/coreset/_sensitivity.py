@@ -22,16 +22,16 @@ _LLOYD_STEPS = 2
 
 
 class SensitivityInfo(NamedTuple):
-    opt: float           # the certified lower bound used in the bound
-    upper: float         # the coarse solution's cost (nan when opt was given)
+    opt: float  # the certified lower bound used in the bound
+    upper: float  # the coarse solution's cost (nan when opt was given)
     w: np.ndarray | None  # the coarse solution (None when opt was given)
-    n_clusters: int      # clusters over both labels
-    exact: bool          # True when the bound fell back to weight-proportional (one class)
+    n_clusters: int  # clusters over both labels
+    exact: bool  # True when the bound fell back to weight-proportional (one class)
 
 
 def default_k(n: int) -> int:
     """k = ceil(ln n) clusters per label (the paper's k ~ log n)."""
-    return max(1, int(math.ceil(math.log(max(n, 2)))))
+    return max(1, math.ceil(math.log(max(n, 2))))
 
 
 def _with_bias(X) -> np.ndarray:
@@ -82,8 +82,9 @@ def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None, t
     if not opt > 0.0:
         raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")
     with _timer("k-means++ and bound", logger):
-        gamma, n_clusters = _cluster_bound(X1, ys, u, lam=lam, opt=float(opt), U_total=U_total,
-                                           k=k, rng=rng)
+        gamma, n_clusters = _cluster_bound(
+            X1, ys, u, lam=lam, opt=float(opt), U_total=U_total, k=k, rng=rng
+        )
     return gamma, SensitivityInfo(float(opt), float(upper), w, n_clusters, False)
 
 
@@ -97,11 +98,13 @@ def _binary_labels(y, n: int, *, name: str = "y"):
         raise DKernelError(f"{name} contains a non-finite label at row {bad}")
     classes = np.unique(y)
     if classes.size < 2:
-        raise DKernelError(f"{name} has one class only ({classes.tolist()}); an SVM coreset "
-                           "needs two")
+        raise DKernelError(
+            f"{name} has one class only ({classes.tolist()}); an SVM coreset needs two"
+        )
     if classes.size > 2:
-        raise DKernelError(f"{name} has {classes.size} classes; pass multiclass='ovr' for "
-                           "one-vs-rest coresets")
+        raise DKernelError(
+            f"{name} has {classes.size} classes; pass multiclass='ovr' for one-vs-rest coresets"
+        )
     return np.where(y == classes[1], 1.0, -1.0), (classes[0], classes[1])
 
 
@@ -109,8 +112,7 @@ def check_lam(lam) -> float:
     return float(check_scalar(lam, "lam", kind=numbers.Real, low=0.0, low_inclusive=False))
 
 
-def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None,
-                    random_state=None):
+def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None, random_state=None):
     """Upper bounds gamma(p) on the sensitivity of every point for the SVM cost.
 
     Parameters

@@ -26,9 +26,9 @@ _SMOOTHING = (1.0, 0.1, 0.01)
 
 
 class CoarseSolution(NamedTuple):
-    w: np.ndarray        # (d + 1,) weights, bias last
-    upper: float         # F(w): the primal value with the true hinge
-    lower: float         # a certified lower bound of min F (dual value, >= 0)
+    w: np.ndarray  # (d + 1,) weights, bias last
+    upper: float  # F(w): the primal value with the true hinge
+    lower: float  # a certified lower bound of min F (dual value, >= 0)
 
 
 def svm_objective(X1, ys, u, lam, w) -> float:
@@ -92,8 +92,9 @@ def _dual_bound(agg) -> float:
     return best
 
 
-def coarse_svm(X1, ys, u, lam, *, tol: float = 0.005, max_iter: int = 600,
-               w0=None) -> CoarseSolution:
+def coarse_svm(
+    X1, ys, u, lam, *, tol: float = 0.005, max_iter: int = 600, w0=None
+) -> CoarseSolution:
     """Approximate SVM solution with a certified lower bound on one in-memory block.
 
     L-BFGS runs over the Huber continuation (:data:`_SMOOTHING`, 30 iterations on each
@@ -117,6 +118,12 @@ def coarse_svm(X1, ys, u, lam, *, tol: float = 0.005, max_iter: int = 600,
 
 
 def _lbfgs(w, X1, ys, u, lam, h, iters):
-    res = minimize(_huber_fun, w, args=(X1, ys, u, lam, h), jac=True, method="L-BFGS-B",
-                   options={"maxiter": iters, "gtol": 1e-12, "ftol": 1e-14})
+    res = minimize(
+        _huber_fun,
+        w,
+        args=(X1, ys, u, lam, h),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": iters, "gtol": 1e-12, "ftol": 1e-14},
+    )
     return res.x

@@ -52,7 +52,8 @@ class StreamingCoreset:
     Each row is touched by one leaf build (O(leaf_size d k) per leaf) and each bucket merge
     costs O(m d k) plus the coarse solve on 2m rows. A node's hinge weight is
     lam * (rows in the leaves built so far) / (rows it stands for): the final total is
-    unknown while streaming, and this keeps the result independent of batch boundaries; sampling stays unbiased for any choice.
+    unknown while streaming, and this keeps the result independent of batch boundaries;
+    sampling stays unbiased for any choice.
 
     References
     ----------
@@ -84,8 +85,9 @@ class StreamingCoreset:
         check_scalar(self.m, "m", kind=numbers.Integral, low=1)
         check_scalar(self.leaf_size, "leaf_size", kind=numbers.Integral, low=1)
         if self.leaf_size < self.m:
-            raise DKernelError(f"leaf_size={self.leaf_size} is smaller than the coreset size "
-                               f"m={self.m}")
+            raise DKernelError(
+                f"leaf_size={self.leaf_size} is smaller than the coreset size m={self.m}"
+            )
         check_lam(self.lam)
         check_scalar(self.k, "k", kind=numbers.Integral, low=1, allow_none=True)
         _check_beta(self.beta)
@@ -104,8 +106,9 @@ class StreamingCoreset:
         X = check_finite_2d(X)
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise DKernelError(f"y has shape {y.shape}, expected ({X.shape[0]},) to match the "
-                               "rows of X")
+            raise DKernelError(
+                f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows of X"
+            )
         if not hasattr(self, "n_samples_seen_"):
             self.n_samples_seen_ = 0
             self.n_features_in_ = X.shape[1]
@@ -116,8 +119,7 @@ class StreamingCoreset:
             self._made = {}
             self.classes_ = np.array([]) if classes is None else np.unique(classes)
         if X.shape[1] != self.n_features_in_:
-            raise DKernelError(f"X has {X.shape[1]} features, the stream has "
-                               f"{self.n_features_in_}")
+            raise DKernelError(f"X has {X.shape[1]} features, the stream has {self.n_features_in_}")
         labels = np.union1d(self.classes_, np.unique(y))
         if labels.size > 2:
             raise DKernelError(f"the stream has labels {labels.tolist()}: more than two classes")
@@ -155,21 +157,41 @@ class StreamingCoreset:
         n = X.shape[0]
         lam_node = float(self.lam) * (self._leaf_rows() + n) / n  # this leaf included
         k = default_k(n) if self.k is None else int(self.k)
-        out = _build(X, ys, np.ones(n), int(self.m), lam=lam_node, k=k,
-                     rng=self._next_rng(1), beta=float(self.beta), tol=0.05)
-        return Coreset(X=out.X, y=np.where(out.y > 0, pos, neg), weight=out.weight,
-                       sensitivity=out.sensitivity, total_sensitivity=out.total_sensitivity,
-                       source_size=n, lam=float(self.lam), classes=(neg, pos),
-                       info={**out.info, "levels": 1})
+        out = _build(
+            X,
+            ys,
+            np.ones(n),
+            int(self.m),
+            lam=lam_node,
+            k=k,
+            rng=self._next_rng(1),
+            beta=float(self.beta),
+            tol=0.05,
+        )
+        return Coreset(
+            X=out.X,
+            y=np.where(out.y > 0, pos, neg),
+            weight=out.weight,
+            sensitivity=out.sensitivity,
+            total_sensitivity=out.total_sensitivity,
+            source_size=n,
+            lam=float(self.lam),
+            classes=(neg, pos),
+            info={**out.info, "levels": 1},
+        )
 
     def _push(self, c: Coreset) -> None:
         level = 0
         while level < len(self.buckets_) and self.buckets_[level] is not None:
             merged = merge(self.buckets_[level], c)
             self.buckets_[level] = None
-            c = merged.reduce(int(self.m), random_state=self._next_rng(level + 2),
-                              total_weight=float(self._leaf_rows()), k=self.k,
-                              beta=float(self.beta))
+            c = merged.reduce(
+                int(self.m),
+                random_state=self._next_rng(level + 2),
+                total_weight=float(self._leaf_rows()),
+                k=self.k,
+                beta=float(self.beta),
+            )
             level += 1
         if level == len(self.buckets_):
             self.buckets_.append(None)
@@ -192,11 +214,19 @@ class StreamingCoreset:
         parts = [b for b in self.buckets_ if b is not None]
         if self._buffered:
             Xb, yb = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
-            parts.append(Coreset(X=Xb, y=yb, weight=np.ones(len(yb)),
-                                 sensitivity=np.ones(len(yb)),
-                                 total_sensitivity=float(len(yb)), source_size=len(yb),
-                                 lam=float(self.lam), classes=(neg, pos),
-                                 info={"method": "exact", "levels": 0}))
+            parts.append(
+                Coreset(
+                    X=Xb,
+                    y=yb,
+                    weight=np.ones(len(yb)),
+                    sensitivity=np.ones(len(yb)),
+                    total_sensitivity=float(len(yb)),
+                    source_size=len(yb),
+                    lam=float(self.lam),
+                    classes=(neg, pos),
+                    info={"method": "exact", "levels": 0},
+                )
+            )
         out = parts[0]
         for p in parts[1:]:
             out = merge(out, p)
@@ -204,6 +234,5 @@ class StreamingCoreset:
             check_scalar(m, "m", kind=numbers.Integral, low=1)
             if neg == pos:
                 raise DKernelError("the stream has one class only; an SVM coreset needs two")
-            out = out.reduce(int(m), random_state=random_state, k=self.k,
-                             beta=float(self.beta))
+            out = out.reduce(int(m), random_state=random_state, k=self.k, beta=float(self.beta))
         return out

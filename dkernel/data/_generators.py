@@ -8,7 +8,7 @@ hold the same rows, and a store can be larger than memory.
 from __future__ import annotations
 
 import numbers
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -39,8 +39,18 @@ def _blocks(gen: Callable, n: int, seed: int, **kw) -> Iterator[tuple[np.ndarray
         yield gen(rng, rows, start=start, **kw)
 
 
-def _make(gen, name: str, n_samples: int, n_features: int, random_state, store, chunk_rows,
-          overwrite, dtype, **kw):
+def _make(
+    gen,
+    name: str,
+    n_samples: int,
+    n_features: int,
+    random_state,
+    store,
+    chunk_rows,
+    overwrite,
+    dtype,
+    **kw,
+):
     check_scalar(n_samples, "n_samples", kind=numbers.Integral, low=1)
     seed = _base_seed(random_state)
     try:
@@ -54,10 +64,18 @@ def _make(gen, name: str, n_samples: int, n_features: int, random_state, store, 
     if store is None:
         Xs, ys = zip(*blocks)
         return np.concatenate(Xs), np.concatenate(ys)
-    return write_arrays(store, blocks, n=n_samples, n_features=n_features, dtype=dtype,
-                        chunk_rows=chunk_rows, has_y=True, y_dtype=np.int64,
-                        attrs={"source": f"{name}(n_samples={n_samples}, seed={seed})"},
-                        overwrite=overwrite)
+    return write_arrays(
+        store,
+        blocks,
+        n=n_samples,
+        n_features=n_features,
+        dtype=dtype,
+        chunk_rows=chunk_rows,
+        has_y=True,
+        y_dtype=np.int64,
+        attrs={"source": f"{name}(n_samples={n_samples}, seed={seed})"},
+        overwrite=overwrite,
+    )
 
 
 _DOC_STORE = """
@@ -89,8 +107,16 @@ def _checkerboard(rng, n, *, start, n_cells):
 
 
 @_store_doc
-def make_checkerboard(n_samples=10000, *, n_cells=4, random_state=None, store=None,
-                      chunk_rows=None, overwrite=False, dtype=None):
+def make_checkerboard(
+    n_samples=10000,
+    *,
+    n_cells=4,
+    random_state=None,
+    store=None,
+    chunk_rows=None,
+    overwrite=False,
+    dtype=None,
+):
     """Uniform points on an ``n_cells x n_cells`` board with alternating labels -1/+1.
 
     The BSGD paper's checkerboard: X uniform on ``[0, n_cells)^2``, label +1 on cells whose
@@ -113,8 +139,18 @@ def make_checkerboard(n_samples=10000, *, n_cells=4, random_state=None, store=No
     ((100, 2), [-1, 1])
     """
     check_scalar(n_cells, "n_cells", kind=numbers.Integral, low=1)
-    return _make(_checkerboard, "make_checkerboard", n_samples, 2, random_state, store,
-                 chunk_rows, overwrite, _dtype(dtype, store), n_cells=int(n_cells))
+    return _make(
+        _checkerboard,
+        "make_checkerboard",
+        n_samples,
+        2,
+        random_state,
+        store,
+        chunk_rows,
+        overwrite,
+        _dtype(dtype, store),
+        n_cells=int(n_cells),
+    )
 
 
 def _gauss(rng, n, *, start):
@@ -126,8 +162,9 @@ def _gauss(rng, n, *, start):
 
 
 @_store_doc
-def make_gauss(n_samples=10000, *, random_state=None, store=None, chunk_rows=None,
-               overwrite=False, dtype=None):
+def make_gauss(
+    n_samples=10000, *, random_state=None, store=None, chunk_rows=None, overwrite=False, dtype=None
+):
     """Two overlapping Gaussians: class +1 from N((0,0), I), class -1 from N((2,0), 4I).
 
     The BSGD paper's ``gauss`` set (Bayes accuracy about 82%); classes equally likely.
@@ -147,14 +184,23 @@ def make_gauss(n_samples=10000, *, random_state=None, store=None, chunk_rows=Non
     >>> X.shape
     (50, 2)
     """
-    return _make(_gauss, "make_gauss", n_samples, 2, random_state, store, chunk_rows,
-                 overwrite, _dtype(dtype, store))
+    return _make(
+        _gauss,
+        "make_gauss",
+        n_samples,
+        2,
+        random_state,
+        store,
+        chunk_rows,
+        overwrite,
+        _dtype(dtype, store),
+    )
 
 
 _I = np.arange(1, 22)
 _H1 = np.maximum(6.0 - np.abs(_I - 11), 0.0)
 _H2 = np.maximum(6.0 - np.abs(_I - 15), 0.0)  # h1 shifted right by 4
-_H3 = np.maximum(6.0 - np.abs(_I - 7), 0.0)   # h1 shifted left by 4
+_H3 = np.maximum(6.0 - np.abs(_I - 7), 0.0)  # h1 shifted left by 4
 _WAVE_PAIRS = ((_H1, _H2), (_H1, _H3), (_H2, _H3))
 
 
@@ -168,8 +214,9 @@ def _waveform(rng, n, *, start):
 
 
 @_store_doc
-def make_waveform(n_samples=5000, *, random_state=None, store=None, chunk_rows=None,
-                  overwrite=False, dtype=None):
+def make_waveform(
+    n_samples=5000, *, random_state=None, store=None, chunk_rows=None, overwrite=False, dtype=None
+):
     """Breiman's waveform data: 21 features, 3 classes (0, 1, 2), each a random convex mix
     of two of three triangular base waves plus N(0, 1) noise.
 
@@ -192,8 +239,17 @@ def make_waveform(n_samples=5000, *, random_state=None, store=None, chunk_rows=N
     >>> X.shape, int(y.max()) <= 2
     ((30, 21), True)
     """
-    return _make(_waveform, "make_waveform", n_samples, 21, random_state, store, chunk_rows,
-                 overwrite, _dtype(dtype, store))
+    return _make(
+        _waveform,
+        "make_waveform",
+        n_samples,
+        21,
+        random_state,
+        store,
+        chunk_rows,
+        overwrite,
+        _dtype(dtype, store),
+    )
 
 
 def _pathological(rng, n, *, start, separation, spread):
@@ -209,8 +265,17 @@ def _pathological(rng, n, *, start, separation, spread):
 
 
 @_store_doc
-def make_pathological(n_samples=10000, *, separation=10.0, spread=0.5, random_state=None,
-                      store=None, chunk_rows=None, overwrite=False, dtype=None):
+def make_pathological(
+    n_samples=10000,
+    *,
+    separation=10.0,
+    spread=0.5,
+    random_state=None,
+    store=None,
+    chunk_rows=None,
+    overwrite=False,
+    dtype=None,
+):
     """Two far clusters of opposite labels plus two close points of different labels.
 
     The coreset paper's hard case for uniform sampling: nearly every point is easy, but
@@ -238,9 +303,19 @@ def make_pathological(n_samples=10000, *, separation=10.0, spread=0.5, random_st
     """
     check_scalar(separation, "separation", low=0.0, low_inclusive=False)
     check_scalar(spread, "spread", low=0.0)
-    return _make(_pathological, "make_pathological", n_samples, 2, random_state, store,
-                 chunk_rows, overwrite, _dtype(dtype, store), separation=float(separation),
-                 spread=float(spread))
+    return _make(
+        _pathological,
+        "make_pathological",
+        n_samples,
+        2,
+        random_state,
+        store,
+        chunk_rows,
+        overwrite,
+        _dtype(dtype, store),
+        separation=float(separation),
+        spread=float(spread),
+    )
 
 
 def _rings(rng, n, *, start, n_rings, noise, width, inner_radius, spacing):
@@ -256,9 +331,20 @@ def _rings(rng, n, *, start, n_rings, noise, width, inner_radius, spacing):
 
 
 @_store_doc
-def make_rings(n_samples=3000, *, n_rings=3, noise=0.1, n_features=2, inner_radius=1.0,
-               spacing=1.0, random_state=None, store=None, chunk_rows=None, overwrite=False,
-               dtype=None):
+def make_rings(
+    n_samples=3000,
+    *,
+    n_rings=3,
+    noise=0.1,
+    n_features=2,
+    inner_radius=1.0,
+    spacing=1.0,
+    random_state=None,
+    store=None,
+    chunk_rows=None,
+    overwrite=False,
+    dtype=None,
+):
     """Concentric rings of radius ``inner_radius + i * spacing``, label = ring index ``i``.
 
     Linear k-means cannot separate them. Kernel k-means with an RBF kernel separates a
@@ -295,10 +381,22 @@ def make_rings(n_samples=3000, *, n_rings=3, noise=0.1, n_features=2, inner_radi
     check_scalar(n_features, "n_features", kind=numbers.Integral, low=2)
     check_scalar(inner_radius, "inner_radius", low=0.0)
     check_scalar(spacing, "spacing", low=0.0, low_inclusive=False)
-    return _make(_rings, "make_rings", n_samples, int(n_features), random_state, store,
-                 chunk_rows, overwrite, _dtype(dtype, store), n_rings=int(n_rings),
-                 noise=float(noise), width=int(n_features), inner_radius=float(inner_radius),
-                 spacing=float(spacing))
+    return _make(
+        _rings,
+        "make_rings",
+        n_samples,
+        int(n_features),
+        random_state,
+        store,
+        chunk_rows,
+        overwrite,
+        _dtype(dtype, store),
+        n_rings=int(n_rings),
+        noise=float(noise),
+        width=int(n_features),
+        inner_radius=float(inner_radius),
+        spacing=float(spacing),
+    )
 
 
 def _dtype(dtype, store):

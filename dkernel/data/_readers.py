@@ -7,7 +7,8 @@ blocks, so a file larger than memory is ingested chunk by chunk.
 from __future__ import annotations
 
 import os
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +40,9 @@ def _floats(tokens, path, lineno) -> list[float]:
                 f"{path}: line {lineno}, column {col}: cannot read {tok.strip()!r} as a number"
             ) from None
         if not np.isfinite(v):
-            raise DKernelError(f"{path}: line {lineno}, column {col}: value {tok.strip()} is not finite")
+            raise DKernelError(
+                f"{path}: line {lineno}, column {col}: value {tok.strip()} is not finite"
+            )
         out.append(v)
     return out
 
@@ -83,8 +86,9 @@ def _all_numeric(tokens) -> bool:
     return True
 
 
-def iter_csv(path: str, layout: TextLayout, block_rows: int, *, delimiter: str = ","
-             ) -> Iterator[np.ndarray]:
+def iter_csv(
+    path: str, layout: TextLayout, block_rows: int, *, delimiter: str = ","
+) -> Iterator[np.ndarray]:
     """Yield float64 blocks of at most ``block_rows`` rows (after :func:`scan_csv`)."""
     buf: list[list[float]] = []
     with open(path, encoding="utf-8-sig") as fh:
@@ -125,7 +129,9 @@ def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
             j -= 1
         if j < 0:
             base = "0-based" if zero_based else "1-based"
-            raise DKernelError(f"{path}: line {lineno}: bad feature index {k!r} (indices are {base})")
+            raise DKernelError(
+                f"{path}: line {lineno}: bad feature index {k!r} (indices are {base})"
+            )
         if j <= last:
             raise DKernelError(
                 f"{path}: line {lineno}: feature index {k} is not larger than the one before it"
@@ -134,7 +140,9 @@ def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
         try:
             x = float(v)
         except ValueError:
-            raise DKernelError(f"{path}: line {lineno}: cannot read value {v!r} of feature {k}") from None
+            raise DKernelError(
+                f"{path}: line {lineno}: cannot read value {v!r} of feature {k}"
+            ) from None
         if not np.isfinite(x):
             raise DKernelError(f"{path}: line {lineno}: value of feature {k} is not finite")
         idx.append(j)
@@ -142,8 +150,9 @@ def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
     return label, idx, val
 
 
-def scan_svmlight(path: str, *, zero_based: bool = False, n_features: int | None = None
-                  ) -> TextLayout:
+def scan_svmlight(
+    path: str, *, zero_based: bool = False, n_features: int | None = None
+) -> TextLayout:
     """First pass over LIBSVM text: validates every line, finds the width."""
     n = 0
     width = 0
@@ -167,8 +176,9 @@ def scan_svmlight(path: str, *, zero_based: bool = False, n_features: int | None
     return TextLayout(n, width, False, integral)
 
 
-def iter_svmlight(path: str, layout: TextLayout, block_rows: int, *, zero_based: bool = False
-                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iter_svmlight(
+    path: str, layout: TextLayout, block_rows: int, *, zero_based: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield dense (X, y) float64 blocks of at most ``block_rows`` rows."""
     X = np.zeros((block_rows, layout.n_features))
     y = np.empty(block_rows)

@@ -44,8 +44,9 @@ def draw_indices(n: int, size: int, random_state=None, *, replace: bool = True) 
     return rng.choice(n, size=size, replace=False).astype(np.int64)
 
 
-def sample_rows(X, size: int, random_state=None, *, replace: bool = True,
-                return_indices: bool = False):
+def sample_rows(
+    X, size: int, random_state=None, *, replace: bool = True, return_indices: bool = False
+):
     """Draw ``size`` random rows of ``X`` (NumPy, zarr or dask array) as a NumPy array.
 
     Parameters
@@ -156,8 +157,10 @@ def _group_by_chunk(X, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
     owner = np.searchsorted(bounds, uniq, side="right") - 1
     cuts = np.flatnonzero(np.diff(owner)) + 1  # uniq is sorted, so owners are too
     starts = np.concatenate([[0], cuts])
-    return [(int(owner[s]), uniq[s:e] - bounds[owner[s]])
-            for s, e in zip(starts, np.concatenate([cuts, [uniq.size]]))]
+    return [
+        (int(owner[s]), uniq[s:e] - bounds[owner[s]])
+        for s, e in zip(starts, np.concatenate([cuts, [uniq.size]]))
+    ]
 
 
 def _row_keys(X) -> list:
@@ -183,8 +186,7 @@ def _take_graph(X, uniq: np.ndarray):
     groups = _group_by_chunk(X, uniq)
     name = "take-rows-" + tokenize(X.name, uniq)
     tail = (0,) * (X.ndim - 1)
-    layer = {(name, j) + tail: (_take_local, keys[c], local)
-             for j, (c, local) in enumerate(groups)}
+    layer = {(name, j) + tail: (_take_local, keys[c], local) for j, (c, local) in enumerate(groups)}
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
     graph = graph.cull(set(layer))
     chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
@@ -215,7 +217,8 @@ def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
     futs = _persisted_futures(X, [keys[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
-        parts = client.gather(client.map(_take_local, futs, [local for _, local in groups],
-                                         pure=False))
+        parts = client.gather(
+            client.map(_take_local, futs, [local for _, local in groups], pure=False)
+        )
         return np.concatenate(parts, axis=0)
     return np.asarray(_take_graph(X, uniq).compute(optimize_graph=False))

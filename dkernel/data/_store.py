@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -62,9 +63,11 @@ class Dataset:
         return zarr.open_array(os.path.join(self.path, name), mode="r")
 
     def __repr__(self) -> str:
-        return (f"Dataset(path={self.path!r}, X={self.X.shape} {self.X.dtype}, "
-                f"chunks={self.X.chunksize}, y={'yes' if self.y is not None else 'no'}, "
-                f"classes={self.attrs.get('classes')})")
+        return (
+            f"Dataset(path={self.path!r}, X={self.X.shape} {self.X.dtype}, "
+            f"chunks={self.X.chunksize}, y={'yes' if self.y is not None else 'no'}, "
+            f"classes={self.attrs.get('classes')})"
+        )
 
 
 def open_dataset(store) -> Dataset:
@@ -103,11 +106,20 @@ def open_dataset(store) -> Dataset:
         # the name identifies this write of the store (``store_id``), not just its path:
         # a store overwritten in place must not share task keys with its old contents
         ident = f"{os.path.abspath(path)}|{name}|{attrs.get('store_id', '')}"
-        return da.from_zarr(arr, chunks=(arr.chunks[0],) + tuple(arr.shape[1:]),
-                            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}")
+        return da.from_zarr(
+            arr,
+            chunks=(arr.chunks[0],) + tuple(arr.shape[1:]),
+            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}",
+        )
 
-    return Dataset(path=path, X=view("X"), y=view("y"), attrs=attrs,
-                   X_test=view("X_test"), y_test=view("y_test"))
+    return Dataset(
+        path=path,
+        X=view("X"),
+        y=view("y"),
+        attrs=attrs,
+        X_test=view("X_test"),
+        y_test=view("y_test"),
+    )
 
 
 def as_array_input(X):
@@ -124,8 +136,13 @@ class _ArrayWriter:
 
     def __init__(self, group, name, *, n, tail_shape, dtype, chunk_rows, compressors):
         kwargs = {} if compressors == "default" else {"compressors": compressors}
-        self.arr = group.create_array(name, shape=(n,) + tuple(tail_shape), dtype=dtype,
-                                      chunks=(chunk_rows,) + tuple(tail_shape), **kwargs)
+        self.arr = group.create_array(
+            name,
+            shape=(n,) + tuple(tail_shape),
+            dtype=dtype,
+            chunks=(chunk_rows,) + tuple(tail_shape),
+            **kwargs,
+        )
         self.n, self.chunk_rows, self.dtype = n, chunk_rows, np.dtype(dtype)
         self.pos = 0
         self.buf: list[np.ndarray] = []
@@ -142,7 +159,7 @@ class _ArrayWriter:
         head, rest = data[:rows], data[rows:]
         if self.pos + rows > self.n:
             raise DKernelError(f"more rows than the {self.n} announced")
-        self.arr[self.pos:self.pos + rows] = head
+        self.arr[self.pos : self.pos + rows] = head
         self.pos += rows
         self.buf = [rest] if len(rest) else []
         self.buffered = len(rest)
@@ -168,22 +185,30 @@ class StoreWriter:
         parent = os.path.dirname(self.path) or "."
         if not os.path.isdir(parent):
             raise DKernelError(f"folder {parent!r} does not exist")
-        self.tmp = os.path.join(parent, f".{os.path.basename(self.path)}.tmp-{uuid.uuid4().hex[:8]}")
+        self.tmp = os.path.join(
+            parent, f".{os.path.basename(self.path)}.tmp-{uuid.uuid4().hex[:8]}"
+        )
         self.group = None
         self.writers: dict[str, _ArrayWriter] = {}
         self.classes: set | None = set()
         self.committed = False
 
-    def __enter__(self) -> "StoreWriter":
+    def __enter__(self) -> StoreWriter:
         import zarr
 
         self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
         return self
 
     def add(self, name, *, n, tail_shape=(), dtype, chunk_rows, compressors="default"):
-        self.writers[name] = _ArrayWriter(self.group, name, n=n, tail_shape=tail_shape,
-                                          dtype=dtype, chunk_rows=chunk_rows,
-                                          compressors=compressors)
+        self.writers[name] = _ArrayWriter(
+            self.group,
+            name,
+            n=n,
+            tail_shape=tail_shape,
+            dtype=dtype,
+            chunk_rows=chunk_rows,
+            compressors=compressors,
+        )
 
     def append(self, name: str, block: np.ndarray, *, check_finite: bool = True) -> None:
         w = self.writers[name]
@@ -257,17 +282,34 @@ def _label_dtype(y: np.ndarray) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def write_arrays(store, blocks: Iterable[tuple[np.ndarray, np.ndarray | None]], *, n: int,
-                 n_features: int, dtype, chunk_rows: int | None, has_y: bool,
-                 y_dtype=np.int64, attrs: Mapping[str, Any], overwrite: bool = False,
-                 compressors="default", extra: Mapping[str, np.ndarray] | None = None):
+def write_arrays(
+    store,
+    blocks: Iterable[tuple[np.ndarray, np.ndarray | None]],
+    *,
+    n: int,
+    n_features: int,
+    dtype,
+    chunk_rows: int | None,
+    has_y: bool,
+    y_dtype=np.int64,
+    attrs: Mapping[str, Any],
+    overwrite: bool = False,
+    compressors="default",
+    extra: Mapping[str, np.ndarray] | None = None,
+):
     """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset."""
     dtype = np.dtype(dtype)
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
     with StoreWriter(store, overwrite=overwrite) as w:
-        w.add("X", n=n, tail_shape=(n_features,), dtype=dtype, chunk_rows=chunk_rows,
-              compressors=compressors)
+        w.add(
+            "X",
+            n=n,
+            tail_shape=(n_features,),
+            dtype=dtype,
+            chunk_rows=chunk_rows,
+            compressors=compressors,
+        )
         if has_y:
             w.add("y", n=n, dtype=y_dtype, chunk_rows=chunk_rows, compressors=compressors)
         for Xb, yb in blocks:
@@ -278,13 +320,20 @@ def write_arrays(store, blocks: Iterable[tuple[np.ndarray, np.ndarray | None]], 
             if has_y:
                 if yb is None or np.ndim(yb) != 1 or len(yb) != len(Xb):
                     raise DKernelError(
-                        f"a label block has shape {np.shape(yb)}, expected ({len(Xb)},)")
+                        f"a label block has shape {np.shape(yb)}, expected ({len(Xb)},)"
+                    )
                 w.append("y", yb)
         for name, arr in (extra or {}).items():
             arr = np.asarray(arr)
             dt = dtype if arr.ndim == 2 else _label_dtype(arr)
-            w.add(name, n=arr.shape[0], tail_shape=arr.shape[1:], dtype=dt,
-                  chunk_rows=chunk_rows, compressors=compressors)
+            w.add(
+                name,
+                n=arr.shape[0],
+                tail_shape=arr.shape[1:],
+                dtype=dt,
+                chunk_rows=chunk_rows,
+                compressors=compressors,
+            )
             w.append(name, arr)
         w.commit(attrs)
     return open_dataset(store)
@@ -292,13 +341,24 @@ def write_arrays(store, blocks: Iterable[tuple[np.ndarray, np.ndarray | None]], 
 
 def _iter_array_blocks(X: np.ndarray, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
     for r in range(0, X.shape[0], rows):
-        yield X[r:r + rows], (None if y is None else y[r:r + rows])
+        yield X[r : r + rows], (None if y is None else y[r : r + rows])
 
 
-def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
-           format: str | None = None, label_column: int | None = -1, delimiter: str = ",",
-           zero_based: bool = False, n_features: int | None = None, overwrite: bool = False,
-           compressors="default"):
+def ingest(
+    source,
+    store,
+    *,
+    y=None,
+    chunk_rows: int | None = None,
+    dtype=None,
+    format: str | None = None,
+    label_column: int | None = -1,
+    delimiter: str = ",",
+    zero_based: bool = False,
+    n_features: int | None = None,
+    overwrite: bool = False,
+    compressors="default",
+):
     """Write a dataset into a zarr 3 store and open it.
 
     Parameters
@@ -358,14 +418,25 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
         fmt = format or guess_format(path)
         if fmt == "npz":
             arrays = _load_npz(path)
-            return _ingest_arrays(arrays.pop("X"), arrays.pop("y", None), dest, dtype=dtype,
-                                  source=os.path.basename(path), extra=arrays, **common)
+            return _ingest_arrays(
+                arrays.pop("X"),
+                arrays.pop("y", None),
+                dest,
+                dtype=dtype,
+                source=os.path.basename(path),
+                extra=arrays,
+                **common,
+            )
         if fmt == "csv":
-            delim = ("\t" if path.lower().endswith(".tsv") and delimiter == ","
-                     else delimiter)
+            delim = "\t" if path.lower().endswith(".tsv") and delimiter == "," else delimiter
             layout = scan_csv(path, delimiter=delim, label_column=label_column)
-            if label_column is not None and not -layout.n_features <= label_column < layout.n_features:
-                raise DKernelError(f"label_column={label_column} is outside the {layout.n_features} columns")
+            if (
+                label_column is not None
+                and not -layout.n_features <= label_column < layout.n_features
+            ):
+                raise DKernelError(
+                    f"label_column={label_column} is outside the {layout.n_features} columns"
+                )
             d = layout.n_features - (label_column is not None)
             if d < 1:
                 raise DKernelError(f"{path}: no feature columns besides the label column")
@@ -378,17 +449,31 @@ def ingest(source, store, *, y=None, chunk_rows: int | None = None, dtype=None,
                     else:
                         yield np.delete(B, lab, axis=1), B[:, lab]
 
-            return write_arrays(dest, blocks(), n=layout.n_rows, n_features=d,
-                                dtype=dtype or np.float32, has_y=lab is not None,
-                                y_dtype=np.int64 if layout.integral_labels else np.float64,
-                                attrs={"source": os.path.basename(path)}, **common)
+            return write_arrays(
+                dest,
+                blocks(),
+                n=layout.n_rows,
+                n_features=d,
+                dtype=dtype or np.float32,
+                has_y=lab is not None,
+                y_dtype=np.int64 if layout.integral_labels else np.float64,
+                attrs={"source": os.path.basename(path)},
+                **common,
+            )
         if fmt == "svmlight":
             layout = scan_svmlight(path, zero_based=zero_based, n_features=n_features)
             yd = np.int64 if layout.integral_labels else np.float64
-            return write_arrays(dest, iter_svmlight(path, layout, 1 << 14, zero_based=zero_based),
-                                n=layout.n_rows, n_features=layout.n_features,
-                                dtype=dtype or np.float32, has_y=True, y_dtype=yd,
-                                attrs={"source": os.path.basename(path)}, **common)
+            return write_arrays(
+                dest,
+                iter_svmlight(path, layout, 1 << 14, zero_based=zero_based),
+                n=layout.n_rows,
+                n_features=layout.n_features,
+                dtype=dtype or np.float32,
+                has_y=True,
+                y_dtype=yd,
+                attrs={"source": os.path.basename(path)},
+                **common,
+            )
         raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
     if _is_dask_array(source):
         return _ingest_dask(source, y, dest, dtype=dtype, **common)
@@ -436,11 +521,21 @@ def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
             elif _is_dask_array(y):
                 yield Xb, np.asarray(y.blocks[i].compute())
             else:
-                yield Xb, y[bounds[i]:bounds[i + 1]]
+                yield Xb, y[bounds[i] : bounds[i + 1]]
 
-    return write_arrays(dest, blocks(), n=n, n_features=d, dtype=dtype, chunk_rows=chunk_rows,
-                        has_y=y is not None, y_dtype=yd, attrs={"source": "dask array"},
-                        overwrite=overwrite, compressors=compressors)
+    return write_arrays(
+        dest,
+        blocks(),
+        n=n,
+        n_features=d,
+        dtype=dtype,
+        chunk_rows=chunk_rows,
+        has_y=y is not None,
+        y_dtype=yd,
+        attrs={"source": "dask array"},
+        overwrite=overwrite,
+        compressors=compressors,
+    )
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -494,7 +589,17 @@ def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, c
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
     yd = _label_dtype(y) if y is not None else None
     rows = chunk_rows or default_chunk_rows(X.shape[1], np.dtype(dtype).itemsize)
-    return write_arrays(dest, _iter_array_blocks(X, y, rows), n=X.shape[0],
-                        n_features=X.shape[1], dtype=dtype, chunk_rows=chunk_rows,
-                        has_y=y is not None, y_dtype=yd, attrs={"source": source},
-                        overwrite=overwrite, compressors=compressors, extra=extra)
+    return write_arrays(
+        dest,
+        _iter_array_blocks(X, y, rows),
+        n=X.shape[0],
+        n_features=X.shape[1],
+        dtype=dtype,
+        chunk_rows=chunk_rows,
+        has_y=y is not None,
+        y_dtype=yd,
+        attrs={"source": source},
+        overwrite=overwrite,
+        compressors=compressors,
+        extra=extra,
+    )

@@ -21,10 +21,18 @@ class _BaseKernelEstimator(BaseEstimator):
     _supported_kernels: frozenset | None = None
 
     def _kernel_spec(self, X=None, *, gamma=None) -> KernelSpec:
-        spec = resolve_kernel(self.kernel, self.gamma if gamma is None else gamma,
-                              self.degree, self.coef0, self.kernel_params)
-        if self._supported_kernels is not None and not callable(spec.kernel) \
-                and spec.kernel not in self._supported_kernels:
+        spec = resolve_kernel(
+            self.kernel,
+            self.gamma if gamma is None else gamma,
+            self.degree,
+            self.coef0,
+            self.kernel_params,
+        )
+        if (
+            self._supported_kernels is not None
+            and not callable(spec.kernel)
+            and spec.kernel not in self._supported_kernels
+        ):
             names = ", ".join(sorted(self._supported_kernels))
             raise DKernelError(
                 f"{type(self).__name__} does not support kernel {self.kernel!r}; use one of {names}"

@@ -24,8 +24,9 @@ def _kernel_block(Xb, Yb, x0, y0, spec: KernelSpec, y_name: str = "Y"):
     return _pairwise_kernels(Xb.astype(dt, copy=False), Yb.astype(dt, copy=False), spec)
 
 
-def kernel_matrix(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                  kernel_params=None, chunks=None):
+def kernel_matrix(
+    X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None, chunks=None
+):
     """The kernel matrix as a lazy dask array: block (i, j) is one task on row chunks i, j.
 
     Parameters
@@ -79,9 +80,24 @@ def kernel_matrix(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
     Y = Y.rechunk({1: -1})
     dt = np.result_type(X.dtype, Y.dtype, np.float32)
     # align_arrays=False: the row-start arrays have one chunk per row chunk of X / Y
-    return da.blockwise(_kernel_block, "ij", X, "ik", Y, "jk", _row_starts(X), "i",
-                        _row_starts(Y), "j", concatenate=True, dtype=dt, spec=spec,
-                        y_name=y_name, align_arrays=False, meta=np.empty((0, 0), dtype=dt))
+    return da.blockwise(
+        _kernel_block,
+        "ij",
+        X,
+        "ik",
+        Y,
+        "jk",
+        _row_starts(X),
+        "i",
+        _row_starts(Y),
+        "j",
+        concatenate=True,
+        dtype=dt,
+        spec=spec,
+        y_name=y_name,
+        align_arrays=False,
+        meta=np.empty((0, 0), dtype=dt),
+    )
 
 
 def _row_starts(X):

@@ -43,7 +43,9 @@ class GraphKernel(abc.ABC):
     def _check(self, idx) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64).ravel()
         if idx.size and (idx.min() < 0 or idx.max() >= self.n_samples):
-            raise DKernelError(f"row indices must lie in [0, {self.n_samples}) for this graph kernel")
+            raise DKernelError(
+                f"row indices must lie in [0, {self.n_samples}) for this graph kernel"
+            )
         return idx
 
     @abc.abstractmethod

@@ -82,6 +82,7 @@ def _fast_exp_impl(x):
         return impl32
 
     if isinstance(x, types.Float):
+
         def impl64(x):
             ok = x >= _EXP_LO64
             if not ok:
@@ -267,6 +268,6 @@ def mirror_tile(K, r0, r1):
     """
     n = K.shape[0]
     for j in range(r0 + 1, n):
-        dst = K[j, r0:min(r1, j)]
+        dst = K[j, r0 : min(r1, j)]
         for i in range(dst.shape[0]):
             dst[i] = K[r0 + i, j]

@@ -8,8 +8,9 @@ import multiprocessing
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,8 +60,9 @@ class KernelSpec(NamedTuple):
         return isinstance(self.kernel, str) and self.kernel in RADIAL_KERNELS
 
 
-def resolve_kernel(kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None,
-                   n_features: int | None = None) -> KernelSpec:
+def resolve_kernel(
+    kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None, n_features: int | None = None
+) -> KernelSpec:
     """Validate kernel parameters; ``gamma=None`` means ``1 / n_features`` (scikit-learn)."""
     params = dict(kernel_params or {})
     if callable(kernel):
@@ -93,8 +95,18 @@ def _as_pair(X, Y, spec: KernelSpec):
     return X.astype(dt, copy=False), Y.astype(dt, copy=False)
 
 
-def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                     kernel_params=None, out=None, n_jobs=None) -> np.ndarray:
+def pairwise_kernels(
+    X,
+    Y=None,
+    *,
+    kernel="rbf",
+    gamma=None,
+    degree=3,
+    coef0=1.0,
+    kernel_params=None,
+    out=None,
+    n_jobs=None,
+) -> np.ndarray:
     """Kernel matrix ``K[i, j] = k(X[i], Y[j])`` on NumPy input.
 
     The BLAS product ``X @ Y.T`` is computed tile by tile straight into the output and
@@ -171,8 +183,14 @@ def pairwise_kernels(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1.0
     return _pairwise_kernels(X, Y, spec, out=out, n_jobs=n_jobs)
 
 
-def _pairwise_kernels(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec,
-                      out: np.ndarray | None = None, *, n_jobs: int | None = None) -> np.ndarray:
+def _pairwise_kernels(
+    X: np.ndarray,
+    Y: np.ndarray | None,
+    spec: KernelSpec,
+    out: np.ndarray | None = None,
+    *,
+    n_jobs: int | None = None,
+) -> np.ndarray:
     """Trusting core of :func:`pairwise_kernels` (validated, same-dtype inputs).
 
     ``n_jobs`` threads (see :func:`_effective_n_jobs`) each take row tiles from a shared
@@ -361,8 +379,12 @@ def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
             if _POOL is None or _POOL[0] != os.getpid() or _POOL[1]._max_workers < threads:
                 if _POOL is not None and _POOL[0] == os.getpid():
                     _POOL[1].shutdown(wait=False)
-                _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=max(threads, _cpu_count()),
-                                                         thread_name_prefix="dkernel-tiles"))
+                _POOL = (
+                    os.getpid(),
+                    ThreadPoolExecutor(
+                        max_workers=max(threads, _cpu_count()), thread_name_prefix="dkernel-tiles"
+                    ),
+                )
             pool = _POOL[1]
         counter = itertools.count()
 
@@ -402,8 +424,13 @@ def kernel_diag(X, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_para
 def _kernel_diag(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     k = spec.kernel
     if callable(k):
-        return np.array([np.asarray(k(X[i:i + 1], X[i:i + 1], **spec.params)).ravel()[0]
-                         for i in range(X.shape[0])], dtype=X.dtype)
+        return np.array(
+            [
+                np.asarray(k(X[i : i + 1], X[i : i + 1], **spec.params)).ravel()[0]
+                for i in range(X.shape[0])
+            ],
+            dtype=X.dtype,
+        )
     if k == "precomputed":
         if X.shape[0] != X.shape[1]:
             raise DKernelError(f"a precomputed kernel must be square, got shape {X.shape}")
@@ -420,4 +447,3 @@ def _kernel_diag(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     if k == "sigmoid":
         return np.tanh(spec.gamma * xx + spec.coef0).astype(X.dtype, copy=False)
     raise AssertionError(k)
-

@@ -4,5 +4,11 @@ from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 from ._timing import _timer
 
-__all__ = ["CLUSTER_KINDS", "_timer", "check_cluster_config", "get_client",
-           "load_cluster_config", "make_cluster"]
+__all__ = [
+    "CLUSTER_KINDS",
+    "_timer",
+    "check_cluster_config",
+    "get_client",
+    "load_cluster_config",
+    "make_cluster",
+]

@@ -82,8 +82,9 @@ def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
     return None
 
 
-def get_client(config: str | os.PathLike | dict[str, Any] | None = None,
-               **local_options: Any) -> "Client":
+def get_client(
+    config: str | os.PathLike | dict[str, Any] | None = None, **local_options: Any
+) -> Client:
     """Connect a ``distributed.Client`` to the cluster ``config`` names.
 
     Parameters
@@ -111,12 +112,18 @@ def get_client(config: str | os.PathLike | dict[str, Any] | None = None,
     elif isinstance(config, str) and "://" in config:
         client = _connect(config)
     else:
-        cfg = check_cluster_config(config) if isinstance(config, dict) else load_cluster_config(config)
+        cfg = (
+            check_cluster_config(config)
+            if isinstance(config, dict)
+            else load_cluster_config(config)
+        )
         kind = cfg["kind"]
         if kind == "scheduler-file":
             sf = os.path.expanduser(os.path.expandvars(str(cfg.get("scheduler_file") or "")))
             if not os.path.isfile(sf):
-                raise DKernelError(f"scheduler file {sf!r} does not exist (start the scheduler first)")
+                raise DKernelError(
+                    f"scheduler file {sf!r} does not exist (start the scheduler first)"
+                )
             client = _connect(None, scheduler_file=sf)
         elif kind == "address":
             client = _connect(str(cfg["address"]))
@@ -132,7 +139,7 @@ def get_client(config: str | os.PathLike | dict[str, Any] | None = None,
     return client
 
 
-def _connect(address: str | None, **kwargs: Any) -> "Client":
+def _connect(address: str | None, **kwargs: Any) -> Client:
     """A client of a running scheduler; a failed connection becomes a ``DKernelError``."""
     from distributed import Client
 

@@ -127,10 +127,26 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     #: Rows per virtual block (the unit of shuffling); tests shrink it.
     _block_rows = BLOCK_ROWS
 
-    def __init__(self, *, budget=500, maintenance="merge", algorithm="pegasos", lam=1e-4,
-                 eta0=1.0, radius=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
-                 kernel_params=None, fit_intercept=False, max_epochs=1, shuffle=True,
-                 random_state=None, verbose=0):
+    def __init__(
+        self,
+        *,
+        budget=500,
+        maintenance="merge",
+        algorithm="pegasos",
+        lam=1e-4,
+        eta0=1.0,
+        radius=None,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        fit_intercept=False,
+        max_epochs=1,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+    ):
         self.budget = budget
         self.maintenance = maintenance
         self.algorithm = algorithm
@@ -151,8 +167,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> None:
         check_scalar(self.budget, "budget", kind=numbers.Integral, low=2)
-        for name, choices in (("maintenance", nb.MAINTENANCE_CODES),
-                              ("algorithm", nb.ALGORITHM_CODES)):
+        for name, choices in (
+            ("maintenance", nb.MAINTENANCE_CODES),
+            ("algorithm", nb.ALGORITHM_CODES),
+        ):
             v = getattr(self, name)
             if not isinstance(v, str) or v not in choices:
                 raise DKernelError(f"{name} must be one of {', '.join(choices)}; got {v!r}")
@@ -165,7 +183,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if callable(self.kernel) or self.kernel == "precomputed":
             raise DKernelError(
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
-                "sigmoid, cosine); callables and 'precomputed' are not supported")
+                "sigmoid, cosine); callables and 'precomputed' are not supported"
+            )
 
     def _resolve_spec(self, n_features: int):
         spec = self._kernel_spec(None)
@@ -174,20 +193,29 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if self.maintenance == "merge" and not spec.is_radial:
             raise DKernelError(
                 f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
-                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'")
+                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
+            )
         return spec
 
     def _config(self, spec) -> dict:
         algo = nb.ALGORITHM_CODES[self.algorithm]
-        return dict(kind=nb.KERNEL_CODES[spec.kernel], gamma=float(spec.gamma or 0.0),
-                    degree=float(spec.degree), coef0=float(spec.coef0), algo=algo,
-                    lam=0.0 if algo == nb.PERCEPTRON else float(self.lam),
-                    eta0=float(self.eta0), radius=float(self.radius or 0.0),
-                    maint=nb.MAINTENANCE_CODES[self.maintenance],
-                    icpt=1.0 if self.fit_intercept else 0.0, ridge=nb.PROJECT_RIDGE,
-                    pw=1 if spec.kernel == "laplacian" else 2, search=_merge_search(),
-                    T=_lookup_table(1 if spec.kernel == "laplacian" else 2),
-                    budget=int(self.budget))
+        return dict(
+            kind=nb.KERNEL_CODES[spec.kernel],
+            gamma=float(spec.gamma or 0.0),
+            degree=float(spec.degree),
+            coef0=float(spec.coef0),
+            algo=algo,
+            lam=0.0 if algo == nb.PERCEPTRON else float(self.lam),
+            eta0=float(self.eta0),
+            radius=float(self.radius or 0.0),
+            maint=nb.MAINTENANCE_CODES[self.maintenance],
+            icpt=1.0 if self.fit_intercept else 0.0,
+            ridge=nb.PROJECT_RIDGE,
+            pw=1 if spec.kernel == "laplacian" else 2,
+            search=_merge_search(),
+            T=_lookup_table(1 if spec.kernel == "laplacian" else 2),
+            budget=int(self.budget),
+        )
 
     # ------------------------------------------------------------------ input
     def _prepare(self, X, y, sample_weight, *, fitting: bool):
@@ -220,8 +248,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 w = np.ones(n)
             elif hasattr(sample_weight, "dask"):
                 if sample_weight.shape != (n,):
-                    raise DKernelError(f"sample_weight has shape {sample_weight.shape}, "
-                                       f"expected ({n},)")
+                    raise DKernelError(
+                        f"sample_weight has shape {sample_weight.shape}, expected ({n},)"
+                    )
                 w = sample_weight
             else:
                 w = check_sample_weight(sample_weight, n)
@@ -241,8 +270,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
             from sklearn.exceptions import DataConversionWarning
 
-            warnings.warn("A column-vector y was passed when a 1d array was expected; it is "
-                          "raveled", DataConversionWarning, stacklevel=3)
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; it is raveled",
+                DataConversionWarning,
+                stacklevel=3,
+            )
             y = y.ravel()
         if y.ndim != 1:
             raise DKernelError(f"y must be 1-D, got shape {y.shape}")
@@ -258,8 +290,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if fitting:
             self.__dict__.setdefault("_pending_feature_names", None)
         elif d != self.n_features_in_:
-            raise DKernelError(f"X has {d} features, but {type(self).__name__} is expecting "
-                               f"{self.n_features_in_} features as input")
+            raise DKernelError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
 
     @staticmethod
     def _classes_of(y) -> np.ndarray:
@@ -278,16 +312,20 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             try:
                 idx = np.searchsorted(classes, yb)
             except TypeError:
-                raise DKernelError(f"labels of type {yb.dtype} do not match the classes "
-                                   f"{classes.tolist()}") from None
+                raise DKernelError(
+                    f"labels of type {yb.dtype} do not match the classes {classes.tolist()}"
+                ) from None
             idx = np.clip(idx, 0, len(classes) - 1)
             bad = classes[idx] != yb
             if np.any(bad):
                 i = int(np.argmax(bad))
                 bad_label = yb[i].item() if isinstance(yb[i], np.generic) else yb[i]
-                raise DKernelError(f"y has label {bad_label!r} at row {start + i}, which is "
-                                   f"not one of the classes {classes.tolist()}")
+                raise DKernelError(
+                    f"y has label {bad_label!r} at row {start + i}, which is "
+                    f"not one of the classes {classes.tolist()}"
+                )
             return idx.astype(np.int64)
+
         return to_index
 
     # ------------------------------------------------------------------ fitting
@@ -319,10 +357,16 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         seed = int(rs.randint(np.iinfo(np.int32).max))
         mapper = self._label_mapper(classes)
         for epoch in range(int(self.max_epochs)):
-            plan = block_plan(n, seed=seed, epoch=epoch, shuffle=bool(self.shuffle),
-                              block_rows=int(self._block_rows))
-            with _timer(f"bsgd epoch {epoch}", logger, logging.INFO if self.verbose else
-                        logging.DEBUG):
+            plan = block_plan(
+                n,
+                seed=seed,
+                epoch=epoch,
+                shuffle=bool(self.shuffle),
+                block_rows=int(self._block_rows),
+            )
+            with _timer(
+                f"bsgd epoch {epoch}", logger, logging.INFO if self.verbose else logging.DEBUG
+            ):
                 self._run(plan, X, y, w, mapper, state, cfg)
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_epochs), d=d)
@@ -332,17 +376,36 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         def reader(task):
             return read_block(X, y, w, task, y_map=mapper)
 
-        args = (cfg["kind"], cfg["gamma"], cfg["degree"], cfg["coef0"], cfg["algo"],
-                cfg["lam"], cfg["eta0"], cfg["radius"], cfg["maint"], cfg["icpt"],
-                cfg["ridge"], cfg["pw"], cfg["search"], cfg["T"], cfg["budget"])
+        args = (
+            cfg["kind"],
+            cfg["gamma"],
+            cfg["degree"],
+            cfg["coef0"],
+            cfg["algo"],
+            cfg["lam"],
+            cfg["eta0"],
+            cfg["radius"],
+            cfg["maint"],
+            cfg["icpt"],
+            cfg["ridge"],
+            cfg["pw"],
+            cfg["search"],
+            cfg["T"],
+            cfg["budget"],
+        )
         for i, (Xb, yi, wb) in enumerate(prefetch(reader, plan, depth=2)):
             nb.sgd_chunk(Xb, yi, wb, *state, *args)
             if self.verbose:
-                logger.info("block %d/%d: t=%d, %d SVs", i + 1, len(plan),
-                            int(state[-1][nb.IS_T]), int(state[-1][nb.IS_NSV]))
+                logger.info(
+                    "block %d/%d: t=%d, %d SVs",
+                    i + 1,
+                    len(plan),
+                    int(state[-1][nb.IS_T]),
+                    int(state[-1][nb.IS_NSV]),
+                )
 
     def _finish(self, state, classes, spec, cfg, *, n_iter: int, d: int) -> None:
-        SV, sqn, A, K, M, b, fs, ist = state
+        SV, _sqn, A, _K, _M, b, fs, ist = state
         n_sv = int(ist[nb.IS_NSV])
         s = float(fs[nb.FS_SCALE])
         self.n_features_in_ = d
@@ -385,8 +448,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 raise DKernelError("classes must be passed to the first call to partial_fit")
             self._check_params()
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise DKernelError(f"classes {np.unique(classes).tolist()} differ from those of the "
-                               f"first partial_fit call {self.classes_.tolist()}")
+            raise DKernelError(
+                f"classes {np.unique(classes).tolist()} differ from those of the "
+                f"first partial_fit call {self.classes_.tolist()}"
+            )
         X, y, w, n, d = self._prepare(X, y, sample_weight, fitting=first)
         if first:
             cls = np.unique(np.asarray(classes))
@@ -394,8 +459,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 raise DKernelError(f"classes has one class only ({cls.tolist()}); need at least 2")
             spec = self._resolve_spec(d)
             cfg = self._config(spec)
-            state = nb.new_state(int(self.budget), d, 1 if len(cls) == 2 else len(cls),
-                                 cfg["maint"])
+            state = nb.new_state(
+                int(self.budget), d, 1 if len(cls) == 2 else len(cls), cfg["maint"]
+            )
             n_iter = 0
         else:
             cls = self.classes_
@@ -425,8 +491,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         A[:n_sv] = A_raw
         b[:] = b_raw
         fs[nb.FS_SCALE] = scale
-        K[:n_sv, :n_sv] = nb.kernel_matrix(SV0, SV0, cfg["kind"], cfg["gamma"], cfg["degree"],
-                                           cfg["coef0"])
+        K[:n_sv, :n_sv] = nb.kernel_matrix(
+            SV0, SV0, cfg["kind"], cfg["gamma"], cfg["degree"], cfg["coef0"]
+        )
         if cfg["maint"] == nb.PROJECT:
             nb.refresh_inverse(K, M, n_sv, cfg["ridge"])
         ist[nb.IS_T] = self.t_
@@ -451,8 +518,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         raw = getattr(self, "_raw", None)
         if raw is not None:
             return raw
-        return (np.asarray(self.dual_coef_, dtype=np.float64).copy(),
-                np.asarray(self.intercept_, dtype=np.float64).copy(), 1.0)
+        return (
+            np.asarray(self.dual_coef_, dtype=np.float64).copy(),
+            np.asarray(self.intercept_, dtype=np.float64).copy(),
+            1.0,
+        )
 
     # ------------------------------------------------------------------ prediction
     def _decision_block(self, Xb) -> np.ndarray:
@@ -460,12 +530,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         out = np.empty((Xb.shape[0], self.dual_coef_.shape[1]))
         SV = np.ascontiguousarray(self.support_vectors_, dtype=np.float64)
         for r in range(0, Xb.shape[0], _PREDICT_ROWS):
-            blk = Xb[r:r + _PREDICT_ROWS]
+            blk = Xb[r : r + _PREDICT_ROWS]
             if SV.shape[0]:
                 Kb = self._kernel(blk, SV, self._spec)
-                out[r:r + len(blk)] = Kb @ self.dual_coef_ + self.intercept_
+                out[r : r + len(blk)] = Kb @ self.dual_coef_ + self.intercept_
             else:
-                out[r:r + len(blk)] = self.intercept_
+                out[r : r + len(blk)] = self.intercept_
         return out
 
     def decision_function(self, X):
@@ -481,8 +551,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         binary = self.dual_coef_.shape[1] == 1
         if hasattr(X, "dask"):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise DKernelError(f"X has {X.shape[-1]} features, but {type(self).__name__} "
-                                   f"is expecting {self.n_features_in_} features as input")
+                raise DKernelError(
+                    f"X has {X.shape[-1]} features, but {type(self).__name__} "
+                    f"is expecting {self.n_features_in_} features as input"
+                )
             if X.chunks[1] != (X.shape[1],):
                 X = X.rechunk({1: -1})
             c = self.dual_coef_.shape[1]
@@ -497,17 +569,24 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 return out[:, 0] if binary else out
 
             if binary:
-                return X.map_blocks(block, drop_axis=1, dtype=np.float64,
-                                    meta=np.empty((0,), np.float64))
-            return X.map_blocks(block, chunks=(X.chunks[0], (c,)), dtype=np.float64,
-                                meta=np.empty((0, 0), np.float64))
+                return X.map_blocks(
+                    block, drop_axis=1, dtype=np.float64, meta=np.empty((0,), np.float64)
+                )
+            return X.map_blocks(
+                block,
+                chunks=(X.chunks[0], (c,)),
+                dtype=np.float64,
+                meta=np.empty((0, 0), np.float64),
+            )
         from sklearn.utils.validation import _check_feature_names
 
         _check_feature_names(self, X, reset=False)
         X = _as_2d(X)
         if X.shape[1] != self.n_features_in_:
-            raise DKernelError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
-                               f"expecting {self.n_features_in_} features as input")
+            raise DKernelError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                f"expecting {self.n_features_in_} features as input"
+            )
         out = self._decision_block(X)
         return out[:, 0] if binary else out
 
@@ -518,10 +597,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         binary = self.dual_coef_.shape[1] == 1
         if hasattr(scores, "dask"):
             if binary:
-                return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
-                                         dtype=classes.dtype, meta=np.empty((0,), classes.dtype))
-            return scores.map_blocks(lambda s: classes[np.argmax(s, axis=1)], drop_axis=1,
-                                     dtype=classes.dtype, meta=np.empty((0,), classes.dtype))
+                return scores.map_blocks(
+                    lambda s: classes[(s > 0).astype(np.intp)],
+                    dtype=classes.dtype,
+                    meta=np.empty((0,), classes.dtype),
+                )
+            return scores.map_blocks(
+                lambda s: classes[np.argmax(s, axis=1)],
+                drop_axis=1,
+                dtype=classes.dtype,
+                meta=np.empty((0,), classes.dtype),
+            )
         if binary:
             return classes[(scores > 0).astype(np.intp)]
         return classes[np.argmax(scores, axis=1)]
@@ -534,7 +620,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         save_model(self, path)
 
     @classmethod
-    def load(cls, path) -> "BudgetedSVC":
+    def load(cls, path) -> BudgetedSVC:
         """Read a model written by :meth:`save`."""
         from ._io import load_model
 
@@ -560,9 +646,11 @@ def _as_2d(X) -> np.ndarray:
         except (TypeError, ValueError) as exc:
             raise DKernelError(f"X must be numeric: {exc}") from None
     if arr.ndim == 1:
-        raise DKernelError(f"Expected 2D array, got 1D array instead (shape {arr.shape}); "
-                           "Reshape your data with X.reshape(-1, 1) for one feature or "
-                           "X.reshape(1, -1) for one sample")
+        raise DKernelError(
+            f"Expected 2D array, got 1D array instead (shape {arr.shape}); "
+            "Reshape your data with X.reshape(-1, 1) for one feature or "
+            "X.reshape(1, -1) for one sample"
+        )
     if arr.ndim == 2 and arr.shape[1] == 0:
         raise DKernelError(f"0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     return check_finite_2d(arr, name="X")

@@ -23,8 +23,14 @@ from numba import njit
 
 # kernel codes
 RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
-KERNEL_CODES = {"rbf": RBF, "laplacian": LAPLACIAN, "linear": LINEAR,
-                "polynomial": POLYNOMIAL, "sigmoid": SIGMOID, "cosine": COSINE}
+KERNEL_CODES = {
+    "rbf": RBF,
+    "laplacian": LAPLACIAN,
+    "linear": LINEAR,
+    "polynomial": POLYNOMIAL,
+    "sigmoid": SIGMOID,
+    "cosine": COSINE,
+}
 # learning-rate families
 PEGASOS, NORMA, PERCEPTRON = 0, 1, 2
 ALGORITHM_CODES = {"pegasos": PEGASOS, "norma": NORMA, "perceptron": PERCEPTRON}
@@ -176,8 +182,7 @@ def build_lookup(pw):
         for j in range(LOOKUP_K):
             k = max(j / (LOOKUP_K - 1), 1e-300)
             # F with a_m = m, a_n = 1 - m (same argmax as the linear objective when F > 0)
-            h, _ = merge_h(m * m, m * (1.0 - m), (1.0 - m) * (1.0 - m), np.log(k), pw,
-                           _GOLD_REFINE)
+            h, _ = merge_h(m * m, m * (1.0 - m), (1.0 - m) * (1.0 - m), np.log(k), pw, _GOLD_REFINE)
             T[i, j] = h
     return T
 
@@ -190,8 +195,12 @@ def _lookup_h(T, m, k):
     j = min(int(y), LOOKUP_K - 2)
     fx = x - i
     fy = y - j
-    return ((1 - fx) * (1 - fy) * T[i, j] + fx * (1 - fy) * T[i + 1, j]
-            + (1 - fx) * fy * T[i, j + 1] + fx * fy * T[i + 1, j + 1])
+    return (
+        (1 - fx) * (1 - fy) * T[i, j]
+        + fx * (1 - fy) * T[i + 1, j]
+        + (1 - fx) * fy * T[i, j + 1]
+        + fx * fy * T[i + 1, j + 1]
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -326,8 +335,9 @@ def _inverse_add(M, K, n, kxx, ridge):
 
 # ----------------------------------------------------------------------------- maintenance
 @njit(cache=True, nogil=True)
-def maintain(SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0, ridge, pw,
-             search, T, budget):
+def maintain(
+    SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0, ridge, pw, search, T, budget
+):
     """Bring the model from B+1 back to B SVs; return ||Delta||^2 in true units.
 
     removal: drop p = argmin ||a_j||^2 k_jj, ||Delta||^2 = ||a_p||^2 k_pp.  O(B).
@@ -429,8 +439,34 @@ def exact_wnorm2(A, K, b, fs, n_sv, icpt):
 
 # ----------------------------------------------------------------------------- the SGD loop
 @njit(cache=True, nogil=True)
-def sgd_chunk(X, yi, w, SV, sqn, A, K, M, b, fs, ist, kind, gamma, degree, coef0, algo, lam,
-              eta0, radius, maint, icpt, ridge, pw, search, T, budget):
+def sgd_chunk(
+    X,
+    yi,
+    w,
+    SV,
+    sqn,
+    A,
+    K,
+    M,
+    b,
+    fs,
+    ist,
+    kind,
+    gamma,
+    degree,
+    coef0,
+    algo,
+    lam,
+    eta0,
+    radius,
+    maint,
+    icpt,
+    ridge,
+    pw,
+    search,
+    T,
+    budget,
+):
     """One pass over the rows of X in the given order (the whole per-example loop).
 
     ``yi`` holds class indices (binary: 0 -> -1, 1 -> +1); ``w`` the sample weights (a
@@ -535,8 +571,25 @@ def sgd_chunk(X, yi, w, SV, sqn, A, K, M, b, fs, ist, kind, gamma, degree, coef0
             refresh_inverse(K, M, n_sv, ridge)
             ist[IS_SINCE] = 0
         if n_sv > budget:
-            d2 = maintain(SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0,
-                          ridge, pw, search, T, budget)
+            d2 = maintain(
+                SV,
+                sqn,
+                A,
+                K,
+                M,
+                fs,
+                ist,
+                maint,
+                kind,
+                gamma,
+                degree,
+                coef0,
+                ridge,
+                pw,
+                search,
+                T,
+                budget,
+            )
             fs[FS_DEGR] += np.sqrt(d2)
             fs[FS_DEGR2] += d2
             ist[IS_NMAINT] += 1

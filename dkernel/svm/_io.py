@@ -30,9 +30,24 @@ from .._validation import DKernelError
 
 FORMAT = "dkernel.BudgetedSVC"
 VERSION = 1
-_PARAMS = ("budget", "maintenance", "algorithm", "lam", "eta0", "radius", "kernel", "gamma",
-           "degree", "coef0", "kernel_params", "fit_intercept", "max_epochs", "shuffle",
-           "random_state", "verbose")
+_PARAMS = (
+    "budget",
+    "maintenance",
+    "algorithm",
+    "lam",
+    "eta0",
+    "radius",
+    "kernel",
+    "gamma",
+    "degree",
+    "coef0",
+    "kernel_params",
+    "fit_intercept",
+    "max_epochs",
+    "shuffle",
+    "random_state",
+    "verbose",
+)
 
 
 def _jsonable(v: Any) -> Any:
@@ -57,25 +72,37 @@ def save_model(est, path) -> None:
     if classes.dtype.kind not in "biufU":
         raise DKernelError(f"classes of dtype {classes.dtype} cannot be saved")
     header = {
-        "format": FORMAT, "version": VERSION, "params": params,
-        "fitted": {"gamma_": est.gamma_, "t_": est.t_, "n_iter_": est.n_iter_,
-                   "weight_degradation_": est.weight_degradation_,
-                   "n_maintenance_": est.n_maintenance_,
-                   "n_features_in_": int(est.n_features_in_),
-                   "kernel": est._spec.kernel, "degree": est._spec.degree,
-                   "coef0": est._spec.coef0},
+        "format": FORMAT,
+        "version": VERSION,
+        "params": params,
+        "fitted": {
+            "gamma_": est.gamma_,
+            "t_": est.t_,
+            "n_iter_": est.n_iter_,
+            "weight_degradation_": est.weight_degradation_,
+            "n_maintenance_": est.n_maintenance_,
+            "n_features_in_": int(est.n_features_in_),
+            "kernel": est._spec.kernel,
+            "degree": est._spec.degree,
+            "coef0": est._spec.coef0,
+        },
     }
     A_raw, b_raw, scale = est._raw_coef()
     path = os.fspath(path)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}.npz"
     try:
         with open(tmp, "wb") as fh:
-            np.savez(fh, header=np.array(json.dumps(header)),
-                     support_vectors=np.asarray(est.support_vectors_, dtype=np.float64),
-                     dual_coef=np.asarray(est.dual_coef_, dtype=np.float64),
-                     intercept=np.asarray(est.intercept_, dtype=np.float64),
-                     coef_unscaled=A_raw, bias_unscaled=b_raw, scale=np.array(scale),
-                     classes=classes)
+            np.savez(
+                fh,
+                header=np.array(json.dumps(header)),
+                support_vectors=np.asarray(est.support_vectors_, dtype=np.float64),
+                dual_coef=np.asarray(est.dual_coef_, dtype=np.float64),
+                intercept=np.asarray(est.intercept_, dtype=np.float64),
+                coef_unscaled=A_raw,
+                bias_unscaled=b_raw,
+                scale=np.array(scale),
+                classes=classes,
+            )
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -105,19 +132,28 @@ def load_model(path):
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise DKernelError(f"{path!r} is not a {FORMAT} model file")
     if header.get("version") != VERSION:
-        raise DKernelError(f"{path!r} has model format version {header.get('version')!r}; "
-                           f"this dkernel reads version {VERSION}")
+        raise DKernelError(
+            f"{path!r} has model format version {header.get('version')!r}; "
+            f"this dkernel reads version {VERSION}"
+        )
     try:
         params, fitted = header["params"], header["fitted"]
         est = BudgetedSVC(**params)
         SV, A, b = arrays["support_vectors"], arrays["dual_coef"], arrays["intercept"]
         classes = arrays["classes"]
         d = int(fitted["n_features_in_"])
-        if SV.ndim != 2 or A.ndim != 2 or SV.shape[0] != A.shape[0] or SV.shape[1] != d \
-                or b.shape != (A.shape[1],) \
-                or A.shape[1] != (1 if len(classes) == 2 else len(classes)):
-            raise DKernelError(f"{path!r} is corrupt: array shapes do not agree "
-                               f"({SV.shape}, {A.shape}, {b.shape}, {len(classes)} classes)")
+        if (
+            SV.ndim != 2
+            or A.ndim != 2
+            or SV.shape[0] != A.shape[0]
+            or SV.shape[1] != d
+            or b.shape != (A.shape[1],)
+            or A.shape[1] != (1 if len(classes) == 2 else len(classes))
+        ):
+            raise DKernelError(
+                f"{path!r} is corrupt: array shapes do not agree "
+                f"({SV.shape}, {A.shape}, {b.shape}, {len(classes)} classes)"
+            )
         if not (np.isfinite(SV).all() and np.isfinite(A).all() and np.isfinite(b).all()):
             raise DKernelError(f"{path!r} is corrupt: non-finite coefficients")
         est.support_vectors_, est.dual_coef_, est.intercept_ = SV, A, b
@@ -125,8 +161,13 @@ def load_model(path):
         est.n_features_in_ = d
         for k in ("gamma_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
             setattr(est, k, fitted[k])
-        est._spec = KernelSpec(fitted["kernel"], fitted["gamma_"], fitted["degree"],
-                               fitted["coef0"], dict(params.get("kernel_params") or {}))
+        est._spec = KernelSpec(
+            fitted["kernel"],
+            fitted["gamma_"],
+            fitted["degree"],
+            fitted["coef0"],
+            dict(params.get("kernel_params") or {}),
+        )
         est._state = None
         if {"coef_unscaled", "bias_unscaled", "scale"} <= set(arrays):
             raw = (arrays["coef_unscaled"], arrays["bias_unscaled"], float(arrays["scale"]))

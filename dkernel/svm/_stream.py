@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-from typing import Any, Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,8 +36,9 @@ class BlockTask(NamedTuple):
     order: np.ndarray | None
 
 
-def block_plan(n: int, *, seed: int, epoch: int, shuffle: bool,
-               block_rows: int = BLOCK_ROWS) -> list[BlockTask]:
+def block_plan(
+    n: int, *, seed: int, epoch: int, shuffle: bool, block_rows: int = BLOCK_ROWS
+) -> list[BlockTask]:
     """The visiting order of one epoch over ``n`` rows (see the module docstring)."""
     n_blocks = max(1, -(-n // block_rows))
     blocks = np.arange(n_blocks)
@@ -53,12 +55,14 @@ def block_plan(n: int, *, seed: int, epoch: int, shuffle: bool,
     return plan
 
 
-def visit_order(n: int, *, seed: int, epoch: int = 0, shuffle: bool = True,
-                block_rows: int = BLOCK_ROWS) -> np.ndarray:
+def visit_order(
+    n: int, *, seed: int, epoch: int = 0, shuffle: bool = True, block_rows: int = BLOCK_ROWS
+) -> np.ndarray:
     """Global row indices in the order one epoch visits them (for tests and tools)."""
-    parts = [np.arange(t.start, t.stop) if t.order is None else t.start + t.order
-             for t in block_plan(n, seed=seed, epoch=epoch, shuffle=shuffle,
-                                 block_rows=block_rows)]
+    parts = [
+        np.arange(t.start, t.stop) if t.order is None else t.start + t.order
+        for t in block_plan(n, seed=seed, epoch=epoch, shuffle=shuffle, block_rows=block_rows)
+    ]
     return np.concatenate(parts)
 
 
@@ -66,8 +70,9 @@ def _is_dask(a) -> bool:
     return hasattr(a, "dask") and hasattr(a, "chunks")
 
 
-def read_block(X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray], np.ndarray]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_block(
+    X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows ``task.start:task.stop`` of X (float64, C order), class indices and weights,
     in the task's order. NaN/inf are reported with the global row number."""
     sl = slice(task.start, task.stop)
@@ -95,8 +100,10 @@ def read_block(X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray], np.nda
     yi = y_map(np.asarray(yb).ravel(), task.start)
     wb = np.asarray(wb, dtype=np.float64).ravel()
     if len(yi) != len(Xb) or len(wb) != len(Xb):
-        raise DKernelError(f"rows {task.start}:{task.stop}: y or sample_weight length differs "
-                           f"from X ({len(yi)}, {len(wb)} vs {len(Xb)})")
+        raise DKernelError(
+            f"rows {task.start}:{task.stop}: y or sample_weight length differs "
+            f"from X ({len(yi)}, {len(wb)} vs {len(Xb)})"
+        )
     if task.order is not None:
         Xb, yi, wb = Xb[task.order], yi[task.order], wb[task.order]
     return np.ascontiguousarray(Xb), np.ascontiguousarray(yi), np.ascontiguousarray(wb)
