@@ -1,0 +1,30 @@
+"""The Dask dashboard that every entry point links to renders (bokeh is installed)."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from distributed import Client, LocalCluster
+
+
+def test_dashboard_status_page_renders():
+    cluster = LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp://",
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    )
+    try:
+        with Client(cluster, set_as_default=False) as client:
+            link = client.dashboard_link
+            assert link.startswith("http://127.0.0.1:") and link.endswith("/status")
+            with urllib.request.urlopen(link, timeout=30) as resp:
+                assert resp.status == 200
+                page = resp.read().decode("utf-8", "replace")
+    finally:
+        cluster.close()
+    assert "needs bokeh" not in page.lower()
+    assert "bokeh" in page.lower()  # the Bokeh document that draws the status plots
+    assert "<html" in page.lower()
