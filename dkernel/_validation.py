@@ -11,6 +11,11 @@ class DKernelError(ValueError):
     """Bad input or parameters given to dkernel (a ``ValueError``)."""
 
 
+def is_dask_array(a) -> bool:
+    """True for a dask array (the one test used everywhere; no dask import needed)."""
+    return hasattr(a, "dask") and hasattr(a, "chunks") and hasattr(a, "__dask_keys__")
+
+
 def check_finite_2d(X, *, name: str = "X", allow_empty: bool = False, dtype=None) -> np.ndarray:
     """Return ``X`` as a 2-D floating NumPy array, or raise naming the first bad entry.
 

@@ -8,13 +8,12 @@ the numeric kernels, row indices into the training set for the transductive grap
 from __future__ import annotations
 
 import numbers
-import os
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import DKernelError, report_nonfinite
+from .._validation import DKernelError, is_dask_array
 from ..kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels
 from . import _kernels as _nb
 
@@ -81,10 +80,6 @@ class _PrecomputedOracle:
         return np.asarray(self.K[A, A], dtype=np.float64)
 
 
-def _is_dask(X) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed")
-
-
 def _check_rate(learning_rate):
     if isinstance(learning_rate, str):
         if learning_rate not in ("beta", "sklearn"):
@@ -138,49 +133,12 @@ class _KernelCentersMixin:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
 
     # ------------------------------------------------------------------ input
-    def _validate_input(self, X, *, reset: bool):
-        """NumPy (validated now) or a dask array (shape/dtype now, values scanned lazily).
-
-        Returns ``(X, is_dask)``; paths and Datasets become their dask ``X``.
-        """
-        from ..data import as_array_input
-
-        if isinstance(X, (str, os.PathLike)) or type(X).__name__ == "Dataset":
-            X = as_array_input(X)
-        if type(X).__module__.startswith("zarr"):
-            import dask.array as da
-
-            X = da.from_zarr(X, chunks=(X.chunks[0],) + tuple(X.shape[1:]))
-        if _is_dask(X):
-            if X.ndim != 2:
-                raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.issubdtype(
-                X.dtype, np.complexfloating
-            ):
-                raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
-            if 0 in X.shape:
-                raise DKernelError(f"X is empty (shape {X.shape})")
-            self._check_width(X.shape[1], reset=reset)
-            if np.issubdtype(X.dtype, np.floating):
-                _scan_nonfinite(X)
-            return X, True
-        try:
-            X = validate_data(
-                self, X, reset=reset, dtype=[np.float64, np.float32], ensure_all_finite=False
-            )
-        except DKernelError:
-            raise
-        except ValueError as exc:
-            raise DKernelError(str(exc)) from None
-        report_nonfinite(X, name="X")
-        return X, False
-
     def _start_fit(self, X, sample_weight):
         """The checks every ``fit`` starts with, in order, before any work.
 
         Returns ``(X, is_dask, n, weights, rng, dtype)``.
         """
-        X, is_dask = self._validate_input(X, reset=True)
+        X, is_dask = self._validate_X(X, reset=True)
         n = int(X.shape[0])
         self._check_params(n)
         w = _check_weights(sample_weight, n)
@@ -206,34 +164,6 @@ class _KernelCentersMixin:
         if not np.isfinite(Z).all():
             raise DKernelError("init contains NaN or inf")
 
-    def _check_width(self, d: int, *, reset: bool) -> None:
-        if reset:
-            self.n_features_in_ = int(d)
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        elif d != self.n_features_in_:
-            raise DKernelError(
-                f"X has {d} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
-
-    def _resolve_spec(self, X, rng) -> KernelSpec:
-        """The kernel with ``gamma=None`` resolved (median heuristic for rbf/laplacian)."""
-        from ..kernels import estimate_gamma
-
-        spec = self._kernel_spec(None)
-        if spec.gamma is None and isinstance(spec.kernel, str):
-            if spec.kernel in ("rbf", "laplacian") and X.shape[0] >= 2:
-                seed = int(rng.randint(0, 2**31 - 1))
-                try:
-                    g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
-                except DKernelError:  # all rows equal: any width clusters them the same
-                    g = 1.0 / X.shape[1]
-            else:
-                g = 1.0 / X.shape[1]
-            spec = spec._replace(gamma=float(g))
-        return spec
-
     def _oracle(self):
         if self._is_graph():
             return _GraphOracle(self._graph)
@@ -254,43 +184,27 @@ class _KernelCentersMixin:
         self.center_coef_ = coef
         self.center_norms_ = np.asarray(norms, dtype=np.float64).copy()
 
-    def _inner_local(self, oracle, P: np.ndarray) -> np.ndarray:
-        S = self.center_support_indices_ if oracle.graph else self.center_support_
-        out = np.empty((len(P), self.center_coef_.shape[0]))
-        for r0 in range(0, len(P), _TILE_ROWS):
-            Kb = oracle.kernel(P[r0 : r0 + _TILE_ROWS], S)
-            out[r0 : r0 + _TILE_ROWS] = Kb @ self.center_coef_.T
-        return out
-
-    def _sq_distances_local(self, oracle, P: np.ndarray) -> np.ndarray:
-        D = oracle.diag(P)[:, None] - 2.0 * self._inner_local(oracle, P) + self.center_norms_
-        return np.maximum(D, 0.0)
-
     def _assign_all(self, X, is_dask: bool):
-        """Labels and squared distances of every row: local tiles or one blockwise pass."""
+        """Labels and squared distances of every row, shape (n, 2) as ``[label, dist]``.
+
+        NumPy: local tiles, a NumPy array. Dask: one task per row chunk on the workers, a
+        lazy dask array (values checked in the same read).
+        """
         if self._is_graph():
-            oracle = self._oracle()
-            idx = np.arange(self._graph.n_samples)
-            return self._assign_points(oracle, idx)
+            labels, dist = self._assign_points(self._oracle(), np.arange(self._graph.n_samples))
+            return np.column_stack([labels, dist])
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
-            return self._assign_points(self._oracle(), X)
-        k = self.center_coef_.shape[0]
-        out = X.map_blocks(
-            _assign_block,
-            self.center_support_,
-            self.center_coef_,
-            self.center_norms_,
-            self._spec,
-            dtype=np.float64,
-            chunks=(X.chunks[0], (2,)),
-            meta=np.empty((0, 2)),
-        )
-        res = out.compute()
-        labels = res[:, 0].astype(np.int64)
-        if labels.size and (labels.min() < 0 or labels.max() >= k):
-            raise AssertionError("label out of range")
-        return labels, res[:, 1]
+        return self._row_pass(X, is_dask, _assign_block, *self._center_args(), n_out=2)
+
+    def _labels_and_distances(self, X, is_dask: bool):
+        """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask)."""
+        res = self._assign_all(X, is_dask)
+        res = np.asarray(res.compute() if is_dask else res)
+        return res[:, 0].astype(np.int64), res[:, 1]
+
+    def _center_args(self):
+        return (self.center_support_, self.center_coef_, self.center_norms_, self._spec)
 
     def _assign_points(self, oracle, P):
         labels = np.empty(len(P), dtype=np.int64)
@@ -323,48 +237,53 @@ class _KernelCentersMixin:
 
         Parameters
         ----------
-        X : ndarray, dask array or zarr store path of shape (n, n_features)
+        X : ndarray, dask array, zarr array or store path of shape (n, n_features)
 
         Returns
         -------
-        labels : ndarray of shape (n,)
+        labels : ndarray of shape (n,), or a lazy dask array for dask/zarr/store input
+            (computed blockwise on the workers).
         """
         self._check_predictable()
-        X, is_dask = self._validate_input(X, reset=False)
-        return self._assign_all(X, is_dask)[0]
+        X, is_dask = self._validate_X(X, reset=False)
+        if not is_dask:
+            X = X.astype(self.center_support_.dtype, copy=False)
+        return self._row_pass(
+            X, is_dask, _label_block, *self._center_args(), n_out=None, dtype=np.int64
+        )
 
     def transform(self, X):
-        """Feature-space distances ``||phi(x) - C_j||`` to every center, shape (n, k)."""
+        """Feature-space distances ``||phi(x) - C_j||`` to every center, shape (n, k).
+
+        A lazy dask array for dask/zarr/store input, computed blockwise on the workers.
+        """
         self._check_predictable()
-        X, is_dask = self._validate_input(X, reset=False)
-        if is_dask:
-            X = np.asarray(X.compute())
-        X = X.astype(self.center_support_.dtype, copy=False)
-        return np.sqrt(self._sq_distances_local(self._oracle(), X))
+        X, is_dask = self._validate_X(X, reset=False)
+        if not is_dask:
+            X = X.astype(self.center_support_.dtype, copy=False)
+        k = self.center_coef_.shape[0]
+        return self._row_pass(X, is_dask, _distance_block, *self._center_args(), n_out=k)
 
     def score(self, X, y=None, sample_weight=None):
         """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``."""
         self._check_predictable()
-        X, is_dask = self._validate_input(X, reset=False)
+        X, is_dask = self._validate_X(X, reset=False)
         w = _check_weights(sample_weight, X.shape[0])
-        return -float(np.dot(w, self._assign_all(X, is_dask)[1]))
+        return -float(np.dot(w, self._labels_and_distances(X, is_dask)[1]))
 
 
 def _check_weights(sample_weight, n):
     from .._validation import check_sample_weight
 
-    if sample_weight is not None and _is_dask(sample_weight):
+    if sample_weight is not None and is_dask_array(sample_weight):
         sample_weight = np.asarray(sample_weight.compute())
     return check_sample_weight(sample_weight, n)
 
 
 def _assign_block(Xb, support, coef, norms, spec):
-    """One row chunk: ``[label, squared distance]`` per row (a map_blocks task)."""
-    Xb = np.asarray(Xb)
-    report_nonfinite(Xb, name="X")
+    """One row block: ``[label, squared distance]`` per row (local tiles or a map_blocks task)."""
     Xb = Xb.astype(support.dtype, copy=False)
     oracle = _NumericOracle(spec)
-    out = np.empty((Xb.shape[0], 2))
     labels = np.empty(Xb.shape[0], dtype=np.int64)
     dist = np.empty(Xb.shape[0])
     for r0 in range(0, Xb.shape[0], _TILE_ROWS):
@@ -373,18 +292,22 @@ def _assign_block(Xb, support, coef, norms, spec):
         _nb.assign_nearest(
             oracle.diag(Pb), inner, norms, labels[r0 : r0 + _TILE_ROWS], dist[r0 : r0 + _TILE_ROWS]
         )
-    out[:, 0] = labels
-    out[:, 1] = dist
+    return np.column_stack([labels, dist])
+
+
+def _label_block(Xb, support, coef, norms, spec):
+    """One row block: the nearest center of each row."""
+    return _assign_block(Xb, support, coef, norms, spec)[:, 0].astype(np.int64)
+
+
+def _distance_block(Xb, support, coef, norms, spec):
+    """One row block: ``||phi(x) - C_j||`` to every center, shape (r, k)."""
+    Xb = Xb.astype(support.dtype, copy=False)
+    oracle = _NumericOracle(spec)
+    out = np.empty((Xb.shape[0], coef.shape[0]))
+    for r0 in range(0, Xb.shape[0], _TILE_ROWS):
+        Pb = Xb[r0 : r0 + _TILE_ROWS]
+        inner = oracle.kernel(Pb, support) @ coef.T
+        D = oracle.diag(Pb)[:, None] - 2.0 * inner + norms
+        out[r0 : r0 + _TILE_ROWS] = np.sqrt(np.maximum(D, 0.0))
     return out
-
-
-def _scan_nonfinite(X) -> None:
-    """One lazy pass over a dask array; raise naming the first NaN/inf row and column."""
-    import dask.array as da
-
-    from ..data import take_rows
-
-    bad = da.any(~da.isfinite(X), axis=1).compute()
-    if bad.any():
-        i = int(np.argmax(bad))
-        report_nonfinite(take_rows(X, [i]), name="X", row_offset=i)

@@ -8,8 +8,8 @@ import numbers
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 
+from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar
-from ..kernels import _BaseKernelEstimator
 from ..runtime import _timer
 from . import _kernels as _nb
 from ._common import (
@@ -88,6 +88,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
     """
 
     _supported_kernels = SUPPORTED_KERNELS
+    _gamma_rule = "median"
 
     def __init__(
         self,
@@ -176,7 +177,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             diag = oracle.diag(points)
             Kop = _GraphProduct(self._graph)
         else:
-            self._spec = self._resolve_spec(X, rng)
+            self._spec = self._resolve_gamma(X, rng)
             self.gamma_ = self._spec.gamma
             oracle = _NumericOracle(self._spec)
             Xd = (

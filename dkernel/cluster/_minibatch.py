@@ -11,8 +11,8 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar
-from ..kernels import _BaseKernelEstimator
 from ..runtime import _timer
 from . import _kernels as _nb
 from ._common import (
@@ -182,6 +182,7 @@ class MiniBatchKernelKMeans(
     """
 
     _supported_kernels = SUPPORTED_KERNELS
+    _gamma_rule = "median"
 
     def __init__(
         self,
@@ -279,7 +280,7 @@ class MiniBatchKernelKMeans(
                 def fetch(idx):
                     return idx
             else:
-                self._spec = self._resolve_spec(X, rng)
+                self._spec = self._resolve_gamma(X, rng)
                 self.gamma_ = self._spec.gamma
                 oracle = _NumericOracle(self._spec)
                 fetch = _row_fetcher(X, dtype)
@@ -317,7 +318,7 @@ class MiniBatchKernelKMeans(
                 self._export_windows(oracle, X_rows)
         with _timer("labels", logger) as t_lab:
             if self.tau is not None:
-                labels, dist = self._assign_all(X, is_dask)
+                labels, dist = self._labels_and_distances(X, is_dask)
         self.labels_ = labels
         self.inertia_ = float(np.dot(w, dist))
         labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
@@ -569,7 +570,7 @@ class MiniBatchKernelKMeans(
             raise DKernelError(
                 f"partial_fit does not support the transductive kernel {self.kernel!r}"
             )
-        X, is_dask = self._validate_input(X, reset=first)
+        X, is_dask = self._validate_X(X, reset=first)
         if is_dask:
             X = np.asarray(X.compute())
         n = X.shape[0]
@@ -579,7 +580,7 @@ class MiniBatchKernelKMeans(
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         if first:
             self._rng = getattr(self, "_rng", None) or check_random_state(self.random_state)
-            self._spec = self._resolve_spec(X, self._rng)
+            self._spec = self._resolve_gamma(X, self._rng)
             self.gamma_ = self._spec.gamma
             oracle = _NumericOracle(self._spec)
             if isinstance(self.init, str):

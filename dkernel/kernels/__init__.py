@@ -1,7 +1,6 @@
 """Kernel functions, lazy Dask kernel blocks, bandwidth heuristics and graph kernels."""
 
 from ._bandwidth import estimate_gamma
-from ._base import _BaseKernelEstimator
 from ._blocks import kernel_matrix
 from ._graph import GraphKernel, HeatKernel, KNNKernel, heat_kernel, knn_kernel
 from ._pairwise import (
@@ -20,7 +19,6 @@ __all__ = [
     "HeatKernel",
     "KNNKernel",
     "KernelSpec",
-    "_BaseKernelEstimator",
     "estimate_gamma",
     "heat_kernel",
     "kernel_diag",

@@ -12,13 +12,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import _BaseKernelEstimator
 from .._validation import (
     DKernelError,
     check_finite_2d,
     check_sample_weight,
     check_scalar,
 )
-from ..kernels import _BaseKernelEstimator
 from ..runtime import _timer
 from . import _budget as nb
 from ._stream import BLOCK_ROWS, BlockTask, block_plan, prefetch, read_block

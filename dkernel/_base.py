@@ -1,0 +1,191 @@
+"""The private base of every dkernel estimator.
+
+One place for what the estimators share:
+
+- the kernel parameters (``kernel``, ``gamma``, ``degree``, ``coef0``, ``kernel_params``)
+  and their resolution into a :class:`~dkernel.kernels.KernelSpec`, ``gamma`` included;
+- one validation path for X, whatever it is: NumPy (checked now), a dask array, a
+  ``zarr.Array``, a store path or a :class:`~dkernel.data.Dataset` (shape and dtype checked
+  now; values checked in the pass that reads them, so each chunk is read once per pass);
+- blockwise passes over the rows (:meth:`_BaseKernelEstimator._row_pass`): one
+  ``map_blocks`` task per row chunk on the workers for dask input, returning a lazy dask
+  array; a direct call for NumPy input.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import validate_data
+
+from ._validation import DKernelError, is_dask_array, report_nonfinite
+from .data import Dataset, as_array_input
+from .kernels import estimate_gamma
+from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
+
+#: gamma=None rules: 1/n_features, or the median heuristic (rbf/laplacian only).
+GAMMA_RULES = ("inverse_dim", "median")
+
+
+def as_dask_or_numpy(X) -> Any:
+    """A store path, :class:`~dkernel.data.Dataset` or ``zarr.Array`` becomes a dask array
+    chunked by rows (one task per stored chunk); anything else is returned as it is."""
+    if isinstance(X, (str, os.PathLike, Dataset)):
+        return as_array_input(X)
+    if type(X).__module__.startswith("zarr"):
+        return da.from_zarr(X, chunks=(X.chunks[0], *X.shape[1:]))
+    return X
+
+
+def check_dask_2d(X, *, name: str = "X") -> None:
+    """Shape and dtype checks of a dask array that read no values."""
+    if X.ndim != 2:
+        raise DKernelError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.issubdtype(
+        X.dtype, np.complexfloating
+    ):
+        raise DKernelError(f"{name} must be real and numeric, got dtype {X.dtype}")
+    if 0 in X.shape:
+        raise DKernelError(f"{name} is empty (shape {X.shape})")
+
+
+def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
+    """``func(Xb, *args)`` after checking the block's values (NaN/inf named by global row).
+
+    The map_blocks body of every row pass: the value check rides on the read that the pass
+    makes anyway, so no separate scan reads the chunks a second time.
+    """
+    Xb = np.asarray(Xb)
+    offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    report_nonfinite(Xb, name="X", row_offset=offset)
+    return func(Xb, *args, **kwargs)
+
+
+class _BaseKernelEstimator(BaseEstimator):
+    """Kernel parameters, input validation and blockwise row passes for every estimator.
+
+    Subclasses set ``_supported_kernels`` (None: every name of
+    :data:`~dkernel.kernels.KERNEL_ALIASES`) and ``_gamma_rule`` (how ``gamma=None`` is
+    resolved, one of :data:`GAMMA_RULES`).
+    """
+
+    #: Kernel names a subclass accepts (None: all).
+    _supported_kernels: frozenset | None = None
+    #: How ``gamma=None`` is resolved by :meth:`_resolve_gamma`.
+    _gamma_rule = "inverse_dim"
+
+    # ----------------------------------------------------------------- kernel
+    def _kernel_spec(self, X=None, *, gamma=None) -> KernelSpec:
+        """The kernel as a spec; unknown or unsupported names raise here.
+
+        With ``X`` given and ``gamma`` still None, gamma becomes ``1 / n_features``.
+        """
+        spec = resolve_kernel(
+            self.kernel,
+            self.gamma if gamma is None else gamma,
+            self.degree,
+            self.coef0,
+            self.kernel_params,
+        )
+        if (
+            self._supported_kernels is not None
+            and not callable(spec.kernel)
+            and spec.kernel not in self._supported_kernels
+        ):
+            names = ", ".join(sorted(self._supported_kernels))
+            raise DKernelError(
+                f"{type(self).__name__} does not support kernel {self.kernel!r}; use one of {names}"
+            )
+        if spec.gamma is None and X is not None and isinstance(spec.kernel, str):
+            spec = spec._replace(gamma=1.0 / X.shape[1])
+        return spec
+
+    def _resolve_gamma(self, X, rng=None) -> KernelSpec:
+        """The kernel with ``gamma=None`` resolved once, by the estimator's ``_gamma_rule``.
+
+        ``"median"``: the median heuristic on a seeded row sample (rbf/laplacian; reads only
+        the sampled rows), ``1 / n_features`` for the other kernels or when all rows are
+        equal. ``"inverse_dim"``: ``1 / n_features``.
+        """
+        spec = self._kernel_spec(None)
+        if spec.gamma is not None or not isinstance(spec.kernel, str):
+            return spec
+        g = 1.0 / X.shape[1]
+        if self._gamma_rule == "median" and spec.kernel in ("rbf", "laplacian") and X.shape[0] >= 2:
+            seed = None if rng is None else int(rng.randint(0, 2**31 - 1))
+            try:
+                g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
+            except DKernelError:  # all sampled rows equal: any width treats them the same
+                g = 1.0 / X.shape[1]
+        return spec._replace(gamma=float(g))
+
+    @staticmethod
+    def _kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np.ndarray:
+        return _pairwise_kernels(X, Y, spec)
+
+    @staticmethod
+    def _kernel_diag(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
+        return _kernel_diag(X, spec)
+
+    # ------------------------------------------------------------------ input
+    def _validate_X(self, X, *, reset: bool, dtype=(np.float64, np.float32)):
+        """Return ``(X, is_dask)``: the one validation path for X.
+
+        NumPy-like input is checked now (``validate_data``, then NaN/inf named by row and
+        column) and converted to one of ``dtype``. Dask input, and the zarr arrays, store
+        paths and Datasets that become dask arrays, are checked for shape and dtype only:
+        their values are checked by :func:`checked_block` in the pass that reads them.
+        ``reset=True`` records ``n_features_in_``; otherwise the width must match it.
+        """
+        X = as_dask_or_numpy(X)
+        if is_dask_array(X):
+            check_dask_2d(X)
+            self._check_n_features(int(X.shape[1]), reset=reset)
+            if X.chunks[1] != (X.shape[1],):
+                X = X.rechunk({1: -1})
+            return X, True
+        if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+            raise DKernelError("X: sparse input is not supported; pass a dense array")
+        try:
+            X = validate_data(self, X, reset=reset, dtype=list(dtype), ensure_all_finite=False)
+        except DKernelError:
+            raise
+        except ValueError as exc:
+            raise DKernelError(str(exc)) from None
+        report_nonfinite(X, name="X")
+        return X, False
+
+    def _check_n_features(self, d: int, *, reset: bool) -> None:
+        if reset:
+            self.n_features_in_ = int(d)
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        elif d != self.n_features_in_:
+            raise DKernelError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+
+    # ------------------------------------------------------------- row passes
+    @staticmethod
+    def _row_pass(X, is_dask: bool, func: Callable, *args, n_out: int | None, dtype=np.float64):
+        """``func(rows, *args)`` over every row of X, blockwise.
+
+        ``func`` maps an (r, d) NumPy block to (r,) (``n_out=None``) or (r, n_out) output.
+        NumPy input: one call, NumPy result. Dask input: one ``map_blocks`` task per row
+        chunk (values checked in the same task), a lazy dask array; nothing is pulled to
+        the client.
+        """
+        if not is_dask:
+            return func(X, *args)
+        meta = np.empty((0,) if n_out is None else (0, 0), dtype=dtype)
+        if n_out is None:
+            return X.map_blocks(checked_block, func, *args, drop_axis=1, dtype=dtype, meta=meta)
+        return X.map_blocks(
+            checked_block, func, *args, chunks=(X.chunks[0], (n_out,)), dtype=dtype, meta=meta
+        )
