@@ -2,13 +2,17 @@
 
 from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
+from ._progress import compile_note, progress, progress_enabled
 from ._timing import _timer
 
 __all__ = [
     "CLUSTER_KINDS",
     "_timer",
     "check_cluster_config",
+    "compile_note",
     "get_client",
     "load_cluster_config",
     "make_cluster",
+    "progress",
+    "progress_enabled",
 ]
