@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import DKernelError
+from ..data import make_checkerboard, sample_rows
+from ..kernels import estimate_gamma, kernel_matrix, pairwise_kernels
 from ._common import cluster_session, emit_json
 
 
@@ -32,7 +35,6 @@ class DemoContext:
 
 def step_data(ctx: DemoContext) -> dict:
     """Write a synthetic set to zarr chunk by chunk; sample seeded batches on the cluster."""
-    from ..data import make_checkerboard, sample_rows
 
     t0 = time.perf_counter()
     ds = make_checkerboard(
@@ -72,7 +74,6 @@ def step_data(ctx: DemoContext) -> dict:
 
 def step_kernels(ctx: DemoContext) -> dict:
     """RBF kernel blocks: local numba+BLAS throughput, and lazy blocks on the cluster."""
-    from ..kernels import estimate_gamma, kernel_matrix, pairwise_kernels
 
     ds = ctx.stores["checkerboard"]
     gamma = estimate_gamma(ds.X, random_state=ctx.seed)
@@ -128,7 +129,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _parse_only(text: str, n_steps: int) -> set[int]:
     """``--only 1,3`` -> {1, 3}; step numbers are 1-based (step 1 writes the data, always runs)."""
-    from .._validation import DKernelError
 
     try:
         wanted = {int(s) for s in text.split(",") if s.strip()}
@@ -141,7 +141,6 @@ def _parse_only(text: str, n_steps: int) -> set[int]:
 
 
 def run_demo(args) -> int:
-    from .._validation import DKernelError
 
     if args.rows < 10_000:
         raise DKernelError(f"--rows must be at least 10000, got {args.rows}")

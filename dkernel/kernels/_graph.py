@@ -10,12 +10,13 @@ import abc
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import expm_multiply
+from sklearn.neighbors import NearestNeighbors
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 
 
 def _knn_adjacency(X: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
-    from sklearn.neighbors import NearestNeighbors
 
     nn = NearestNeighbors(n_neighbors=n_neighbors + 1).fit(X)
     A = nn.kneighbors_graph(X, mode="connectivity")
@@ -97,7 +98,6 @@ class HeatKernel(GraphKernel):
         self._cache_columns = cache_columns
 
     def _columns(self, cols: np.ndarray) -> np.ndarray:
-        from scipy.sparse.linalg import expm_multiply
 
         missing = np.array([c for c in np.unique(cols) if c not in self._cache], dtype=np.int64)
         if missing.size:
