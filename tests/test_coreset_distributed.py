@@ -138,8 +138,8 @@ def test_bad_input(rng, tmp_path):
         distributed_coreset(Xd, np.arange(1000) % 3, 10)
     with pytest.raises(DKernelError, match="split_every must be >= 2"):
         distributed_coreset(Xd, y, 10, method="merge-reduce", split_every=1)
-    with pytest.raises(DKernelError, match="lam must be > 0"):
-        distributed_coreset(Xd, y, 10, lam=0)
+    with pytest.raises(DKernelError, match="C must be > 0"):
+        distributed_coreset(Xd, y, 10, C=0)
     with pytest.raises(DKernelError, match=r"y has shape \(999,\)"):
         distributed_coreset(Xd, y[:-1], 10)
     with pytest.raises(DKernelError, match="no dataset store"):

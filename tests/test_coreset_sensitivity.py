@@ -18,23 +18,23 @@ def _problem(rng, n=60, noise=0.7):
     return X, y
 
 
-def _brute_ratio(X, y, u, lam, rng, n_w=20000):
+def _brute_ratio(X, y, u, C, rng, n_w=20000):
     """sup over random w of u(p) f(p, w) / F(P, w) (f includes the regulariser share)."""
     X1 = _with_bias(X)
     U = u.sum()
     W = rng.normal(size=(n_w, X1.shape[1])) * rng.choice([0.01, 0.1, 1.0, 10.0], size=(n_w, 1))
     Z = 1.0 - y * (X1 @ W.T).T
-    f = (W[:, :-1] ** 2).sum(1)[:, None] / (2 * U) + lam * np.maximum(Z, 0.0)
+    f = (W[:, :-1] ** 2).sum(1)[:, None] / (2 * U) + C * np.maximum(Z, 0.0)
     F = (u * f).sum(1)
     return (u * f / F[:, None]).max(0)
 
 
-@pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
-def test_bound_dominates_brute_force_sup(rng, lam):
+@pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
+def test_bound_dominates_brute_force_sup(rng, C):
     X, y = _problem(rng)
     u = rng.uniform(0.2, 3.0, size=len(y))
-    gamma = svm_sensitivity(X, y, lam=lam, sample_weight=u, k=3, random_state=0)
-    ratio = _brute_ratio(X, y, u, lam, rng)
+    gamma = svm_sensitivity(X, y, C=C, sample_weight=u, k=3, random_state=0)
+    ratio = _brute_ratio(X, y, u, C, rng)
     assert (ratio <= gamma).all(), (ratio / gamma).max()
 
 
@@ -43,23 +43,23 @@ def test_bound_with_global_totals_dominates_on_a_part(rng):
     # whole set's U(P) and opt bound the point's share of the whole cost
     X, y = _problem(rng, n=80)
     u = np.ones(len(y))
-    lam = 1.0
+    C = 1.0
     X1 = _with_bias(X)
     ys = y.astype(float)
-    opt = coarse_svm(X1, ys, u, lam).lower
+    opt = coarse_svm(X1, ys, u, C).lower
     gamma = np.empty(len(y))
     for part in (slice(0, 40), slice(40, 80)):
         gamma[part], _ = _cluster_bound(
             X1[part],
             ys[part],
             u[part],
-            lam=lam,
+            C=C,
             opt=opt,
             U_total=u.sum(),
             k=2,
             rng=np.random.default_rng(0),
         )
-    assert (_brute_ratio(X, y, u, lam, rng) <= gamma).all()
+    assert (_brute_ratio(X, y, u, C, rng) <= gamma).all()
 
 
 def test_coarse_solve_is_certified_and_deterministic(rng):
@@ -115,7 +115,7 @@ def test_sensitivity_errors(rng):
         svm_sensitivity(X, np.ones(len(y)))
     with pytest.raises(DKernelError, match="multiclass='ovr'"):
         svm_sensitivity(X, np.arange(len(y)) % 3)
-    with pytest.raises(DKernelError, match="lam must be > 0"):
-        svm_sensitivity(X, y, lam=0.0)
+    with pytest.raises(DKernelError, match="C must be > 0"):
+        svm_sensitivity(X, y, C=0.0)
     with pytest.raises(DKernelError, match="opt must be > 0"):
         svm_sensitivity(X, y, opt=-1.0)

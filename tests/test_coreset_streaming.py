@@ -66,8 +66,8 @@ def test_streaming_errors(rng):
     X, y = _stream(rng, 300)
     with pytest.raises(DKernelError, match="leaf_size=10 is smaller than the coreset size m=20"):
         StreamingCoreset(m=20, leaf_size=10).partial_fit(X, y)
-    with pytest.raises(DKernelError, match="lam must be > 0"):
-        StreamingCoreset(m=20, leaf_size=100, lam=-1).partial_fit(X, y)
+    with pytest.raises(DKernelError, match="C must be > 0"):
+        StreamingCoreset(m=20, leaf_size=100, C=-1).partial_fit(X, y)
     sc = StreamingCoreset(m=20, leaf_size=100)
     with pytest.raises(DKernelError, match="no rows seen yet"):
         sc.coreset()

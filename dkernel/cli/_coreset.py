@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("out_store", help="output zarr store: X, y and weight (and sensitivity)")
     p.add_argument("--size", type=int, required=True, help="coreset draws m")
     p.add_argument("--method", choices=_METHODS, default="two-pass")
-    p.add_argument("--lam", type=float, default=1.0, help="hinge weight of the SVM cost")
+    p.add_argument("--C", type=float, default=1.0, help="hinge weight C of the SVM cost")
     p.add_argument(
         "--beta", type=float, default=0.0, help="mixture weight of uniform sampling in [0, 1]"
     )
@@ -63,7 +63,7 @@ def build(
     *,
     size: int,
     method: str,
-    lam: float,
+    C: float,
     beta: float,
     split_every: int,
     leaf_size: int | None,
@@ -84,7 +84,7 @@ def build(
         None,
         size,
         method=method,
-        lam=lam,
+        C=C,
         beta=beta,
         split_every=split_every,
         leaf_size=leaf_size,
@@ -109,7 +109,7 @@ def write_coreset(coreset, path: str, *, source: str, overwrite: bool):
             "source": source,
             "coreset": {
                 "source_size": int(coreset.source_size),
-                "lam": float(coreset.lam),
+                "C": float(coreset.C),
                 "total_sensitivity": float(coreset.total_sensitivity),
                 "method": coreset.info.get("method"),
             },
@@ -138,7 +138,7 @@ def _coreset(args) -> int:
             ds,
             size=args.size,
             method=args.method,
-            lam=args.lam,
+            C=args.C,
             beta=args.beta,
             split_every=args.split_every,
             leaf_size=args.leaf_size,
@@ -166,7 +166,7 @@ def summary(c, ds, out: str, seconds: float) -> dict[str, Any]:
         "total_weight": float(c.weight.sum()),
         "total_sensitivity": float(c.total_sensitivity),
         "t_over_n": float(c.total_sensitivity) / max(1, c.source_size),
-        "lam": float(c.lam),
+        "C": float(c.C),
         "classes": list(c.classes),
         "opt_lower_bound": c.info.get("opt"),
         "seconds": seconds,
@@ -210,7 +210,7 @@ def step_coreset(ctx) -> dict:
         from ..coreset._solver import coarse_svm
 
         X1 = np.hstack([np.asarray(c.X, dtype=np.float64), np.ones((len(c), 1))])
-        return coarse_svm(X1, c.signs, c.weight, c.lam, tol=1e-3, max_iter=300).w
+        return coarse_svm(X1, c.signs, c.weight, c.C, tol=1e-3, max_iter=300).w
 
     ws = {"coreset": train(core), "uniform": train(unif)}
 
@@ -241,7 +241,7 @@ def step_coreset(ctx) -> dict:
         f"{build_s:.1f} s; total sensitivity t/n = {out['t_over_n']:.4f}"
     )
     for i, (name, w) in enumerate(ws.items()):
-        F = 0.5 * float(w[:-1] @ w[:-1]) + core.lam * tot[i, 0]
+        F = 0.5 * float(w[:-1] @ w[:-1]) + core.C * tot[i, 0]
         acc = tot[i, 1] / ds.n_samples
         out[name] = {"objective_over_opt_bound": F / opt, "accuracy": acc}
         ctx.say(

@@ -16,12 +16,16 @@ from ._sensitivity import (
     _rng,
     _sensitivities,
     _with_bias,
-    check_lam,
+    check_C,
     default_k,
 )
 from ._solver import svm_objective
 
 logger = logging.getLogger(__name__)
+
+#: Regularisation names of estimators minimising a mean loss (``BudgetedSVC`` still names its
+#: regulariser ``lam`` until its rename to ``alpha``, issue 10).
+_MEAN_LOSS_PARAMS = frozenset({"alpha", "lam"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +50,7 @@ class Coreset:
         t = sum gamma over that set (summed over the parts of a merged coreset).
     source_size : int
         Rows of the data the coreset stands for.
-    lam : float
+    C : float
         Hinge weight the sensitivities were computed for.
     classes : tuple
         (negative, positive) labels.
@@ -60,7 +64,7 @@ class Coreset:
     sensitivity: np.ndarray
     total_sensitivity: float
     source_size: int
-    lam: float = 1.0
+    C: float = 1.0
     classes: tuple = (-1, 1)
     info: dict = field(default_factory=dict)
 
@@ -74,7 +78,7 @@ class Coreset:
         return (
             f"Coreset(size={len(self)}, n_features={self.X.shape[1]}, "
             f"source_size={self.source_size}, total_weight={self.weight.sum():.6g}, "
-            f"total_sensitivity={self.total_sensitivity:.6g}, lam={self.lam:g})"
+            f"total_sensitivity={self.total_sensitivity:.6g}, C={self.C:g})"
         )
 
     @property
@@ -83,9 +87,9 @@ class Coreset:
         return np.where(self.y == self.classes[1], 1.0, -1.0)
 
     def cost(self, coef, intercept=0.0) -> float:
-        """F(S, w) = ||coef||^2 / 2 + lam * sum v hinge, the same convention as the full set."""
+        """F(S, w) = ||coef||^2 / 2 + C * sum v hinge, the same convention as the full set."""
         w = np.r_[np.ravel(coef), float(np.ravel([intercept])[0])]
-        return svm_objective(_with_bias(self.X), self.signs, self.weight, self.lam, w)
+        return svm_objective(_with_bias(self.X), self.signs, self.weight, self.C, w)
 
     def reduce(self, m, *, random_state=None, k=None, beta=0.0, total_weight=None):
         """A coreset of this coreset with at most ``m`` rows (one more resampling level).
@@ -102,7 +106,7 @@ class Coreset:
         total_weight : float, optional
             Weight U of the whole data when this coreset stands for a part of it: the
             sensitivities are then those of the part's share of the global cost (the node's
-            hinge weight is lam * U / U_node).
+            hinge weight is C * U / U_node).
 
         Returns
         -------
@@ -114,18 +118,18 @@ class Coreset:
         beta = _check_beta(beta)
         rng = _rng(random_state)
         U_node = float(self.weight.sum())
-        lam_node = self.lam * (U_node if total_weight is None else float(total_weight)) / U_node
+        C_node = self.C * (U_node if total_weight is None else float(total_weight)) / U_node
         k = default_k(len(self)) if k is None else int(k)
         # a reduce node is small and heavily weighted: a 5% certified gap is cheap there
         # and loosens the bound by at most sqrt(1.05)
         out = _build(
-            self.X, self.signs, self.weight, m, lam=lam_node, k=k, rng=rng, beta=beta, tol=0.05
+            self.X, self.signs, self.weight, m, C=C_node, k=k, rng=rng, beta=beta, tol=0.05
         )
         return replace(
             out,
             y=np.where(out.y > 0, self.classes[1], self.classes[0]),
             source_size=self.source_size,
-            lam=self.lam,
+            C=self.C,
             classes=self.classes,
             info={**out.info, "levels": self.info.get("levels", 0) + 1},
         )
@@ -139,7 +143,7 @@ class Coreset:
           minimise ``||w||^2/2 + C sum_i s_i loss_i``: the coreset weights count replicated
           rows, so ``C`` stays as it is ("weight = replicated rows": a fit with integer
           weights equals a fit on the rows repeated that many times);
-        - estimators with ``alpha`` or ``lam`` (``SGDClassifier``, dkernel's ``BudgetedSVC``)
+        - estimators with ``alpha`` (``SGDClassifier``, dkernel's ``BudgetedSVC``)
           minimise a *mean* loss plus ``alpha R(w)``: they get the weights normalised to
           mean 1, ``v * m' / U``, which gives the full set's ``(1/n) sum loss`` (equivalent to
           raw weights with ``alpha`` rescaled by ``U / m'``, and safe for SGD step sizes);
@@ -157,7 +161,7 @@ class Coreset:
             )
         names = set(estimator.get_params()) if hasattr(estimator, "get_params") else set()
         w = self.weight
-        if "C" not in names and ({"alpha", "lam"} & names):
+        if "C" not in names and (_MEAN_LOSS_PARAMS & names):
             w = w * (len(self) / float(w.sum()))
         return estimator.fit(self.X, self.y, sample_weight=w, **fit_params)
 
@@ -179,8 +183,8 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
         raise DKernelError("merge takes two Coreset objects")
     if a.X.shape[1] != b.X.shape[1]:
         raise DKernelError(f"cannot merge coresets with {a.X.shape[1]} and {b.X.shape[1]} features")
-    if a.lam != b.lam:
-        raise DKernelError(f"cannot merge coresets built for lam={a.lam} and lam={b.lam}")
+    if a.C != b.C:
+        raise DKernelError(f"cannot merge coresets built for C={a.C} and C={b.C}")
     classes = _merge_classes(a, b)
     return Coreset(
         X=np.concatenate([a.X, b.X]),
@@ -189,7 +193,7 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
         sensitivity=np.concatenate([a.sensitivity, b.sensitivity]),
         total_sensitivity=a.total_sensitivity + b.total_sensitivity,
         source_size=a.source_size + b.source_size,
-        lam=a.lam,
+        C=a.C,
         classes=classes,
         info={"method": "merge", "levels": max(a.info.get("levels", 0), b.info.get("levels", 0))},
     )
@@ -230,10 +234,10 @@ def _draw(gamma, u, m, rng, beta, *, total=None, U=None):
     return uniq, weight
 
 
-def _build(X, ys, u, m, *, lam, k, rng, beta=0.0, opt=None, tol=0.005):
+def _build(X, ys, u, m, *, C, k, rng, beta=0.0, opt=None, tol=0.005):
     """Sensitivity sampling on trusted input (``ys`` in {-1, +1}); y of the result is ys."""
     with _timer("sensitivities", logger):
-        gamma, info = _sensitivities(_with_bias(X), ys, u, lam=lam, k=k, rng=rng, opt=opt, tol=tol)
+        gamma, info = _sensitivities(_with_bias(X), ys, u, C=C, k=k, rng=rng, opt=opt, tol=tol)
     t = float(gamma.sum())
     idx, weight = _draw(gamma, u, m, rng, beta)
     return Coreset(
@@ -243,7 +247,7 @@ def _build(X, ys, u, m, *, lam, k, rng, beta=0.0, opt=None, tol=0.005):
         sensitivity=gamma[idx],
         total_sensitivity=t,
         source_size=int(X.shape[0]),
-        lam=lam,
+        C=C,
         classes=(-1.0, 1.0),
         info={
             "method": "sensitivity",
@@ -257,16 +261,16 @@ def _build(X, ys, u, m, *, lam, k, rng, beta=0.0, opt=None, tol=0.005):
     )
 
 
-def _validate(X, y, m, lam, sample_weight, *, allow_multiclass=False):
+def _validate(X, y, m, C, sample_weight, *, allow_multiclass=False):
     X = check_finite_2d(X)
     n = X.shape[0]
     m = _check_m(m, n)
-    lam = check_lam(lam)
+    C = check_C(C)
     u = check_sample_weight(sample_weight, n)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"y has shape {y.shape}, expected ({n},) to match the rows of X")
-    return X, y, m, lam, u
+    return X, y, m, C, u
 
 
 def svm_coreset(
@@ -274,7 +278,7 @@ def svm_coreset(
     y,
     m,
     *,
-    lam=1.0,
+    C=1.0,
     k=None,
     sample_weight=None,
     opt=None,
@@ -292,8 +296,8 @@ def svm_coreset(
         Two classes (the larger label plays +1), or more with ``multiclass="ovr"``.
     m : int
         Number of i.i.d. draws; duplicates are merged, so the coreset has at most m rows.
-    lam : float, default=1.0
-        Hinge weight lambda of F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + lam
+    C : float, default=1.0
+        Hinge weight (the paper's lambda) of F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + C
         hinge(p, w)] (scikit-learn's ``C`` for unit weights).
     k : int, optional
         k-means++ clusters per label; default ``ceil(ln n)``.
@@ -337,7 +341,7 @@ def svm_coreset(
     >>> len(S) <= 50, S.source_size
     (True, 500)
     """
-    X, y, m, lam, u = _validate(X, y, m, lam, sample_weight)
+    X, y, m, C, u = _validate(X, y, m, C, sample_weight)
     if multiclass not in (None, "ovr"):
         raise DKernelError(f"multiclass must be None or 'ovr', got {multiclass!r}")
     beta = _check_beta(beta)
@@ -352,10 +356,10 @@ def svm_coreset(
     if multiclass == "ovr" and classes.size > 2:
         seeds = np.random.SeedSequence(_seed_entropy(random_state)).spawn(classes.size)
         return {
-            c.item(): _one(X, np.where(y == c, 1, -1), u, m, lam, k, opt, beta, s)
+            c.item(): _one(X, np.where(y == c, 1, -1), u, m, C, k, opt, beta, s)
             for c, s in zip(classes, seeds)
         }
-    return _one(X, y, u, m, lam, k, opt, beta, random_state)
+    return _one(X, y, u, m, C, k, opt, beta, random_state)
 
 
 def _seed_entropy(random_state):
@@ -364,15 +368,15 @@ def _seed_entropy(random_state):
     return _base_seed(random_state)
 
 
-def _one(X, y, u, m, lam, k, opt, beta, random_state) -> Coreset:
+def _one(X, y, u, m, C, k, opt, beta, random_state) -> Coreset:
     ys, classes = _binary_labels(y, X.shape[0])
     rng = _rng(random_state)
     with _timer("svm_coreset", logger):
-        out = _build(X, ys, u, m, lam=lam, k=k, rng=rng, beta=beta, opt=opt)
+        out = _build(X, ys, u, m, C=C, k=k, rng=rng, beta=beta, opt=opt)
     return replace(out, y=np.where(out.y > 0, classes[1], classes[0]), classes=classes)
 
 
-def uniform_coreset(X, y, m, *, lam=1.0, sample_weight=None, random_state=None):
+def uniform_coreset(X, y, m, *, C=1.0, sample_weight=None, random_state=None):
     """The baseline: m i.i.d. draws proportional to the input weights, v = U / m each.
 
     Same return type as :func:`svm_coreset` (``sensitivity`` holds u, ``total_sensitivity``
@@ -387,7 +391,7 @@ def uniform_coreset(X, y, m, *, lam=1.0, sample_weight=None, random_state=None):
     >>> float(S.weight.sum())
     10.0
     """
-    X, y, m, lam, u = _validate(X, y, m, lam, sample_weight)
+    X, y, m, C, u = _validate(X, y, m, C, sample_weight)
     _, classes = _binary_labels(y, X.shape[0])
     rng = _rng(random_state)
     idx, weight = _draw(u, u, m, rng, 0.0)
@@ -398,20 +402,20 @@ def uniform_coreset(X, y, m, *, lam=1.0, sample_weight=None, random_state=None):
         sensitivity=u[idx],
         total_sensitivity=float(u.sum()),
         source_size=int(X.shape[0]),
-        lam=lam,
+        C=C,
         classes=classes,
         info={"method": "uniform", "levels": 1},
     )
 
 
-def coreset_cost(X, y, coef, intercept=0.0, *, lam=1.0, sample_weight=None) -> float:
-    """F(P, w) = ||coef||^2 / 2 + lam sum_p u(p) hinge(p, w) of a labelled set (two classes).
+def coreset_cost(X, y, coef, intercept=0.0, *, C=1.0, sample_weight=None) -> float:
+    """F(P, w) = ||coef||^2 / 2 + C sum_p u(p) hinge(p, w) of a labelled set (two classes).
 
     Examples
     --------
     >>> import numpy as np
     >>> from dkernel.coreset import coreset_cost
-    >>> coreset_cost(np.array([[1.0], [-1.0]]), np.array([1, -1]), [0.5], lam=1.0)
+    >>> coreset_cost(np.array([[1.0], [-1.0]]), np.array([1, -1]), [0.5], C=1.0)
     1.125
     """
     X = check_finite_2d(X)
@@ -420,4 +424,4 @@ def coreset_cost(X, y, coef, intercept=0.0, *, lam=1.0, sample_weight=None) -> f
     w = np.r_[np.ravel(coef).astype(np.float64), float(np.ravel([intercept])[0])]
     if w.shape[0] != X.shape[1] + 1:
         raise DKernelError(f"coef has {w.shape[0] - 1} entries, X has {X.shape[1]} features")
-    return svm_objective(_with_bias(X), ys, u, check_lam(lam), w)
+    return svm_objective(_with_bias(X), ys, u, check_C(C), w)

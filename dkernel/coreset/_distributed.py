@@ -15,7 +15,7 @@ import numpy as np
 from .._validation import DKernelError, check_scalar, report_nonfinite
 from ..runtime import _timer
 from ._coreset import Coreset, _check_beta, _check_m, merge
-from ._sensitivity import _base_seed, _cluster_bound, check_lam, default_k
+from ._sensitivity import _base_seed, _cluster_bound, check_C, default_k
 from ._solver import _SMOOTHING, _dual_bound, _huber_fun, _local_aggregates, coarse_svm
 
 logger = logging.getLogger(__name__)
@@ -44,39 +44,39 @@ def _block(Xb, yb, pos, offset):
 
 
 # ----------------------------------------------------------------------------- two-pass
-def _block_fun(Xb, yb, pos, w, lam, h):
+def _block_fun(Xb, yb, pos, w, C, h):
     X1 = np.empty((Xb.shape[0], Xb.shape[1] + 1))
     X1[:, :-1] = Xb
     X1[:, -1] = 1.0
     ys = _signs(yb, pos)
-    f, g = _huber_fun(w, X1, ys, np.ones(len(ys)), lam, h)
+    f, g = _huber_fun(w, X1, ys, np.ones(len(ys)), C, h)
     # remove the regulariser: the client adds it once
     f -= 0.5 * float(w[:-1] @ w[:-1])
     g[:-1] -= w[:-1]
     return f, g
 
 
-def _block_stats(Xb, yb, pos, w, lam, h, offset):
+def _block_stats(Xb, yb, pos, w, C, h, offset):
     X1, ys = _block(Xb, yb, pos, offset)
     u = np.ones(len(ys))
     hinge = float(np.maximum(1.0 - ys * (X1 @ w), 0.0).sum())
     return (
         hinge,
-        _local_aggregates(X1, ys, u, lam, w, h),
+        _local_aggregates(X1, ys, u, C, w, h),
         np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
     )
 
 
-def _block_gamma(Xb, yb, pos, lam, opt, U_total, k, seed, index, offset):
+def _block_gamma(Xb, yb, pos, C, opt, U_total, k, seed, index, offset):
     X1, ys = _block(Xb, yb, pos, offset)
     rng = _node_rng(seed, 0, index)
     gamma, _ = _cluster_bound(
-        X1, ys, np.ones(len(ys)), lam=lam, opt=opt, U_total=U_total, k=k, rng=rng
+        X1, ys, np.ones(len(ys)), C=C, opt=opt, U_total=U_total, k=k, rng=rng
     )
     return gamma
 
 
-def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
+def _two_pass(X, y, m, *, C, k, beta, seed, pos, neg, max_iter, tol):
     import dask
     from dask import delayed
     from scipy.optimize import minimize
@@ -99,12 +99,12 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
         w = np.zeros(d + 1)
         if np.unique(ys_).size == 2:
             w = coarse_svm(
-                Xs1, ys_, np.ones(len(take)), lam * n / len(take), tol=0.05, max_iter=200
+                Xs1, ys_, np.ones(len(take)), C * n / len(take), tol=0.05, max_iter=200
             ).w
 
         def fun(wv, h):
             parts = dask.compute(
-                *[delayed(_block_fun)(a, b, pos, wv, lam, h) for a, b in zip(xb, yb)]
+                *[delayed(_block_fun)(a, b, pos, wv, C, h) for a, b in zip(xb, yb)]
             )
             f = 0.5 * float(wv[:-1] @ wv[:-1]) + sum(p[0] for p in parts)
             g = np.sum([p[1] for p in parts], axis=0)
@@ -117,11 +117,11 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
             # certify first: the warm start alone may already be within tol
             stats = dask.compute(
                 *[
-                    delayed(_block_stats)(a, b, pos, w, lam, h, int(o))
+                    delayed(_block_stats)(a, b, pos, w, C, h, int(o))
                     for a, b, o in zip(xb, yb, offsets)
                 ]
             )
-            upper = 0.5 * float(w[:-1] @ w[:-1]) + lam * sum(s[0] for s in stats)
+            upper = 0.5 * float(w[:-1] @ w[:-1]) + C * sum(s[0] for s in stats)
             lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
             if upper <= (1.0 + tol) * lower or used >= max_iter:
                 break
@@ -153,7 +153,7 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
     # pass 1: sensitivities with the global totals, one task per block
     with _timer("two-pass: sensitivities", logger):
         gammas = [
-            delayed(_block_gamma)(a, b, pos, lam, lower, U, k, seed, i, int(o))
+            delayed(_block_gamma)(a, b, pos, C, lower, U, k, seed, i, int(o))
             for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
         ]
         gammas = dask.persist(*gammas)
@@ -183,7 +183,7 @@ def _two_pass(X, y, m, *, lam, k, beta, seed, pos, neg, max_iter, tol):
         sensitivity=gc,
         total_sensitivity=t,
         source_size=n,
-        lam=lam,
+        C=C,
         classes=(neg, pos),
         info={
             "method": "two-pass",
@@ -211,7 +211,7 @@ def _block_sample(Xb, yb, gamma, count, m, t, U, beta, seed, index):
 
 
 # ------------------------------------------------------------------------- merge-reduce
-def _leaf(Xb, yb, m, lam, k, U_total, classes, beta, seed, index, offset) -> Coreset:
+def _leaf(Xb, yb, m, C, k, U_total, classes, beta, seed, index, offset) -> Coreset:
     from ._coreset import _build
 
     Xb, yb = np.asarray(Xb), np.asarray(yb)
@@ -226,14 +226,14 @@ def _leaf(Xb, yb, m, lam, k, U_total, classes, beta, seed, index, offset) -> Cor
             sensitivity=np.ones(n),
             total_sensitivity=float(n),
             source_size=n,
-            lam=lam,
+            C=C,
             classes=classes,
             info={"method": "exact", "levels": 0},
         )
     ys = _signs(yb, pos)
-    lam_node = lam * U_total / n
+    C_node = C * U_total / n
     out = _build(
-        Xb, ys, np.ones(n), m, lam=lam_node, k=k, rng=_node_rng(seed, 0, index), beta=beta, tol=0.05
+        Xb, ys, np.ones(n), m, C=C_node, k=k, rng=_node_rng(seed, 0, index), beta=beta, tol=0.05
     )
     return Coreset(
         X=out.X,
@@ -242,7 +242,7 @@ def _leaf(Xb, yb, m, lam, k, U_total, classes, beta, seed, index, offset) -> Cor
         sensitivity=out.sensitivity,
         total_sensitivity=out.total_sensitivity,
         source_size=n,
-        lam=lam,
+        C=C,
         classes=classes,
         info={**out.info, "levels": 1},
     )
@@ -260,7 +260,7 @@ def _node(children, m, k, U_total, beta, seed, level, index) -> Coreset:
     return out
 
 
-def _merge_reduce(X, y, m, *, lam, k, beta, seed, pos, neg, split_every):
+def _merge_reduce(X, y, m, *, C, k, beta, seed, pos, neg, split_every):
     import dask
     from dask import delayed
 
@@ -270,7 +270,7 @@ def _merge_reduce(X, y, m, *, lam, k, beta, seed, pos, neg, split_every):
     offsets = np.r_[0, np.cumsum(X.chunks[0])[:-1]]
     kk = k
     level_nodes = [
-        delayed(_leaf)(a, b, m, lam, kk, float(n), (neg, pos), beta, seed, i, int(o))
+        delayed(_leaf)(a, b, m, C, kk, float(n), (neg, pos), beta, seed, i, int(o))
         for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
     ]
     level = 0
@@ -305,7 +305,7 @@ def _merge_reduce(X, y, m, *, lam, k, beta, seed, pos, neg, split_every):
         sensitivity=root.sensitivity,
         total_sensitivity=root.total_sensitivity,
         source_size=n,
-        lam=lam,
+        C=C,
         classes=(neg, pos),
         info=info,
     )
@@ -354,7 +354,7 @@ def distributed_coreset(
     m=1000,
     *,
     method="two-pass",
-    lam=1.0,
+    C=1.0,
     k=None,
     beta=0.0,
     split_every=2,
@@ -379,10 +379,10 @@ def distributed_coreset(
         every block's sensitivities with the global totals, pass 2 draws the m samples
         across blocks in proportion to their sensitivity mass (one resampling level: the
         single-machine coreset's error). ``"merge-reduce"``: every leaf gets its own coreset
-        of m draws (node hinge weight lam * n / n_leaf), a tree with fan-in
+        of m draws (node hinge weight C * n / n_leaf), a tree with fan-in
         ``split_every`` merges and reduces them up to the root (one resampling level more
         per tree level).
-    lam : float, default=1.0
+    C : float, default=1.0
     k : int, optional
         k-means++ clusters per label and block (default ``ceil(ln n)``).
     beta : float in [0, 1], default=0.0
@@ -432,7 +432,7 @@ def distributed_coreset(
 
     if method not in _METHODS:
         raise DKernelError(f"method must be one of {_METHODS}, got {method!r}")
-    lam = check_lam(lam)
+    C = check_C(C)
     beta = _check_beta(beta)
     check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
     check_scalar(max_iter, "max_iter", kind=numbers.Integral, low=1)
@@ -486,7 +486,7 @@ def distributed_coreset(
                 X,
                 y,
                 m,
-                lam=lam,
+                C=C,
                 k=k,
                 beta=beta,
                 seed=seed,
@@ -499,7 +499,7 @@ def distributed_coreset(
             X,
             y,
             m,
-            lam=lam,
+            C=C,
             k=k,
             beta=beta,
             seed=seed,

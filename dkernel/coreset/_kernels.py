@@ -129,12 +129,12 @@ def _weighted_kmeans(X, u, k, uniforms, n_iter):
 
 
 @njit(cache=True, nogil=True)
-def _sensitivity_bound(Z, u, labels, centers, cluster_u, cluster_alpha, lam, opt, out):
+def _sensitivity_bound(Z, u, labels, centers, cluster_u, cluster_alpha, C, opt, out):
     """The paper's sensitivity upper bound (Algorithm 1, line 8) of every row.
 
     ``Z`` holds y * x (the bias column cancels in ``centre - y x``), ``labels`` the row's
     cluster among its label's clusters, ``cluster_alpha`` the clusters' alpha_i.
-    gamma(p) = u/U(P_y^(i)) + lam u (9/2) max{(4/9) a_i, sqrt(4 a_i^2 + 2 |p_Delta|^2 /
+    gamma(p) = u/U(P_y^(i)) + C u (9/2) max{(4/9) a_i, sqrt(4 a_i^2 + 2 |p_Delta|^2 /
     (9 opt)) - 2 a_i}.
     """
     n, d = Z.shape
@@ -149,4 +149,4 @@ def _sensitivity_bound(Z, u, labels, centers, cluster_u, cluster_alpha, lam, opt
         lo = 4.0 / 9.0 * a
         if lo > term:
             term = lo
-        out[i] = u[i] / cluster_u[c] + lam * u[i] * 4.5 * term
+        out[i] = u[i] / cluster_u[c] + C * u[i] * 4.5 * term

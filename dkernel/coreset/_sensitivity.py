@@ -39,7 +39,7 @@ def _with_bias(X) -> np.ndarray:
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
-def _cluster_bound(X1, ys, u, *, lam, opt, U_total, k, rng):
+def _cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
     """gamma(p) for every row given opt: clusters per label, alpha_i, the numba bound."""
     n = X1.shape[0]
     gamma = np.empty(n)
@@ -53,16 +53,16 @@ def _cluster_bound(X1, ys, u, *, lam, opt, U_total, k, rng):
         kk = min(k, rows.size)
         labels, centers, cluster_u = _weighted_kmeans(Z, uz, kk, rng.random(kk), _LLOYD_STEPS)
         with np.errstate(divide="ignore"):
-            alpha = (U_total - cluster_u) / (2.0 * lam * U_total * cluster_u)
+            alpha = (U_total - cluster_u) / (2.0 * C * U_total * cluster_u)
         alpha[~np.isfinite(alpha)] = 0.0
         out = np.empty(rows.size)
-        _sensitivity_bound(Z, uz, labels, centers, cluster_u, alpha, lam, opt, out)
+        _sensitivity_bound(Z, uz, labels, centers, cluster_u, alpha, C, opt, out)
         gamma[rows] = out
         n_clusters += centers.shape[0]
     return gamma, n_clusters
 
 
-def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None, tol=0.005):
+def _sensitivities(X1, ys, u, *, C, k, rng, opt=None, U_total=None, w0=None, tol=0.005):
     """Sensitivity bounds of rows ``X1`` (bias column last) with labels ``ys`` in {-1, +1}.
 
     ``U_total`` is the weight of the whole set whose cost is approximated (the rows may be a
@@ -77,13 +77,13 @@ def _sensitivities(X1, ys, u, *, lam, k, rng, opt=None, U_total=None, w0=None, t
     upper, w = np.nan, None
     if opt is None:
         with _timer("coarse svm", logger):
-            sol = coarse_svm(X1, ys, u, lam, w0=w0, tol=tol)
+            sol = coarse_svm(X1, ys, u, C, w0=w0, tol=tol)
         opt, upper, w = sol.lower, sol.upper, sol.w
     if not opt > 0.0:
         raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")
     with _timer("k-means++ and bound", logger):
         gamma, n_clusters = _cluster_bound(
-            X1, ys, u, lam=lam, opt=float(opt), U_total=U_total, k=k, rng=rng
+            X1, ys, u, C=C, opt=float(opt), U_total=U_total, k=k, rng=rng
         )
     return gamma, SensitivityInfo(float(opt), float(upper), w, n_clusters, False)
 
@@ -108,11 +108,11 @@ def _binary_labels(y, n: int, *, name: str = "y"):
     return np.where(y == classes[1], 1.0, -1.0), (classes[0], classes[1])
 
 
-def check_lam(lam) -> float:
-    return float(check_scalar(lam, "lam", kind=numbers.Real, low=0.0, low_inclusive=False))
+def check_C(C) -> float:
+    return float(check_scalar(C, "C", kind=numbers.Real, low=0.0, low_inclusive=False))
 
 
-def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None, random_state=None):
+def svm_sensitivity(X, y, *, C=1.0, k=None, sample_weight=None, opt=None, random_state=None):
     """Upper bounds gamma(p) on the sensitivity of every point for the SVM cost.
 
     Parameters
@@ -120,7 +120,7 @@ def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None, rand
     X : array-like of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
         Two classes (mapped to -1/+1: the larger label is +1).
-    lam : float, default=1.0
+    C : float, default=1.0
         Weight of the hinge term (the paper's lambda).
     k : int, optional
         k-means++ clusters per label; default ``ceil(ln n)``.
@@ -135,7 +135,7 @@ def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None, rand
     -------
     ndarray of shape (n_samples,)
         gamma(p) >= sup_w u(p) f(p, w) / F(P, w), for the cost
-        F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + lam hinge(p, w)].
+        F(P, w) = sum_p u(p) [||w_{1:d}||^2 / (2 U(P)) + C hinge(p, w)].
 
     Notes
     -----
@@ -161,12 +161,12 @@ def svm_sensitivity(X, y, *, lam=1.0, k=None, sample_weight=None, opt=None, rand
     n = X.shape[0]
     ys, _ = _binary_labels(y, n)
     u = check_sample_weight(sample_weight, n)
-    lam = check_lam(lam)
+    C = check_C(C)
     k = default_k(n) if k is None else check_scalar(k, "k", kind=numbers.Integral, low=1)
     if opt is not None:
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     rng = _rng(random_state)
-    gamma, _ = _sensitivities(_with_bias(X), ys, u, lam=lam, k=int(k), rng=rng, opt=opt)
+    gamma, _ = _sensitivities(_with_bias(X), ys, u, C=C, k=int(k), rng=rng, opt=opt)
     return gamma
 
 

@@ -2,13 +2,13 @@
 
 Problem (the coreset paper's cost with a constant last feature for the bias)::
 
-    F(w) = ||w_{1:d}||^2 / 2 + lam * sum_i u_i * max(0, 1 - y_i <w, x_i>)
+    F(w) = ||w_{1:d}||^2 / 2 + C * sum_i u_i * max(0, 1 - y_i <w, x_i>)
 
 solved approximately by L-BFGS on a Huber-smoothed hinge (deterministic: same input, same
 ``w``, bit for bit, so a recomputed Dask task gives the same coreset). The lower bound comes
 from a dual-feasible point of the weighted-hinge dual
 
-    D(a) = sum_i a_i - ||sum_i a_i y_i x_i[:d]||^2 / 2,  0 <= a_i <= lam u_i,  sum a_i y_i = 0
+    D(a) = sum_i a_i - ||sum_i a_i y_i x_i[:d]||^2 / 2,  0 <= a_i <= C u_i,  sum a_i y_i = 0
 
 built from the smoothed solution's loss derivatives, balanced between the classes and
 scaled optimally; weak duality gives D(a) <= opt <= F(w).
@@ -31,29 +31,29 @@ class CoarseSolution(NamedTuple):
     lower: float  # a certified lower bound of min F (dual value, >= 0)
 
 
-def svm_objective(X1, ys, u, lam, w) -> float:
+def svm_objective(X1, ys, u, C, w) -> float:
     """F(w) with the true hinge; ``X1`` carries the bias column last."""
     z = 1.0 - ys * (X1 @ w)
-    return 0.5 * float(w[:-1] @ w[:-1]) + lam * float(u @ np.maximum(z, 0.0))
+    return 0.5 * float(w[:-1] @ w[:-1]) + C * float(u @ np.maximum(z, 0.0))
 
 
-def _huber_fun(w, X1, ys, u, lam, h):
+def _huber_fun(w, X1, ys, u, C, h):
     z = 1.0 - ys * (X1 @ w)
     quad = (z > 0) & (z <= h)
     lin = z > h
     loss = np.where(lin, z - 0.5 * h, np.where(quad, 0.5 * z * z / h, 0.0))
     dz = np.where(lin, 1.0, np.where(quad, z / h, 0.0))
-    f = 0.5 * float(w[:-1] @ w[:-1]) + lam * float(u @ loss)
-    g = -lam * (X1.T @ (u * ys * dz))
+    f = 0.5 * float(w[:-1] @ w[:-1]) + C * float(u @ loss)
+    g = -C * (X1.T @ (u * ys * dz))
     g[:-1] += w[:-1]
     return f, g
 
 
-def _local_aggregates(X1, ys, u, lam, w, h):
+def _local_aggregates(X1, ys, u, C, w, h):
     """Per-class dual pieces of one block: sums of a_i and of a_i y_i x_i for two choices of a.
 
-    Choice 0: a_i = lam u_i clip(z_i / h, 0, 1) (the smoothed loss derivative);
-    choice 1: a_i = lam u_i (the box corner, always usable as a fallback).
+    Choice 0: a_i = C u_i clip(z_i / h, 0, 1) (the smoothed loss derivative);
+    choice 1: a_i = C u_i (the box corner, always usable as a fallback).
     Returns an array of shape (2, 2, d + 1): ``[choice, class (neg, pos), (sum a, sum a y x)]``;
     aggregates of blocks add up, so the bound of a distributed set needs one pass.
     """
@@ -61,7 +61,7 @@ def _local_aggregates(X1, ys, u, lam, w, h):
     frac = np.clip(z / h, 0.0, 1.0)
     d = X1.shape[1] - 1
     out = np.zeros((2, 2, d + 1))
-    for choice, a in enumerate((lam * u * frac, lam * u)):
+    for choice, a in enumerate((C * u * frac, C * u)):
         for cls, sign in enumerate((-1.0, 1.0)):
             mask = ys == sign
             if not mask.any():
@@ -93,7 +93,7 @@ def _dual_bound(agg) -> float:
 
 
 def coarse_svm(
-    X1, ys, u, lam, *, tol: float = 0.005, max_iter: int = 600, w0=None
+    X1, ys, u, C, *, tol: float = 0.005, max_iter: int = 600, w0=None
 ) -> CoarseSolution:
     """Approximate SVM solution with a certified lower bound on one in-memory block.
 
@@ -105,23 +105,23 @@ def coarse_svm(
     w = np.zeros(X1.shape[1]) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
     used = 0
     for h in _SMOOTHING[:-1]:
-        w = _lbfgs(w, X1, ys, u, lam, h, 30)
+        w = _lbfgs(w, X1, ys, u, C, h, 30)
         used += 30
     h = _SMOOTHING[-1]
     while True:
-        w = _lbfgs(w, X1, ys, u, lam, h, 50)
+        w = _lbfgs(w, X1, ys, u, C, h, 50)
         used += 50
-        upper = svm_objective(X1, ys, u, lam, w)
-        lower = min(_dual_bound(_local_aggregates(X1, ys, u, lam, w, h)), upper)
+        upper = svm_objective(X1, ys, u, C, w)
+        lower = min(_dual_bound(_local_aggregates(X1, ys, u, C, w, h)), upper)
         if upper <= (1.0 + tol) * lower or used >= max_iter:
             return CoarseSolution(w=w, upper=upper, lower=lower)
 
 
-def _lbfgs(w, X1, ys, u, lam, h, iters):
+def _lbfgs(w, X1, ys, u, C, h, iters):
     res = minimize(
         _huber_fun,
         w,
-        args=(X1, ys, u, lam, h),
+        args=(X1, ys, u, C, h),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": iters, "gtol": 1e-12, "ftol": 1e-14},

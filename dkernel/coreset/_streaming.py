@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from ._coreset import Coreset, _build, _check_beta, merge
-from ._sensitivity import _base_seed, check_lam, default_k
+from ._sensitivity import _base_seed, check_C, default_k
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class StreamingCoreset:
     leaf_size : int
         Rows per leaf (the paper's 2l for l = m); must be at least ``m``, several times m
         keeps the leaf error low.
-    lam : float, default=1.0
+    C : float, default=1.0
         Hinge weight of the SVM cost.
     k : int, optional
         k-means++ clusters per label (default ``ceil(ln leaf_size)``).
@@ -51,7 +51,7 @@ class StreamingCoreset:
     -----
     Each row is touched by one leaf build (O(leaf_size d k) per leaf) and each bucket merge
     costs O(m d k) plus the coarse solve on 2m rows. A node's hinge weight is
-    lam * (rows in the leaves built so far) / (rows it stands for): the final total is
+    C * (rows in the leaves built so far) / (rows it stands for): the final total is
     unknown while streaming, and this keeps the result independent of batch boundaries;
     sampling stays unbiased for any choice.
 
@@ -73,10 +73,10 @@ class StreamingCoreset:
     (1000, 3, True)
     """
 
-    def __init__(self, m, leaf_size, *, lam=1.0, k=None, beta=0.0, random_state=None):
+    def __init__(self, m, leaf_size, *, C=1.0, k=None, beta=0.0, random_state=None):
         self.m = m
         self.leaf_size = leaf_size
-        self.lam = lam
+        self.C = C
         self.k = k
         self.beta = beta
         self.random_state = random_state
@@ -88,7 +88,7 @@ class StreamingCoreset:
             raise DKernelError(
                 f"leaf_size={self.leaf_size} is smaller than the coreset size m={self.m}"
             )
-        check_lam(self.lam)
+        check_C(self.C)
         check_scalar(self.k, "k", kind=numbers.Integral, low=1, allow_none=True)
         _check_beta(self.beta)
 
@@ -155,14 +155,14 @@ class StreamingCoreset:
         neg, pos = self._classes()
         ys = np.where(y == pos, 1.0, -1.0) if neg != pos else np.ones(len(y))
         n = X.shape[0]
-        lam_node = float(self.lam) * (self._leaf_rows() + n) / n  # this leaf included
+        C_node = float(self.C) * (self._leaf_rows() + n) / n  # this leaf included
         k = default_k(n) if self.k is None else int(self.k)
         out = _build(
             X,
             ys,
             np.ones(n),
             int(self.m),
-            lam=lam_node,
+            C=C_node,
             k=k,
             rng=self._next_rng(1),
             beta=float(self.beta),
@@ -175,7 +175,7 @@ class StreamingCoreset:
             sensitivity=out.sensitivity,
             total_sensitivity=out.total_sensitivity,
             source_size=n,
-            lam=float(self.lam),
+            C=float(self.C),
             classes=(neg, pos),
             info={**out.info, "levels": 1},
         )
@@ -222,7 +222,7 @@ class StreamingCoreset:
                     sensitivity=np.ones(len(yb)),
                     total_sensitivity=float(len(yb)),
                     source_size=len(yb),
-                    lam=float(self.lam),
+                    C=float(self.C),
                     classes=(neg, pos),
                     info={"method": "exact", "levels": 0},
                 )
