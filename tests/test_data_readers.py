@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
 
+import dask
 import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from dkernel._validation import DKernelError
-from dkernel.data import ingest
-from dkernel.data._readers import guess_format, scan_csv, scan_svmlight
+from dkernel.data import _readers, ingest
+from dkernel.data._readers import guess_format, iter_csv, scan_csv, scan_svmlight
 
 
 def _write(path, text: str):
@@ -125,6 +127,104 @@ def test_bad_value_late_in_a_big_csv_leaves_nothing(tmp_path):
     _only(tmp_path, "d.csv")
 
 
+def _counting_floats(monkeypatch):
+    calls = []
+    slow = _readers._floats
+
+    def counted(tokens, path, lineno):
+        calls.append(lineno)
+        return slow(tokens, path, lineno)
+
+    monkeypatch.setattr(_readers, "_floats", counted)
+    return calls
+
+
+def test_csv_values_go_through_numpys_c_parser(tmp_path, rng, monkeypatch):
+    """A clean file is parsed in blocks by np.loadtxt; Python reads only its first row."""
+    X = rng.standard_normal((5000, 4)).round(5)
+    y = rng.integers(0, 3, 5000)
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, y]), delimiter=",", fmt=["%.5f"] * 4 + ["%d"])
+    calls = _counting_floats(monkeypatch)
+    lay = scan_csv(str(src), label_column=-1)
+    blocks = list(iter_csv(str(src), lay, 1024))
+    assert calls == [1]
+    assert [len(b) for b in blocks] == [1024] * 4 + [904]  # streamed, one block at a time
+    np.testing.assert_allclose(np.concatenate(blocks), np.column_stack([X, y]))
+    assert lay == (5000, 5, False, True)
+
+
+def test_csv_slow_path_only_for_the_block_that_needs_it(tmp_path, monkeypatch):
+    lines = [f"{i},{i % 2}" for i in range(3000)]
+    lines[2500] = "'2500',0"  # single quotes and spaces: Python reads them, NumPy does not
+    lines[2600] = "   "
+    src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
+    calls = _counting_floats(monkeypatch)
+    lay = scan_csv(str(src), label_column=-1)
+    B = np.concatenate(list(iter_csv(str(src), lay, 500)))
+    assert B.shape == (2999, 2) and lay.n_rows == 2999
+    np.testing.assert_array_equal(B[2499:2501, 0], [2499, 2500])
+    assert B[-1, 0] == 2999
+    # the scan's first row, then the one block of 500 lines holding lines 2501 and 2601
+    assert calls[0] == 1 and calls[1:] == [i for i in range(2501, 3001) if i != 2601]
+
+
+def test_ragged_row_in_a_late_block_names_its_line(tmp_path):
+    lines = [f"{i},{i},1" for i in range(20000)]
+    lines[19000] = "1,2,3,4"
+    src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
+    with pytest.raises(DKernelError, match=r"line 19001 has 4 columns, expected 3 \(ragged CSV\)"):
+        ingest(src, tmp_path / "d.zarr")
+    _only(tmp_path, "d.csv")
+
+
+def test_csv_header_and_blank_lines_across_blocks(tmp_path):
+    text = "x,y,label\n" + "".join(f"{i},{-i},{i % 2}\n\n" for i in range(50))
+    src = _write(tmp_path / "d.csv", text)
+    lay = scan_csv(str(src), label_column=-1)
+    assert (lay.n_rows, lay.has_header) == (50, True)
+    blocks = list(iter_csv(str(src), lay, 7))
+    B = np.concatenate(blocks)
+    np.testing.assert_array_equal(B[:, 0], np.arange(50))
+    np.testing.assert_array_equal(B[:, 1], -np.arange(50))
+
+
+def test_csv_ingest_speed_is_near_loadtxt(tmp_path, rng):
+    """Streaming ingest (scan + parse + zarr write) stays within a small factor of loadtxt.
+
+    Measured on this project's machine: 200k x 20 at 1.9x (0.50 s vs 0.27 s). The bound
+    here is loose (shared CI cores); the old pure-Python reader was 25x.
+    """
+    n, d = 40000, 20
+    src = tmp_path / "d.csv"
+    data = np.column_stack([rng.standard_normal((n, d)), rng.integers(0, 2, n)])
+    np.savetxt(src, data, delimiter=",", fmt=["%.6g"] * d + ["%d"])
+    t_np, t_ingest = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        np.loadtxt(src, delimiter=",")
+        t_np.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        ingest(src, tmp_path / "d.zarr", overwrite=True)
+        t_ingest.append(time.perf_counter() - t0)
+    assert min(t_ingest) < 6 * min(t_np), (t_ingest, t_np)
+
+
+def test_ingest_progress_bars_when_configured(tmp_path, capsys):
+    src = _write(tmp_path / "d.csv", "".join(f"{i},{i % 2}\n" for i in range(300)))
+    ingest(src, tmp_path / "a.zarr")
+    assert capsys.readouterr().err == ""  # a library call prints nothing unless asked
+    with dask.config.set({"dkernel.progress": True}):
+        ingest(src, tmp_path / "b.zarr")
+    err = capsys.readouterr().err
+    assert "scan d.csv" in err and "ingest d.csv" in err and "300/300" in err
+    svm = _write(tmp_path / "d.svm", "".join(f"{i % 2} 1:{i}\n" for i in range(120)))
+    with dask.config.set({"dkernel.progress": True}):
+        ingest(svm, tmp_path / "c.zarr")
+    err = capsys.readouterr().err
+    assert "scan d.svm" in err and "120/120" in err
+
+
 # --------------------------------------------------------------------------- LIBSVM
 
 
@@ -177,7 +277,12 @@ def test_libsvm_real_targets(tmp_path):
 @pytest.mark.parametrize(
     "text, kwargs, match",
     [
-        ("1 1:1\n-1 0:2\n", {}, r"line 2: bad feature index '0' \(indices are 1-based\)"),
+        (
+            "1 1:1\n-1 0:2\n",
+            {},
+            r"line 2: bad feature index '0' \(indices are 1-based\); a zero-based file needs "
+            r"zero_based=True \(--zero-based in the CLI\)",
+        ),
         (
             "1 -1:1\n",
             {"zero_based": True},
