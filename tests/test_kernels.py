@@ -233,7 +233,7 @@ def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
 
 def test_n_jobs_rules(monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
-    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
     big = 1 << 30
     assert _effective_n_jobs(None, 100, big) == 4
     assert _effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
@@ -241,10 +241,9 @@ def test_n_jobs_rules(monkeypatch):
     assert _effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
     assert _effective_n_jobs(-1, 100, 10) == 4
     assert _effective_n_jobs(-2, 100, 10) == 3
-    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (8.0, 8.0, 8.0))
-    assert _effective_n_jobs(None, 100, big) == 1  # other jobs hold every core
+    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 2)
+    assert _effective_n_jobs(None, 100, big) == 2  # the caller's BLAS limit caps the default
     assert _effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
-    monkeypatch.setattr(_pairwise.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     seen = []
     t = threading.Thread(target=lambda: seen.append(_effective_n_jobs(None, 100, big)))
     t.start()
@@ -252,9 +251,32 @@ def test_n_jobs_rules(monkeypatch):
     assert seen == [1]  # a non-main thread (Dask's threaded scheduler, a worker's pool)
 
 
+def test_threadpool_limits_are_respected():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert _pairwise._blas_thread_limit() == 1
+        assert _effective_n_jobs(None, 100, 1 << 30) == 1
+
+
+def test_precomputed_norms_match(rng):
+    X = rng.normal(size=(50, 7)).astype(np.float32)
+    Y = rng.normal(size=(40, 7)).astype(np.float32)
+    spec = _pairwise.resolve_kernel("rbf", 0.1)
+    mu = X.mean(axis=0)
+    Xc, Yc = X - mu, Y - mu
+    got = _pairwise_kernels(
+        Xc, Yc, spec, x_sq=(Xc.astype(np.float64) ** 2).sum(1), y_sq=(Yc**2).sum(1)
+    )
+    np.testing.assert_allclose(got, _pairwise_kernels(X, Y, spec), rtol=1e-5, atol=1e-6)
+    cos = _pairwise.resolve_kernel("cosine")
+    got = _pairwise_kernels(X, Y, cos, x_sq=(X**2).sum(1), y_sq=(Y**2).sum(1))
+    np.testing.assert_allclose(got, _pairwise_kernels(X, Y, cos), rtol=1e-5, atol=1e-6)
+
+
 def test_one_thread_inside_dask_tasks(scheduler, monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
-    monkeypatch.setattr(_pairwise, "_machine_busy", lambda: False)
+    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
 
     def probe(block):
         return np.array([_effective_n_jobs(None, 100, 1 << 30)])

@@ -49,8 +49,18 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
         raise DKernelError("estimate_gamma needs at least 2 rows")
     size = min(sample_size, n)
     S = sample_rows(X, size, random_state, replace=False)
-    S = check_finite_2d(S, name="X").astype(np.float64)
-    D = pdist(S, "cityblock" if kernel == "laplacian" else "sqeuclidean")
+    return _gamma_from_rows(check_finite_2d(S, name="X"), kernel=kernel, method=method)
+
+
+def _gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median") -> float:
+    """Trusting core of :func:`estimate_gamma` on rows already sampled (and checked).
+
+    Callers that fetch a row sample for another purpose (an estimator's initialisation)
+    pass it here, so the width costs no second read of the data.
+    """
+    D = pdist(
+        np.asarray(S, dtype=np.float64), "cityblock" if kernel == "laplacian" else "sqeuclidean"
+    )
     D = D[D > 0]
     if D.size == 0:
         raise DKernelError("all sampled rows are identical: no bandwidth can be estimated")

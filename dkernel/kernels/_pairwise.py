@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from . import _kernels as _nb
@@ -136,11 +137,11 @@ def pairwise_kernels(
         Where to write the result (C-contiguous, the result's dtype).
     n_jobs : int, default=None
         Threads splitting the row tiles (BLAS is limited to one thread per tile meanwhile).
-        ``None``: every usable core, except inside a Dask task or any non-main thread
-        (and for small blocks), where one thread is used so that Dask's own parallelism
-        is not oversubscribed, and while the 1-minute load average is at least twice the
-        number of cores (other jobs hold every core); ``-1``: every core, ``-2``: all but
-        one, and so on. The result does not depend on the number of threads.
+        ``None``: every usable core, capped by the BLAS thread limit in force
+        (``OMP_NUM_THREADS`` or threadpoolctl's ``threadpool_limits``), except inside a
+        Dask task or any non-main thread (and for small blocks), where one thread is used
+        so that Dask's own parallelism is not oversubscribed; ``-1``: every core, ``-2``:
+        all but one, and so on. The result does not depend on the number of threads.
 
     Returns
     -------
@@ -190,12 +191,19 @@ def _pairwise_kernels(
     out: np.ndarray | None = None,
     *,
     n_jobs: int | None = None,
+    x_sq: np.ndarray | None = None,
+    y_sq: np.ndarray | None = None,
 ) -> np.ndarray:
     """Trusting core of :func:`pairwise_kernels` (validated, same-dtype inputs).
 
     ``n_jobs`` threads (see :func:`_effective_n_jobs`) each take row tiles from a shared
     counter, compute the tile's BLAS product with BLAS limited to one thread, and
     transform it with the numba kernel while it is in cache.
+
+    ``x_sq``/``y_sq``: squared row norms of X/Y computed by the caller (rbf, cosine), for
+    loops that reuse one side across calls (a support held across iterations). When
+    either is given nothing is centred or copied: the caller centres once, if it wants
+    to (:func:`centre_rows`), and the call costs the product and the transform only.
     """
     k = spec.kernel
     if callable(k):
@@ -234,7 +242,8 @@ def _pairwise_kernels(
             if symmetric:
                 _nb.mirror_tile(out, r0, r1)
     else:
-        if k == "rbf" and dt == np.float32 and min(m, n) >= _CENTRE_MIN_ROWS:
+        prepared = x_sq is not None or y_sq is not None
+        if k == "rbf" and dt == np.float32 and min(m, n) >= _CENTRE_MIN_ROWS and not prepared:
             # ||x - y||^2 = ||x||^2 + ||y||^2 - 2 <x, y> cancels when the norms are large
             # next to the distance; centring (distances unchanged) cuts float32's error
             # several-fold for an O((m + n) d) copy (skipped for a few rows against many,
@@ -244,8 +253,12 @@ def _pairwise_kernels(
             Y = X if symmetric else Y - mu
         YT = Y.T
         if k in ("rbf", "cosine"):
-            xx = _nb.row_sq_norms(np.ascontiguousarray(X))
-            yy = xx if symmetric else _nb.row_sq_norms(np.ascontiguousarray(Y))
+            xx = _nb.row_sq_norms(np.ascontiguousarray(X)) if x_sq is None else x_sq
+            if symmetric:
+                yy = xx
+            else:
+                yy = _nb.row_sq_norms(np.ascontiguousarray(Y)) if y_sq is None else y_sq
+            xx, yy = xx.astype(dt, copy=False), yy.astype(dt, copy=False)
             if k == "cosine":
                 xx, yy = np.sqrt(xx), np.sqrt(yy)
         degree = float(spec.degree)
@@ -294,23 +307,29 @@ def _in_parallel_context() -> bool:
 
 
 def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
-    """Threads for one call: ``None`` -> every usable core; 1 inside Dask, for small work,
-    or while other jobs already keep every core busy (1-minute load average >= twice the
-    cores: extra threads then only add waiting for a descheduled thread's last tile)."""
+    """Threads for one call, an explicit policy (no load-average guessing).
+
+    ``n_jobs=None``: one thread inside a Dask task or any non-main thread (Dask or the
+    caller already runs one task per core), and for small work; otherwise the usable
+    cores capped by the BLAS thread limit in force (``OMP_NUM_THREADS``, threadpoolctl's
+    ``threadpool_limits``), so a caller who limits BLAS threads limits these too.
+    An explicit ``n_jobs`` is obeyed (``-1``: every core, ``-2``: all but one, ...).
+    Never more threads than tiles.
+    """
     if n_jobs is None:
-        if work < _MIN_PARALLEL_WORK or _in_parallel_context() or _machine_busy():
+        if work < _MIN_PARALLEL_WORK or _in_parallel_context():
             return 1
-        n_jobs = _cpu_count()
+        n_jobs = min(_cpu_count(), _blas_thread_limit())
     elif n_jobs < 0:
         n_jobs = max(1, _cpu_count() + 1 + n_jobs)
     return max(1, min(int(n_jobs), n_tiles))
 
 
-def _machine_busy() -> bool:
-    try:
-        return os.getloadavg()[0] >= 2 * _cpu_count()
-    except (AttributeError, OSError):  # pragma: no cover - no load average here
-        return False
+def _blas_thread_limit() -> int:
+    """The BLAS thread count in force (threadpoolctl), or the core count if unknown."""
+    counts = [lib.get_num_threads() for lib in _ONE_BLAS_THREAD.libs()]
+    counts = [c for c in counts if c]
+    return max(1, min(counts)) if counts else _cpu_count()
 
 
 def _cpu_count() -> int:
@@ -337,18 +356,22 @@ class _SingleThreadBLAS:
         self._lock = threading.Lock()
         self._depth = 0
         self._saved: list = []
-        self._libs = None
+        self._libs: list | None = None
+
+    def libs(self) -> list:
+        """The process's BLAS controllers (looked up once)."""
+        if self._libs is None:
+            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        return self._libs
 
     def __enter__(self):
         with self._lock:
             if self._depth == 0:
-                if self._libs is None:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+                self.libs()
                 self._saved = [(lib, lib.get_num_threads()) for lib in self._libs]
-                for lib, _ in self._saved:
-                    lib.set_num_threads(1)
+                for lib, n in self._saved:
+                    if n != 1:
+                        lib.set_num_threads(1)
             self._depth += 1
         return self
 
@@ -357,7 +380,8 @@ class _SingleThreadBLAS:
             self._depth -= 1
             if self._depth == 0:
                 for lib, n in self._saved:
-                    lib.set_num_threads(n)
+                    if n != 1:
+                        lib.set_num_threads(n)
                 self._saved = []
 
 
