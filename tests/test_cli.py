@@ -102,7 +102,7 @@ def test_ingest_libsvm_options(tmp_path, capsys):
             ["ingest", "{tmp}/bad.csv", "{tmp}/o.zarr", "--chunk-rows", "0"],
             "chunk_rows must be >= 1",
         ),
-        (["ingest", "{tmp}/good.csv", "{tmp}/exists"], "already exists; pass overwrite=True"),
+        (["ingest", "{tmp}/good.csv", "{tmp}/exists"], "already exists; pass --overwrite"),
         (["ingest", "{tmp}/good.csv", "{tmp}/o.zarr", "--delimiter", ""], "must not be empty"),
         (["info", "{tmp}/nothing.zarr"], "no dataset store"),
         (["info", "{tmp}/exists"], "not a zarr dataset store"),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+import zarr
 
 from .._validation import DKernelError
 from ._common import emit_json
@@ -33,13 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_ingest)
 
-    p = sub.add_parser("info", help="shape, chunks and classes of a store")
+    p = sub.add_parser("info", help="shape, chunks and classes of a store, and every array in it")
     p.add_argument("store")
     p.set_defaults(func=_info)
 
 
+def _no_cluster_note(args, command: str) -> None:
+    """``ingest``/``info`` run in this process: say so when ``--cluster`` was given."""
+    if getattr(args, "cluster", None):
+        print(
+            f"dkernel: note: {command} reads and writes in this process; it does not use "
+            f"--cluster {args.cluster}",
+            file=sys.stderr,
+        )
+
+
 def _ingest(args) -> int:
     from ..data import ingest
+
+    _no_cluster_note(args, "ingest")
 
     delimiter = {"\\t": "\t", "tab": "\t"}.get(args.delimiter, args.delimiter)
     if not delimiter:
@@ -64,6 +79,7 @@ def _ingest(args) -> int:
 def _info(args) -> int:
     from ..data import open_dataset
 
+    _no_cluster_note(args, "info")
     emit_json(_describe(open_dataset(args.store)))
     return 0
 
@@ -82,4 +98,19 @@ def _describe(ds) -> dict:
     }
     if ds.X_test is not None:
         out["n_test"] = int(ds.X_test.shape[0])
+    out["arrays"] = _arrays(ds.path)
+    return out
+
+
+def _arrays(path: str) -> dict[str, dict]:
+    """Every array in the store, the ones jobs wrote (labels, predictions) included."""
+    group = zarr.open_group(path, mode="r")
+    out: dict[str, dict] = {}
+    for name, member in sorted(group.members(max_depth=None)):
+        if isinstance(member, zarr.Array):
+            out[name] = {
+                "shape": [int(s) for s in member.shape],
+                "dtype": str(member.dtype),
+                "chunks": [int(c) for c in member.chunks],
+            }
     return out

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import sys
+from collections.abc import Sequence
 
+from .. import __version__
 from .._validation import DKernelError
+from ..runtime._progress import show_progress
 from ._common import fail
 
 #: Modules that add subcommands (each has ``register(subparsers)``).
@@ -21,39 +25,133 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line, ``dkernel: error: ...``, exit 2."""
+    """argparse that reports a usage error in one line, ``dkernel: error: ...``, exit 2.
+
+    An option no parser knows is named in the error even when argparse would first
+    complain about a missing argument, with the closest known option as a suggestion.
+    """
+
+    _seen_args: list[str] | None = None
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._seen_args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str):
+        unknown = self._unknown_options(self._seen_args or [])
+        if unknown and not message.startswith("unrecognized arguments"):
+            message = "unrecognized arguments: " + " ".join(unknown)
+        if message.startswith("unrecognized arguments"):
+            message += self._suggestion(unknown or message.split(":", 1)[1].split())
         self.exit(2, f"dkernel: error: {message} (see dkernel --help)\n")
+
+    def _known(self) -> list[str]:
+        known = list(self._option_string_actions)
+        for action in self._actions:  # a main parser also knows its subcommands' options
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if isinstance(sub, _Parser):
+                        known += sub._known()
+        return known
+
+    def _unknown_options(self, args: Sequence[str]) -> list[str]:
+        known = self._known()
+        out = []
+        for tok in args:
+            if tok == "--":
+                break
+            if not tok.startswith("-") or tok == "-" or _is_number(tok):
+                continue
+            opt = tok.split("=", 1)[0]
+            if opt in known or (
+                opt.startswith("--") and any(k.startswith(opt) for k in known if len(opt) > 2)
+            ):
+                continue
+            out.append(tok)
+        return out
+
+    def _suggestion(self, unknown: Sequence[str]) -> str:
+        known = [k for k in self._known() if k.startswith("--")]
+        for tok in unknown:
+            if tok.startswith("-"):
+                close = difflib.get_close_matches(tok.split("=", 1)[0], known, n=1, cutoff=0.75)
+                if close:
+                    return f"; did you mean {close[0]}?"
+        return ""
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, here: bool) -> None:
+    """``--cluster``, ``-v`` and ``--progress``: before the command, or (``here=False``)
+    repeated after it, where they override the ones before it."""
+    kw = {} if here else {"default": argparse.SUPPRESS}
+    have = parser._option_string_actions
+    if "--cluster" not in have:
+        parser.add_argument(
+            "--cluster",
+            help="cluster config YAML (cluster-configs/*.yaml) or scheduler address "
+            "(default: $DASK_SCHEDULER_ADDRESS if set, else the embedded LocalCluster)",
+            **({"default": None} if here else kw),
+        )
+    if "-v" not in have and "--verbose" not in have:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            help="log progress (-v) or debug timings (-vv)",
+            **({"default": 0} if here else kw),
+        )
+    if "--progress" not in have:
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            help="progress bars on stderr (default: on when stderr is a terminal)",
+            **({"default": None} if here else kw),
+        )
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    yield from _leaf_parsers(sub)
+                else:
+                    yield sub
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dkernel", description="Scalable kernel methods on Dask.")
-    parser.add_argument(
-        "--cluster",
-        default=None,
-        help="cluster config YAML (cluster-configs/*.yaml) or scheduler address "
-        "(default: the embedded LocalCluster)",
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0,
-        help="log progress (-v) or debug timings (-vv)",
-    )
+    parser.add_argument("--version", action="version", version=f"dkernel {__version__}")
+    _add_global_options(parser, here=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for leaf in _leaf_parsers(parser):
+        _add_global_options(leaf, here=False)
     return parser
+
+
+def _cli_message(msg: str, args: argparse.Namespace) -> str:
+    """Speak of the CLI's flags where the library's error names a keyword argument."""
+    if hasattr(args, "overwrite"):
+        msg = msg.replace("pass overwrite=True", "pass --overwrite")
+    return msg
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+    except SystemExit as exc:  # --help/--version (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -63,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in ("distributed", "bokeh", "tornado"):
         logging.getLogger(name).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
-        return int(args.func(args) or 0)
+        with show_progress(bool(show)):
+            return int(args.func(args) or 0)
     except DKernelError as exc:
-        return fail(str(exc))
+        return fail(_cli_message(str(exc), args))
     except OSError as exc:  # unreadable/unwritable paths, full disk ...
         return fail(str(exc))
     except KeyboardInterrupt:

@@ -2,7 +2,7 @@
 
 from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
-from ._progress import compile_note, progress, progress_enabled
+from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._timing import _timer
 
 __all__ = [
@@ -15,4 +15,5 @@ __all__ = [
     "make_cluster",
     "progress",
     "progress_enabled",
+    "show_progress",
 ]

@@ -32,6 +32,10 @@ from typing import IO, Any
 import dask.config
 from tqdm.std import tqdm as _std_tqdm
 
+# the packaged defaults are loaded before anything overrides ``dkernel.*`` (a ``dask.config.set``
+# of a key whose parent does not exist yet would drop the defaults loaded inside its block)
+from . import _config  # noqa: F401
+
 #: Work that already showed its "compiling" note in this process.
 _COMPILED: set[str] = set()
 _COMPILED_LOCK = threading.Lock()
@@ -44,6 +48,16 @@ def progress_enabled(verbose: Any = 0) -> bool:
     if verbose is True or (verbose and not isinstance(verbose, bool) and int(verbose) > 0):
         return True
     return bool(dask.config.get("dkernel.progress", False))
+
+
+def show_progress(enabled: bool = True):
+    """Turn bars on (or off) for the calls in a ``with`` block: ``dkernel.progress``.
+
+    >>> with show_progress():
+    ...     progress_enabled()
+    True
+    """
+    return dask.config.set({"dkernel.progress": bool(enabled)})
 
 
 def in_notebook() -> bool:
