@@ -216,7 +216,7 @@ def section_datasets(args, rows, gammas):
             m = 500 if quick else 14000
             sub = np.random.RandomState(0).permutation(X.shape[0])[:m]
             model = KernelKMeans(
-                k, gamma=gamma, random_state=0, max_iter=1, max_kernel_bytes=0, chunk_size=4096
+                k, gamma=gamma, random_state=0, max_iter=1, max_kernel_bytes=0, chunk_rows=4096
             )
             _, dt, _peak = measure(lambda: model.fit(X[sub]))
             scale = (X.shape[0] / m) ** 2

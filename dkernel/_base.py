@@ -26,10 +26,13 @@ from sklearn.utils.validation import validate_data
 from ._validation import DKernelError, is_dask_array, report_nonfinite
 from .data import Dataset, as_array_input
 from .kernels import estimate_gamma
+from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
 
 #: gamma=None rules: 1/n_features, or the median heuristic (rbf/laplacian only).
 GAMMA_RULES = ("inverse_dim", "median")
+#: Rows of a caller's sample used by the median heuristic (as estimate_gamma's default).
+_GAMMA_SAMPLE = 1000
 
 
 def as_dask_or_numpy(X) -> Any:
@@ -105,12 +108,14 @@ class _BaseKernelEstimator(BaseEstimator):
             spec = spec._replace(gamma=1.0 / X.shape[1])
         return spec
 
-    def _resolve_gamma(self, X, rng=None) -> KernelSpec:
+    def _resolve_gamma(self, X, rng=None, *, sample=None) -> KernelSpec:
         """The kernel with ``gamma=None`` resolved once, by the estimator's ``_gamma_rule``.
 
         ``"median"``: the median heuristic on a seeded row sample (rbf/laplacian; reads only
         the sampled rows), ``1 / n_features`` for the other kernels or when all rows are
-        equal. ``"inverse_dim"``: ``1 / n_features``.
+        equal. ``"inverse_dim"``: ``1 / n_features``. ``sample``: rows the caller already
+        fetched (a uniform sample, e.g. for its initialisation); the heuristic then uses
+        them and reads nothing.
         """
         spec = self._kernel_spec(None)
         if spec.gamma is not None or not isinstance(spec.kernel, str):
@@ -119,7 +124,13 @@ class _BaseKernelEstimator(BaseEstimator):
         if self._gamma_rule == "median" and spec.kernel in ("rbf", "laplacian") and X.shape[0] >= 2:
             seed = None if rng is None else int(rng.randint(0, 2**31 - 1))
             try:
-                g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
+                if sample is None:
+                    g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
+                elif len(sample) >= 2:
+                    if len(sample) > _GAMMA_SAMPLE:  # a seeded subset, in any row order
+                        pick = np.random.RandomState(seed).choice(len(sample), _GAMMA_SAMPLE, False)
+                        sample = sample[np.sort(pick)]
+                    g = _gamma_from_rows(sample, kernel=spec.kernel)
             except DKernelError:  # all sampled rows equal: any width treats them the same
                 g = 1.0 / X.shape[1]
         return spec._replace(gamma=float(g))

@@ -61,8 +61,8 @@ def test_matches_dense_reference(digits, max_iter):
 
 def test_cached_and_recomputed_kernel_agree(digits, scheduler):
     X, _ = digits
-    a = KernelKMeans(4, gamma=GAMMA, random_state=0, chunk_size=64).fit(X)
-    b = KernelKMeans(4, gamma=GAMMA, random_state=0, chunk_size=64, max_kernel_bytes=0).fit(X)
+    a = KernelKMeans(4, gamma=GAMMA, random_state=0, chunk_rows=64).fit(X)
+    b = KernelKMeans(4, gamma=GAMMA, random_state=0, chunk_rows=64, max_kernel_bytes=0).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-10)
     # cached: the kernel is computed once; recomputed: once per iteration

@@ -5,9 +5,14 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.metrics import silhouette_score
 from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
+from ..data import as_array_input, sample_rows
+from ..kernels import estimate_gamma, pairwise_kernels
+from ._common import _PrecomputedOracle
+from ._full import _best_lloyd, _DenseProduct
 
 #: Default candidates, as multiples of the median-heuristic gamma.
 DEFAULT_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -76,9 +81,6 @@ def select_gamma(
     >>> g > 0
     True
     """
-    from ..data import as_array_input, sample_rows
-    from ..kernels import estimate_gamma, pairwise_kernels
-
     if kernel not in ("rbf", "gaussian", "laplacian"):
         raise DKernelError(f"select_gamma supports 'rbf' and 'laplacian', got {kernel!r}")
     check_scalar(n_clusters, "n_clusters", kind=numbers.Integral, low=2)
@@ -108,47 +110,29 @@ def select_gamma(
 
 
 def _dense_kernel_kmeans(K, k, rng, n_init, max_iter):
-    """Lloyd on an in-memory kernel matrix; best of ``n_init`` k-means++ seedings."""
-    from . import _kernels as _nb
-    from ._common import _PrecomputedOracle
-    from ._init import _kernel_kmeans_plusplus
-
+    """Kernel k-means on an in-memory kernel matrix: the estimators' own seeding and Lloyd
+    loop (:func:`~dkernel.cluster._full._best_lloyd`), best of ``n_init`` runs."""
     m = K.shape[0]
     diag = np.diag(K).astype(np.float64)
-    oracle = _PrecomputedOracle(K)
-    best, best_obj = None, np.inf
-    for _ in range(n_init):
-        idx, _ = _kernel_kmeans_plusplus(oracle, np.arange(m), diag, np.ones(m), k, rng)
-        inner = np.ascontiguousarray(K[:, idx], dtype=np.float64)
-        norms = diag[idx].copy()
-        labels = np.empty(m, dtype=np.int64)
-        dist = np.empty(m)
-        _nb.assign_nearest(diag, inner, norms, labels, dist)
-        for _ in range(max_iter):
-            A = np.zeros((k, m))
-            for j in range(k):
-                mask = labels == j
-                if mask.any():
-                    A[j, mask] = 1.0 / mask.sum()
-                else:
-                    A[j] = np.eye(m)[idx[j]]
-            inner = np.ascontiguousarray(K @ A.T)
-            norms = np.einsum("jn,nj->j", A, inner)
-            new = np.empty(m, dtype=np.int64)
-            _nb.assign_nearest(diag, inner, norms, new, dist)
-            done = np.array_equal(new, labels)
-            labels = new
-            if done:
-                break
-        obj = dist.sum()
-        if obj < best_obj:
-            best, best_obj = labels, obj
-    return best
+    ones = np.ones(m)
+    best = _best_lloyd(
+        _PrecomputedOracle(K),
+        _DenseProduct(K),
+        np.arange(m),
+        ones,
+        diag,
+        ones,
+        n_clusters=k,
+        init="k-means++",
+        n_init=n_init,
+        rng=rng,
+        max_iter=max_iter,
+        tol=0.0,
+    )
+    return best["labels"]
 
 
 def _feature_silhouette(K, labels):
-    from sklearn.metrics import silhouette_score
-
     if np.unique(labels).size < 2:
         return -1.0
     d = np.diag(K)

@@ -8,12 +8,23 @@ the numeric kernels, row indices into the training set for the transductive grap
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import DKernelError, is_dask_array
+from .._base import checked_block
+from .._validation import (
+    DKernelError,
+    check_sample_weight,
+    check_scalar,
+    is_dask_array,
+    report_nonfinite,
+)
+from ..data import take_rows
+from ..kernels._kernels import row_sq_norms as _row_sq_norms
 from ..kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels
 from . import _kernels as _nb
 
@@ -21,17 +32,28 @@ from . import _kernels as _nb
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
 SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
-#: Rows per local tile in the labels pass and in the untruncated dynamic program.
+#: Rows per local tile in the untruncated dynamic program.
 _TILE_ROWS = 4096
+#: Bytes of one kernel tile (rows x support) in the labels/predict pass.
+_LABEL_TILE_BYTES = 16 << 20
 
 
 class _NumericOracle:
-    """Kernel values on rows of X through the kernel module's numba+BLAS core."""
+    """Kernel values on rows of X through the kernel module's numba+BLAS core.
+
+    ``mu`` (float32 rbf only, as :func:`~dkernel.kernels.pairwise_kernels` centres): a
+    fixed centre subtracted from every row once, by :meth:`prep`, so that float32
+    distances cancel less (they are translation invariant). :meth:`prep`
+    returns the centred rows with their squared norms; :meth:`kernel_p` takes prepared
+    pairs and computes the product and the transform only (no copy, no norms, no
+    centring per call): a support reused across iterations is prepared once.
+    """
 
     graph = False
 
-    def __init__(self, spec: KernelSpec):
+    def __init__(self, spec: KernelSpec, mu: np.ndarray | None = None):
         self.spec = spec
+        self.mu = mu if spec.kernel == "rbf" and mu is not None and mu.dtype == np.float32 else None
         self.evals = 0
 
     def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -43,11 +65,44 @@ class _NumericOracle:
     def diag(self, A: np.ndarray) -> np.ndarray:
         return np.asarray(_kernel_diag(A, self.spec), dtype=np.float64)
 
+    def prep(self, A: np.ndarray, out: np.ndarray | None = None):
+        """``(rows - mu, squared row norms)``; norms only for rbf/cosine (else None)."""
+        if self.mu is not None:
+            A = np.subtract(A, self.mu, out=out)
+        if self.spec.kernel in ("rbf", "cosine"):
+            return A, _row_sq_norms(np.ascontiguousarray(A))
+        return A, None
 
-class _GraphOracle:
-    """Kernel values of a :class:`~dkernel.kernels.GraphKernel`; points are row indices."""
+    def kernel_p(self, A, a_sq, B=None, b_sq=None) -> np.ndarray:
+        """K(A, B) on prepared rows (``B=None``: the symmetric K(A, A))."""
+        nb = A.shape[0] if B is None else B.shape[0]
+        self.evals += A.shape[0] * nb
+        if A.shape[0] == 0 or nb == 0:
+            return np.zeros((A.shape[0], nb), dtype=A.dtype)
+        if a_sq is None:  # a kernel without norms: nothing was prepared
+            return _pairwise_kernels(A, B, self.spec)
+        return _pairwise_kernels(A, B, self.spec, x_sq=a_sq, y_sq=b_sq if B is not None else None)
+
+
+class _IndexOracle:
+    """Points are row indices (graph and precomputed kernels): nothing to prepare."""
 
     graph = True
+    mu = None
+    evals = 0
+
+    def kernel(self, A, B):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def prep(self, A, out=None):
+        return A, None
+
+    def kernel_p(self, A, a_sq, B=None, b_sq=None):
+        return self.kernel(A, A if B is None else B)
+
+
+class _GraphOracle(_IndexOracle):
+    """Kernel values of a :class:`~dkernel.kernels.GraphKernel`; points are row indices."""
 
     def __init__(self, graph):
         self.G = graph
@@ -63,10 +118,8 @@ class _GraphOracle:
         return np.asarray(self.G.diag(A), dtype=np.float64)
 
 
-class _PrecomputedOracle:
+class _PrecomputedOracle(_IndexOracle):
     """Kernel values from a dense matrix held in memory; points are row indices."""
-
-    graph = True
 
     def __init__(self, K: np.ndarray):
         self.K = K
@@ -78,6 +131,48 @@ class _PrecomputedOracle:
 
     def diag(self, A):
         return np.asarray(self.K[A, A], dtype=np.float64)
+
+
+def _fetch_checked(X, idx: np.ndarray, dtype) -> np.ndarray:
+    """Rows ``X[idx]`` as C-contiguous ``dtype``: one grouped read of the touched chunks
+    (:func:`dkernel.data.take_rows`), values checked in that read (NaN/inf named by the
+    global row)."""
+    rows = np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
+    if rows.size and not np.isfinite(rows).all():
+        bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))[0]
+        report_nonfinite(rows[bad : bad + 1], name="X", row_offset=int(idx[bad]))
+    return rows
+
+
+def _gather_checked(X, is_dask: bool, dtype, max_bytes: int, what: str) -> np.ndarray:
+    """All of X in this process as ``dtype`` (one read per chunk, values checked in it).
+
+    For the variants that truly need every row in memory; dask/store input larger than
+    ``max_bytes`` is refused with an error naming ``max_data_bytes``.
+    """
+    if not is_dask:
+        return np.asarray(X, dtype=dtype)
+    _check_fits(X, dtype, max_bytes, what)
+    return np.asarray(X.map_blocks(checked_block, _as_dtype, dtype, dtype=dtype).compute())
+
+
+def _check_fits(X, dtype, max_bytes: int, what: str) -> None:
+    """Refuse to hold dask/store X in memory when it is larger than ``max_bytes``."""
+    nbytes = int(X.shape[0]) * int(X.shape[1]) * np.dtype(dtype).itemsize
+    if nbytes > max_bytes:
+        raise DKernelError(
+            f"{what} holds all of X in memory ({nbytes / 2**20:.1f} MiB), above "
+            f"max_data_bytes={max_bytes}; raise max_data_bytes, or use "
+            "MiniBatchKernelKMeans with tau set (it streams batches from the store)"
+        )
+
+
+def _as_dtype(Xb, dtype):
+    return np.asarray(Xb, dtype=dtype)
+
+
+def _check_max_data_bytes(value) -> None:
+    check_scalar(value, "max_data_bytes", kind=numbers.Integral, low=0)
 
 
 def _check_rate(learning_rate):
@@ -128,6 +223,11 @@ class _KernelCentersMixin:
     ``center_norms_`` (k,) = ``<C_j, C_j>``, ``_spec`` (the resolved kernel) and, for the
     graph kernels, ``_graph``.
     """
+
+    # provided by the estimator and _BaseKernelEstimator (declared for the type checker)
+    kernel: Any
+    _graph: Any
+    _row_pass: Callable[..., Any]
 
     def _is_graph(self) -> bool:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
@@ -273,25 +373,59 @@ class _KernelCentersMixin:
 
 
 def _check_weights(sample_weight, n):
-    from .._validation import check_sample_weight
-
     if sample_weight is not None and is_dask_array(sample_weight):
         sample_weight = np.asarray(sample_weight.compute())
     return check_sample_weight(sample_weight, n)
 
 
+def _support_inner(support, coef, spec):
+    """Prepare a fitted support once per block: ``(oracle, S, S_sq, inner)``.
+
+    ``inner(K, out)`` writes ``K @ coef.T``: the one-owner segment sum when every support
+    point belongs to one center (the mini-batch model), a dense product otherwise.
+    """
+    mu = support.mean(axis=0, dtype=np.float64).astype(support.dtype) if len(support) else None
+    oracle = _NumericOracle(spec, mu)
+    S, S_sq = oracle.prep(support)
+    nnz = (coef != 0.0).sum(axis=0)
+    if (nnz <= 1).all():
+        owner = np.argmax(coef != 0.0, axis=0).astype(np.int64)
+        cval = np.ascontiguousarray(coef[owner, np.arange(coef.shape[1])], dtype=np.float64)
+
+        def inner(K, out):
+            _nb.owner_inner(K, owner, cval, out)
+    else:
+        coefT = np.ascontiguousarray(coef.T)
+
+        def inner(K, out):
+            np.matmul(K.astype(np.float64, copy=False), coefT, out=out)
+
+    return oracle, S, S_sq, inner
+
+
+def _tiles(n_rows: int, n_support: int, itemsize: int):
+    step = max(64, min(_TILE_ROWS, _LABEL_TILE_BYTES // max(1, n_support * itemsize)))
+    return [(r0, min(n_rows, r0 + step)) for r0 in range(0, n_rows, step)]
+
+
+def _inner_block(Xb, support, coef, spec):
+    """``(diag, <phi(x), C_j>)`` of one row block against the fitted centers, in tiles."""
+    Xb = np.ascontiguousarray(Xb, dtype=support.dtype)
+    oracle, S, S_sq, inner = _support_inner(support, coef, spec)
+    out = np.empty((Xb.shape[0], coef.shape[0]))
+    buf = np.empty_like(Xb[:_TILE_ROWS])
+    for r0, r1 in _tiles(Xb.shape[0], S.shape[0], S.dtype.itemsize):
+        P, p_sq = oracle.prep(Xb[r0:r1], out=buf[: r1 - r0] if oracle.mu is not None else None)
+        inner(oracle.kernel_p(P, p_sq, S, S_sq), out[r0:r1])
+    return oracle.diag(Xb), out
+
+
 def _assign_block(Xb, support, coef, norms, spec):
     """One row block: ``[label, squared distance]`` per row (local tiles or a map_blocks task)."""
-    Xb = Xb.astype(support.dtype, copy=False)
-    oracle = _NumericOracle(spec)
-    labels = np.empty(Xb.shape[0], dtype=np.int64)
-    dist = np.empty(Xb.shape[0])
-    for r0 in range(0, Xb.shape[0], _TILE_ROWS):
-        Pb = Xb[r0 : r0 + _TILE_ROWS]
-        inner = np.ascontiguousarray(oracle.kernel(Pb, support) @ coef.T)
-        _nb.assign_nearest(
-            oracle.diag(Pb), inner, norms, labels[r0 : r0 + _TILE_ROWS], dist[r0 : r0 + _TILE_ROWS]
-        )
+    diag, inner = _inner_block(Xb, support, coef, spec)
+    labels = np.empty(inner.shape[0], dtype=np.int64)
+    dist = np.empty(inner.shape[0])
+    _nb.assign_nearest(diag, inner, norms, labels, dist)
     return np.column_stack([labels, dist])
 
 
@@ -302,12 +436,5 @@ def _label_block(Xb, support, coef, norms, spec):
 
 def _distance_block(Xb, support, coef, norms, spec):
     """One row block: ``||phi(x) - C_j||`` to every center, shape (r, k)."""
-    Xb = Xb.astype(support.dtype, copy=False)
-    oracle = _NumericOracle(spec)
-    out = np.empty((Xb.shape[0], coef.shape[0]))
-    for r0 in range(0, Xb.shape[0], _TILE_ROWS):
-        Pb = Xb[r0 : r0 + _TILE_ROWS]
-        inner = oracle.kernel(Pb, support) @ coef.T
-        D = oracle.diag(Pb)[:, None] - 2.0 * inner + norms
-        out[r0 : r0 + _TILE_ROWS] = np.sqrt(np.maximum(D, 0.0))
-    return out
+    diag, inner = _inner_block(Xb, support, coef, spec)
+    return np.sqrt(np.maximum(diag[:, None] - 2.0 * inner + norms, 0.0))

@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import logging
 import numbers
+from typing import Any
 
+import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 
-from .._base import _BaseKernelEstimator
+from .._base import _BaseKernelEstimator, checked_block
 from .._validation import DKernelError, check_scalar
+from ..data import draw_indices, take_rows
+from ..kernels import heat_kernel, kernel_matrix, knn_kernel
+from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
 from ..runtime import _timer
 from . import _kernels as _nb
 from ._common import (
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
+    _as_dtype,
+    _check_fits,
+    _check_max_data_bytes,
+    _gather_checked,
     _graph_params,
     _GraphOracle,
     _KernelCentersMixin,
     _NumericOracle,
 )
-from ._init import _kernel_kmeans_plusplus
+from ._init import _init_centers
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +62,12 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         Full runs from different seedings; the lowest objective wins.
     max_kernel_bytes : int, default=2**30
         Cache the n x n kernel (persisted blocks) only if it needs at most this many bytes.
-    chunk_size : int, default=None
+    max_data_bytes : int, default=2**30
+        The fitted model's support is every training row, so ``fit`` holds all of X in
+        memory: dask/zarr/store input larger than this many bytes is refused (raise it
+        to fit anyway). X is read once (each chunk once, values checked in that read),
+        kept on the workers for the kernel passes, and gathered once for the support.
+    chunk_rows : int, default=None
         Rows per block for NumPy input (default: about 4096); dask input keeps its chunks.
     random_state : int, RandomState or None
     verbose : int, default=0
@@ -70,7 +84,9 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
     Notes
     -----
     O(n^2) kernel evaluations per iteration (once in total when the kernel is cached),
-    O(n k) memory on the driver, one kernel block per task.
+    O(n k) memory on the driver plus X itself (the support), one kernel block per task.
+    The seeding sample is fetched once and also gives the median-heuristic gamma; the
+    ``n_init`` runs share it.
 
     References
     ----------
@@ -105,7 +121,8 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         init_size=None,
         n_init=1,
         max_kernel_bytes=2**30,
-        chunk_size=None,
+        max_data_bytes=2**30,
+        chunk_rows=None,
         random_state=None,
         verbose=0,
     ):
@@ -121,7 +138,8 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         self.init_size = init_size
         self.n_init = n_init
         self.max_kernel_bytes = max_kernel_bytes
-        self.chunk_size = chunk_size
+        self.max_data_bytes = max_data_bytes
+        self.chunk_rows = chunk_rows
         self.random_state = random_state
         self.verbose = verbose
 
@@ -134,7 +152,8 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
         check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.max_kernel_bytes, "max_kernel_bytes", kind=numbers.Integral, low=0)
-        check_scalar(self.chunk_size, "chunk_size", kind=numbers.Integral, low=1, allow_none=True)
+        _check_max_data_bytes(self.max_data_bytes)
+        check_scalar(self.chunk_rows, "chunk_rows", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
         self._check_init()
         if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
@@ -155,16 +174,11 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         -------
         self
         """
-        import dask.array as da
-
-        from ..data import draw_indices, take_rows
-
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         X_rows = None
+        size = min(n, self.init_size or 10000)
         if self._is_graph():
-            from ..kernels import heat_kernel, knn_kernel
-
-            X_rows = np.asarray(X.compute() if is_dask else X, dtype=dtype)
+            X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
             params = _graph_params(self.kernel.lower(), self.kernel_params, n)
             self._graph = (
                 knn_kernel(X_rows, params["n_neighbors"])
@@ -172,45 +186,46 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 else heat_kernel(X_rows, params["n_neighbors"], params["t"])
             )
             self._spec, self.gamma_ = None, None
-            oracle = _GraphOracle(self._graph)
-            points = np.arange(n)
-            diag = oracle.diag(points)
-            Kop = _GraphProduct(self._graph)
+            oracle: Any = _GraphOracle(self._graph)
+            diag = oracle.diag(np.arange(n))
+            Kop: Any = _GraphProduct(self._graph, oracle)
+            sample = np.sort(draw_indices(n, size, rng, replace=False))
+            sample_w = w[sample]
         else:
-            self._spec = self._resolve_gamma(X, rng)
+            if is_dask:
+                _check_fits(
+                    X, dtype, self.max_data_bytes, "KernelKMeans (its support is every row)"
+                )
+                # one read of each chunk (values checked in it), kept for every pass
+                Xd = X.map_blocks(checked_block, _as_dtype, dtype, dtype=dtype).persist()
+            else:
+                Xd = da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_rows or 4096, -1))
+            idx = np.sort(draw_indices(n, size, rng, replace=False))
+            sample = np.ascontiguousarray(take_rows(Xd, idx), dtype=dtype)
+            sample_w = w[idx]
+            self._spec = self._resolve_gamma(Xd, rng, sample=sample)
             self.gamma_ = self._spec.gamma
             oracle = _NumericOracle(self._spec)
-            Xd = (
-                X.astype(dtype)
-                if is_dask
-                else da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_size or 4096, -1))
-            )
-            Xd = Xd.rechunk({1: -1})
             diag = Xd.map_blocks(
                 _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
             ).compute()
             Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
-            oracle.evals += Kop.cached_evals
-        best = None
-        for _ in range(self.n_init):
-            if isinstance(self.init, str):
-                size = min(n, self.init_size or 10000)
-                idx = np.sort(draw_indices(n, size, rng, replace=False))
-                P = idx if oracle.graph else np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
-                if self.init == "random":
-                    Z = P[rng.choice(size, self.n_clusters, replace=False)]
-                else:
-                    wi = w[idx] if w[idx].sum() > 0 else np.ones(size)
-                    chosen, _ = _kernel_kmeans_plusplus(
-                        oracle, P, oracle.diag(P), wi, self.n_clusters, rng
-                    )
-                    Z = P[chosen]
-            else:
-                Z = np.asarray(self.init, dtype=dtype)
-            with _timer("lloyd", logger):
-                run = self._lloyd(oracle, Kop, X if not oracle.graph else None, Z, diag, w, is_dask)
-            if best is None or run["inertia"] < best["inertia"]:
-                best = run
+        with _timer("lloyd", logger):
+            best = _best_lloyd(
+                oracle,
+                Kop,
+                sample,
+                sample_w,
+                diag,
+                w,
+                n_clusters=self.n_clusters,
+                init=self.init if isinstance(self.init, str) else np.asarray(self.init, dtype),
+                n_init=self.n_init,
+                rng=rng,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                verbose=self.verbose,
+            )
         self.labels_ = best["labels"]
         self.inertia_ = best["inertia"]
         self.n_iter_ = best["n_iter"]
@@ -218,79 +233,114 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         if oracle.graph:
             pts = np.concatenate([np.arange(n), best["Z"]])
         else:
-            Xn = np.asarray(X.compute() if is_dask else X, dtype=dtype)
-            pts = np.concatenate([Xn, best["Z"]])
+            pts = np.concatenate([np.asarray(Xd.compute(), dtype=dtype), best["Z"]])
         self._set_centers(oracle, pts, np.hstack([best["A"], best["AZ"]]), best["norms"], X_rows)
         self.n_kernel_evals_ = int(oracle.evals + Kop.evals)
         return self
 
-    def _lloyd(self, oracle, Kop, X, Z, diag, w, is_dask):
-        n, k = len(diag), self.n_clusters
-        # first assignment: to the initial points
-        if oracle.graph:
-            KZ = oracle.kernel(np.arange(n), Z)
+
+def _best_lloyd(
+    oracle,
+    Kop,
+    sample,
+    sample_w,
+    diag,
+    w,
+    *,
+    n_clusters,
+    init,
+    n_init,
+    rng,
+    max_iter,
+    tol,
+    verbose=0,
+):
+    """``n_init`` runs of (seeding on ``sample``, :func:`_lloyd`); the lowest objective wins.
+
+    ``sample`` holds the points seedings draw from (rows, or row indices for index
+    oracles) and ``sample_w`` their weights; ``init`` an array gives the initial points
+    of every run. Used by :class:`KernelKMeans` and :func:`select_gamma`.
+    """
+    best = None
+    for _ in range(n_init):
+        if isinstance(init, str):
+            Z = sample[_init_centers(oracle, sample, sample_w, n_clusters, rng, init=init)]
         else:
-            KZ = Kop.cross(Z)
-            oracle.evals += n * k
-        KZZ = oracle.kernel(Z, Z)
-        A = np.zeros((k, n))
-        AZ = np.eye(k)
-        norms = np.einsum("ij,ij->i", AZ @ KZZ, AZ)
-        labels = np.empty(n, dtype=np.int64)
-        dist = np.empty(n)
-        _nb.assign_nearest(diag, np.ascontiguousarray(KZ), norms, labels, dist)
-        inertia = float(np.dot(w, dist))
-        history = []
-        n_iter = 0
-        for it in range(self.max_iter):
-            for j in range(k):
-                mask = labels == j
-                Wj = float(w[mask].sum())
-                if Wj > 0:
-                    A[j] = np.where(mask, w / Wj, 0.0)
-                    AZ[j] = 0.0
-                # an empty cluster keeps its previous center (A[j], AZ[j] unchanged)
-            KA = Kop.matmul(A.T)  # (n, k) = K A^T
-            inner = KA + KZ @ AZ.T
-            norms = (
-                np.einsum("jn,nj->j", A, KA)
-                + 2.0 * np.einsum("jn,nj->j", A, KZ @ AZ.T)
-                + np.einsum("ij,ij->i", AZ @ KZZ, AZ)
-            )
-            norms = np.maximum(norms, 0.0)
-            new = np.empty(n, dtype=np.int64)
-            _nb.assign_nearest(diag, np.ascontiguousarray(inner), norms, new, dist)
-            new_inertia = float(np.dot(w, dist))
-            history.append(new_inertia)
-            n_iter = it + 1
-            if self.verbose:
-                logger.info("Lloyd iteration %d: objective %.6g", n_iter, new_inertia)
-            changed = not np.array_equal(new, labels)
-            rel = (inertia - new_inertia) / max(abs(inertia), 1e-300)
-            labels, inertia = new, new_inertia
-            if not changed or (self.tol > 0 and rel < self.tol):
-                break
-        return {
-            "labels": labels,
-            "inertia": inertia,
-            "n_iter": n_iter,
-            "history": history,
-            "A": A,
-            "AZ": AZ,
-            "norms": norms,
-            "Z": Z,
-        }
+            Z = init
+        run = _lloyd(Kop.cross(Z), oracle.kernel(Z, Z), Kop, diag, w, max_iter, tol, verbose)
+        run["Z"] = Z
+        if best is None or run["inertia"] < best["inertia"]:
+            best = run
+    return best
+
+
+def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0):
+    """Lloyd's algorithm in feature space: the package's one Lloyd loop.
+
+    Starts from the assignment to the initial points Z (``KZ`` = K(X, Z), ``KZZ`` =
+    K(Z, Z)); each iteration sets ``C_j = sum_{i in P_j} w_i phi(x_i) / W_j`` (rows
+    ``A``; an empty cluster keeps its previous center, its initial point at first:
+    coefficients ``AZ`` over Z) and reassigns every row by the exact distance, with
+    ``K A^T`` from ``Kop.matmul``. Stops when no label changes, or when the relative
+    decrease of the objective is below ``tol``.
+    """
+    n, k = KZ.shape
+    KZ = np.asarray(KZ, dtype=np.float64)
+    KZZ = np.asarray(KZZ, dtype=np.float64)
+    A = np.zeros((k, n))
+    AZ = np.eye(k)
+    norms = np.einsum("ij,ij->i", AZ @ KZZ, AZ)
+    labels = np.empty(n, dtype=np.int64)
+    dist = np.empty(n)
+    _nb.assign_nearest(diag, np.ascontiguousarray(KZ), norms, labels, dist)
+    inertia = float(np.dot(w, dist))
+    history: list[float] = []
+    n_iter = 0
+    for it in range(max_iter):
+        for j in range(k):
+            mask = labels == j
+            Wj = float(w[mask].sum())
+            if Wj > 0:
+                A[j] = np.where(mask, w / Wj, 0.0)
+                AZ[j] = 0.0
+            # an empty cluster keeps its previous center (A[j], AZ[j] unchanged)
+        KA = Kop.matmul(A.T)  # (n, k) = K A^T
+        KZA = KZ @ AZ.T
+        inner = KA + KZA
+        norms = (
+            np.einsum("jn,nj->j", A, KA)
+            + 2.0 * np.einsum("jn,nj->j", A, KZA)
+            + np.einsum("ij,ij->i", AZ @ KZZ, AZ)
+        )
+        norms = np.maximum(norms, 0.0)
+        new = np.empty(n, dtype=np.int64)
+        _nb.assign_nearest(diag, np.ascontiguousarray(inner), norms, new, dist)
+        new_inertia = float(np.dot(w, dist))
+        history.append(new_inertia)
+        n_iter = it + 1
+        if verbose:
+            logger.info("Lloyd iteration %d: objective %.6g", n_iter, new_inertia)
+        changed = not np.array_equal(new, labels)
+        rel = (inertia - new_inertia) / max(abs(inertia), 1e-300)
+        labels, inertia = new, new_inertia
+        if not changed or (tol > 0 and rel < tol):
+            break
+    return {
+        "labels": labels,
+        "inertia": inertia,
+        "n_iter": n_iter,
+        "history": history,
+        "A": A,
+        "AZ": AZ,
+        "norms": norms,
+    }
 
 
 def _diag_block(Xb, spec):
-    from ..kernels._pairwise import _kernel_diag
-
     return np.asarray(_kernel_diag(np.asarray(Xb), spec), dtype=np.float64)
 
 
 def _cross_block(Xb, Z, spec):
-    from ..kernels._pairwise import _pairwise_kernels
-
     return np.asarray(_pairwise_kernels(np.asarray(Xb), Z, spec), dtype=np.float64)
 
 
@@ -298,8 +348,6 @@ class _DaskProduct:
     """``K A^T`` over lazy kernel blocks; the blocks are persisted when they fit the budget."""
 
     def __init__(self, Xd, spec, max_bytes):
-        from ..kernels import kernel_matrix
-
         self.Xd = Xd
         self.spec = spec
         n = Xd.shape[0]
@@ -314,14 +362,11 @@ class _DaskProduct:
         )
         self.cached = n * n * self.K.dtype.itemsize <= max_bytes
         self.evals = 0
-        self.cached_evals = 0
         if self.cached:
             self.K = self.K.persist()
-            self.cached_evals = n * n
+            self.evals = n * n
 
     def matmul(self, AT):
-        import dask.array as da
-
         n = self.Xd.shape[0]
         ATd = da.from_array(AT.astype(self.K.dtype), chunks=(self.K.chunks[1], AT.shape[1]))
         if not self.cached:
@@ -330,6 +375,7 @@ class _DaskProduct:
 
     def cross(self, Z):
         k = Z.shape[0]
+        self.evals += self.Xd.shape[0] * k
         return self.Xd.map_blocks(
             _cross_block,
             Z,
@@ -340,13 +386,30 @@ class _DaskProduct:
         ).compute()
 
 
+class _DenseProduct:
+    """``K A^T`` for a kernel matrix held in memory (:func:`select_gamma`'s sample)."""
+
+    def __init__(self, K):
+        self.K = K
+        self.evals = 0
+
+    def matmul(self, AT):
+        return self.K @ AT
+
+    def cross(self, Z):
+        return self.K[:, Z]
+
+
 class _GraphProduct:
     """``K A^T`` for a graph kernel in memory (sparse product, or column blocks)."""
 
-    def __init__(self, G):
+    def __init__(self, G, oracle):
         self.G = G
+        self.oracle = oracle
         self.evals = 0
-        self.cached_evals = 0
+
+    def cross(self, Z):
+        return self.oracle.kernel(np.arange(self.G.n_samples), Z)
 
     def matmul(self, AT):
         n = self.G.n_samples

@@ -1,4 +1,4 @@
-"""k-means++ seeding in the feature space of a kernel."""
+"""Initial centers in the feature space of a kernel: the one seeding loop of the package."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..kernels import resolve_kernel
+from ._common import _NumericOracle
 
 
 def kernel_kmeans_plusplus(
@@ -66,8 +67,6 @@ def kernel_kmeans_plusplus(
     >>> sorted(set((idx // 2).tolist()))
     [0, 1]
     """
-    from ._common import _NumericOracle
-
     X = check_finite_2d(X, name="X")
     n = X.shape[0]
     check_scalar(n_clusters, "n_clusters", kind=(int, np.integer), low=1, high=n)
@@ -83,6 +82,34 @@ def kernel_kmeans_plusplus(
         oracle, X, oracle.diag(X), w, int(n_clusters), rng, n_local_trials
     )
     return X[idx].copy(), idx
+
+
+def _init_centers(oracle, P, w, n_clusters, rng, *, init="k-means++", n_init=1, diag=None):
+    """Indices into the points ``P`` of the initial centers: the package's one seeding loop.
+
+    ``"k-means++"``: the best (lowest potential) of ``n_init`` seedings by
+    :func:`_kernel_kmeans_plusplus`. ``"random"``: distinct points drawn among those of
+    positive weight (a zero-weight point is taken only when fewer than ``n_clusters``
+    points weigh anything). All-zero weights count as equal weights. ``P`` are rows (the
+    numeric kernels) or row indices (graph and precomputed kernels).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    if not (w > 0).any():
+        w = np.ones_like(w)
+    if init == "random":
+        pos = np.flatnonzero(w > 0)
+        if pos.size >= n_clusters:
+            return np.sort(rng.choice(pos, n_clusters, replace=False))
+        rest = rng.choice(np.flatnonzero(w <= 0), n_clusters - pos.size, replace=False)
+        return np.sort(np.concatenate([pos, rest]))
+    if diag is None:
+        diag = oracle.diag(P)
+    best, best_pot = None, np.inf
+    for _ in range(n_init):
+        chosen, pot = _kernel_kmeans_plusplus(oracle, P, diag, w, n_clusters, rng)
+        if best is None or pot < best_pot:
+            best, best_pot = chosen, pot
+    return best
 
 
 def _kernel_kmeans_plusplus(oracle, P, diag, w, n_clusters, rng, n_local_trials=None):

@@ -78,3 +78,19 @@ def bilinear(K, u, v):
             row += K[i, j] * v[j]
         acc += u[i] * row
     return acc
+
+
+@njit(cache=True, nogil=True)
+def owner_inner(K, owner, cval, out):
+    """``out[i, owner[p]] += K[i, p] * cval[p]`` over all p (``out`` zeroed first).
+
+    ``<phi(x_i), C_j>`` when every support point belongs to one center (the block-sparse
+    ``center_coef_`` of the mini-batch model): one read of K, float64 accumulation, no
+    dense (s, k) product and no float32 -> float64 copy of K.
+    """
+    m, s = K.shape
+    out[:, :] = 0.0
+    for i in range(m):
+        row = out[i]
+        for p in range(s):
+            row[owner[p]] += K[i, p] * cval[p]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import numbers
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
@@ -13,40 +15,52 @@ from sklearn.utils import check_random_state
 
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar
+from ..data import draw_indices
+from ..kernels import heat_kernel, knn_kernel
+from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer
 from . import _kernels as _nb
 from ._common import (
     _TILE_ROWS,
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
+    _check_max_data_bytes,
     _check_rate,
     _check_weights,
+    _fetch_checked,
+    _gather_checked,
     _graph_params,
     _GraphOracle,
     _KernelCentersMixin,
     _NumericOracle,
 )
-from ._init import _kernel_kmeans_plusplus
+from ._init import _init_centers
 
 logger = logging.getLogger(__name__)
 
 #: Bytes of batch rows fetched together (one pass over the touched chunks per group).
 _PREFETCH_BYTES = 64 << 20
-#: Below this kept coefficient mass, a truncated window's norm is recomputed directly.
-_INCREMENTAL_MASS = 0.5
 
 
 class _Window:
-    """One center's sliding window: per batch, its points and coefficients (oldest first)."""
+    """One center's sliding window over recent batches (oldest first).
 
-    __slots__ = ("coef", "count", "norm", "offset", "pts", "seen")
+    ``pts``/``sq``/``count``: per batch, its points (rows as given, or indices), their
+    squared norms after centring (None for kernels without norms) and how many; ``c``:
+    the coefficients of all points, flat; ``gram``: the kernel matrix of the window's
+    points (float64), kept across iterations so that the center norm ``c^T G c`` needs
+    no kernel evaluation.
+    """
 
-    def __init__(self, pts, norm):
+    __slots__ = ("c", "count", "gram", "norm", "pts", "seen", "sq")
+
+    def __init__(self, pts, sq, gram):
         self.pts = [pts]
-        self.coef = [np.ones(len(pts))]
+        self.sq = [sq]
         self.count = [len(pts)]
-        self.offset = [0]
-        self.norm = float(norm)
+        self.c = np.ones(len(pts))
+        self.gram = np.asarray(gram, dtype=np.float64)
+        self.norm = float(_nb.bilinear(self.gram, self.c, self.c))
         self.seen = 0.0  # running weight N_j of the "sklearn" rate
 
     @property
@@ -86,14 +100,15 @@ class MiniBatchKernelKMeans(
         Polynomial/sigmoid parameters.
     kernel_params : dict, default=None
     batch_size : int, default=1024
-        Rows per batch (the paper's b), drawn with replacement.
+        Rows per batch (the paper's b), drawn with replacement; capped at n.
     tau : int or None, default=200
         Truncation (τ): each center keeps the fewest most recent batches whose assigned
         rows sum to at least ``tau``. A single batch that gave a center more than ``tau``
         rows is kept whole (batches are never split), so a center holds at most
         ``tau + batch_size`` points. ``None``: no truncation, computed in :meth:`fit` by
         the recursive inner-product update over all n rows (the paper's dynamic program,
-        O(n (b + k)) time per iteration and O(n k) memory, X held in memory).
+        O(n (b + k)) time per iteration and O(n k) memory). This variant holds all of X
+        in memory: dask/store input above ``max_data_bytes`` is refused.
     learning_rate : {"beta", "sklearn"} or float, default="beta"
         ``"beta"``: ``alpha_j = sqrt(b_j / b)`` (Schwartzman 2023); ``"sklearn"``:
         ``alpha_j = b_j / (N_j + b_j)`` with N_j the weight a center has won so far; a
@@ -123,6 +138,11 @@ class MiniBatchKernelKMeans(
         gives the same model for NumPy, dask (any chunking) or zarr input.
     verbose : int, default=0
         Log the batch objective every ``verbose`` iterations (INFO).
+    max_data_bytes : int, default=2**30
+        The variants that need all of X in memory (``tau=None``, the graph kernels, and
+        :meth:`partial_fit`, whose batch becomes center support) refuse dask/zarr/store
+        input larger than this many bytes; raise it to allow them. The default truncated
+        fit streams batches and never holds X.
 
     Attributes
     ----------
@@ -150,20 +170,31 @@ class MiniBatchKernelKMeans(
         ``partial_fit`` call; diagonals excluded.
     timings_ : dict
         Seconds spent by ``fit`` in ``setup``, ``init``, ``iterations`` and ``labels``.
+    kernel_evals_ : dict
+        ``n_kernel_evals_`` of ``fit`` split into ``init``, ``iterations`` and ``labels``
+        (``iterations / n_iter_`` is the cost of one iteration).
     n_features_in_ : int
 
     Notes
     -----
-    A truncated iteration costs ``b (s + b)`` kernel evaluations, s <= k (tau + b)
-    the support size, i.e. O(k (b + tau) b), independent of n; memory on the driver is
-    O(k (tau + b) d + b^2) plus a prefetch buffer of at most 64 MiB of batch rows (batches
-    are fetched in groups, one task per touched chunk). The maintained inner products:
-    ``<C'_j, C'_j> = (1-a)^2 <C_j, C_j> + 2a(1-a) <cm(B_j), C_j> + a^2 <cm(B_j), cm(B_j)>``,
-    and dropping batches D from a window subtracts ``2 <D, C> - <D, D>`` (when the kept
-    coefficients still hold at least half of the mass; otherwise the kept window's norm is
-    recomputed directly, O((tau + b_j)^2), to avoid cancellation with float32 kernels).
-    ``labels_``/``inertia_`` take one blockwise pass (``map_blocks`` over row chunks).
-    Nothing n x n is ever formed.
+    One kernel block per iteration: ``K(B, S)`` between the batch and the union S of all
+    windows (s <= k (tau + b) points) gives every center's inner products
+    ``<phi(x), C_j>``; the only other kernel values are ``K(B_j, B_j)`` within each
+    center's new rows (``K(B, B)`` when ``tol > 0``, for the objective after the step).
+    Each window keeps the kernel matrix G_j of its points: the new rows extend it with
+    their columns of ``K(B, S)`` and ``K(B_j, B_j)``, truncation drops its leading rows
+    and columns, and the norm is ``<C_j, C_j> = c_j^T G_j c_j`` (the paper's incremental
+    update ``(1-a)^2 <C_j, C_j> + 2a(1-a) <cm(B_j), C_j> + a^2 <cm(B_j), cm(B_j)>``
+    and the truncation correction, made exact: no cancellation in float32). An iteration
+    thus costs ``b s + sum_j b_j^2`` kernel evaluations, O(k (b + tau) b) independent of
+    n, plus O(s d) to restack the support and O(sum_j m_j^2) for the norms. The support
+    is centred once (rbf) and its squared norms kept per point, so no kernel call copies
+    it. Memory on the driver is O(k (tau + b) (d + tau + b)) plus two prefetch groups of
+    at most 64 MiB of batch rows (fetched in a background thread while the previous group
+    is used, one task per touched chunk). The initial sample is fetched once and gives
+    both the k-means++ seeding and the median-heuristic gamma. ``labels_``/``inertia_``
+    take one blockwise pass (``map_blocks`` over row chunks, on the workers). Nothing
+    n x n is ever formed.
 
     References
     ----------
@@ -204,6 +235,7 @@ class MiniBatchKernelKMeans(
         n_init=1,
         random_state=None,
         verbose=0,
+        max_data_bytes=2**30,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -222,6 +254,7 @@ class MiniBatchKernelKMeans(
         self.n_init = n_init
         self.random_state = random_state
         self.verbose = verbose
+        self.max_data_bytes = max_data_bytes
 
     # ---------------------------------------------------------------- checks
     def _check_params(self, n: int) -> None:
@@ -236,6 +269,7 @@ class MiniBatchKernelKMeans(
         check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
         check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
+        _check_max_data_bytes(self.max_data_bytes)
         if not isinstance(self.renormalize, (bool, np.bool_)):
             raise DKernelError(f"renormalize must be True or False, got {self.renormalize!r}")
         self._check_init()
@@ -261,61 +295,92 @@ class MiniBatchKernelKMeans(
         """
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         self._rng = rng
+        b = min(self.batch_size, n)
         X_rows = None
+        oracle: Any
         with _timer("setup", logger) as t_setup:
+            sample = None
             if self._is_graph():
-                from ..kernels import heat_kernel, knn_kernel
-
-                X_rows = np.asarray(X.compute() if is_dask else X, dtype=dtype)
+                X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
                 params = _graph_params(self.kernel.lower(), self.kernel_params, n)
                 self._graph = (
                     knn_kernel(X_rows, params["n_neighbors"])
                     if self.kernel.lower() == "knn"
                     else heat_kernel(X_rows, params["n_neighbors"], params["t"])
                 )
-                self._spec = None
-                self.gamma_ = None
+                self._spec, self.gamma_, self._mu = None, None, None
                 oracle = _GraphOracle(self._graph)
 
                 def fetch(idx):
                     return idx
+
+                if isinstance(self.init, str):
+                    idx = self._init_sample(n, b, rng)
+                    sample = idx
             else:
-                self._spec = self._resolve_gamma(X, rng)
+                if is_dask:
+
+                    def fetch(idx):
+                        return _fetch_checked(X, idx, dtype)
+                else:
+
+                    def fetch(idx):
+                        return np.ascontiguousarray(X[idx], dtype=dtype)
+
+                # one fetch for the seeding sample and the median heuristic
+                spec = self._kernel_spec(None)
+                if isinstance(self.init, str) or spec.gamma is None:
+                    idx = self._init_sample(n, b, rng)
+                    sample = fetch(idx)
+                self._spec = self._resolve_gamma(X, rng, sample=sample)
                 self.gamma_ = self._spec.gamma
-                oracle = _NumericOracle(self._spec)
-                fetch = _row_fetcher(X, dtype)
+                centre = sample if sample is not None else np.asarray(self.init, dtype)
+                self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
+                oracle = _NumericOracle(self._spec, self._mu)
         with _timer("init", logger) as t_init:
-            Z = self._init_points(oracle, fetch, n, w, rng, dtype)
+            evals0 = oracle.evals
+            if isinstance(self.init, str):
+                pick = _init_centers(
+                    oracle, sample, w[idx], self.n_clusters, rng, init=self.init, n_init=self.n_init
+                )
+                Z = sample[pick]
+            else:
+                Z = np.asarray(self.init, dtype=dtype)
         self.history_ = []
         self.n_iter_ = 0
         self._wins = np.zeros(self.n_clusters, dtype=np.int64)
+        evals1 = oracle.evals
         batches = _batch_stream(
             n,
-            self.batch_size,
+            b,
             rng,
             fetch,
             X.shape[1],
             dtype,
-            graph=oracle.graph,
+            prefetch=is_dask and not oracle.graph,
             max_batches=self.max_iter,
         )
-        with _timer("iterations", logger) as t_iter:
-            if self.tau is None:
-                X_all = (
-                    np.arange(n)
-                    if oracle.graph
-                    else np.asarray(X.compute() if is_dask else X, dtype=dtype)
-                )
-                self._windows = None  # partial_fit after this fit starts afresh
-                labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
-            else:
-                self._windows = self._new_windows(oracle, Z)
-                for it in range(self.max_iter):
-                    idx, Xb = next(batches)
-                    stop = self._window_step(oracle, Xb, w[idx], it)
-                    if stop:
-                        break
-                self._export_windows(oracle, X_rows)
+        try:
+            with _timer("iterations", logger) as t_iter, _ONE_BLAS_THREAD:
+                if self.tau is None:
+                    X_all = (
+                        np.arange(n)
+                        if oracle.graph
+                        else _gather_checked(
+                            X, is_dask, dtype, self.max_data_bytes, "tau=None (no truncation)"
+                        )
+                    )
+                    self._windows = None  # partial_fit after this fit starts afresh
+                    labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
+                else:
+                    self._windows = self._new_windows(oracle, Z)
+                    for it in range(self.max_iter):
+                        idx_b, Xb = next(batches)
+                        if self._window_step(oracle, Xb, w[idx_b], it):
+                            break
+                    self._export_windows(oracle, X_rows)
+        finally:
+            batches.close()
         with _timer("labels", logger) as t_lab:
             if self.tau is not None:
                 labels, dist = self._labels_and_distances(X, is_dask)
@@ -323,6 +388,11 @@ class MiniBatchKernelKMeans(
         self.inertia_ = float(np.dot(w, dist))
         labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
         self.n_kernel_evals_ = int(oracle.evals + labels_evals)
+        self.kernel_evals_ = {
+            "init": int(evals1 - evals0),
+            "iterations": int(oracle.evals - evals1),
+            "labels": int(labels_evals),
+        }
         self.timings_ = {
             "setup": t_setup["seconds"],
             "init": t_init["seconds"],
@@ -332,30 +402,11 @@ class MiniBatchKernelKMeans(
         self._warn_never_won()
         return self
 
-    def _init_points(self, oracle, fetch, n, w, rng, dtype):
-        """Initial centers as points (rows, or indices for graph kernels)."""
-        if not isinstance(self.init, str):
-            return np.asarray(self.init, dtype=dtype)
-        size = self.init_size or max(3 * self.batch_size, 10 * self.n_clusters)
+    def _init_sample(self, n, b, rng):
+        """Sorted indices of the initial sample (without replacement)."""
+        size = self.init_size or max(3 * b, 10 * self.n_clusters)
         size = max(min(n, size), self.n_clusters)
-        from ..data import draw_indices
-
-        idx = np.sort(draw_indices(n, size, rng, replace=False))
-        P = fetch(idx)
-        wi = w[idx]
-        if wi.sum() <= 0:
-            wi = np.ones_like(wi)
-        if self.init == "random":
-            nz = np.flatnonzero(wi > 0)
-            pick = rng.choice(nz, self.n_clusters, replace=nz.size < self.n_clusters)
-            return P[pick]
-        diag = oracle.diag(P)
-        best, best_pot = None, np.inf
-        for _ in range(self.n_init):
-            chosen, pot = _kernel_kmeans_plusplus(oracle, P, diag, wi, self.n_clusters, rng)
-            if pot < best_pot or best is None:
-                best, best_pot = chosen, pot
-        return P[best]
+        return np.sort(draw_indices(n, size, rng, replace=False))
 
     def _rate(self, W_j, W_tot, win):
         lr = _check_rate(self.learning_rate)
@@ -367,29 +418,33 @@ class MiniBatchKernelKMeans(
 
     # --------------------------------------------------------- truncated path
     def _new_windows(self, oracle, Z):
-        norms = oracle.diag(Z)
-        return [_Window(Z[j : j + 1], norms[j]) for j in range(len(Z))]
+        Zc, z_sq = oracle.prep(Z)
+        wins = []
+        for j in range(len(Z)):
+            sq = None if z_sq is None else z_sq[j : j + 1]
+            gram = oracle.kernel_p(Zc[j : j + 1], sq)
+            wins.append(_Window(Z[j : j + 1], sq, gram))
+        return wins
 
-    def _stack(self):
-        """Stacked support, per-center segment pointers and coefficients (records offsets)."""
-        pts, coefs, ptr = [], [], [0]
-        pos = 0
-        for win in self._windows:
-            for e in range(len(win.pts)):
-                win.offset[e] = pos
-                pos += len(win.pts[e])
-                pts.append(win.pts[e])
-                coefs.append(win.coef[e])
-            ptr.append(pos)
-        return (
-            np.concatenate(pts),
-            np.asarray(ptr, dtype=np.int64),
-            np.concatenate(coefs).astype(np.float64),
-        )
+    def _stack(self, oracle=None):
+        """Stacked support (centred by ``oracle`` when given), its squared norms, the
+        per-center segment pointers and the coefficients: one copy per iteration."""
+        pts = [p for win in self._windows for p in win.pts]
+        S = np.concatenate(pts)
+        S_sq = None
+        if oracle is not None:
+            if oracle.mu is not None:
+                S -= oracle.mu  # a fresh array: centred in place
+            if self._windows[0].sq[0] is not None:
+                S_sq = np.concatenate([q for win in self._windows for q in win.sq])
+        ptr = np.zeros(len(self._windows) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(win.c) for win in self._windows])
+        coef = np.concatenate([win.c for win in self._windows]).astype(np.float64)
+        return S, S_sq, ptr, coef
 
     def _assign_batch(self, diag_b, inner, norms, wb, Kbb, labels, mind):
         """Assign a batch to its nearest centers (``labels``, ``mind`` filled in place) and
-        gather the per-center batch terms.
+        gather the per-center batch terms (the untruncated update).
 
         Returns ``(batch objective, total weight, W, cross, selfk, count)``.
         """
@@ -403,19 +458,23 @@ class MiniBatchKernelKMeans(
         """One truncated iteration on the batch ``Xb``; returns True to stop (tol)."""
         k = self.n_clusters
         tau = np.inf if self.tau is None else self.tau
-        S, ptr, coef = self._stack()
-        Kxs = oracle.kernel(Xb, S)
+        S, S_sq, ptr, coef = self._stack(oracle)
+        Xc, x_sq = oracle.prep(Xb)
+        Kxs = oracle.kernel_p(Xc, x_sq, S, S_sq)  # the one block: batch x every window
         inner = np.empty((len(Xb), k))
         _nb.center_inner(Kxs, ptr, coef, inner)
         diag_b = oracle.diag(Xb)
         norms = np.array([win.norm for win in self._windows])
         labels = np.empty(len(Xb), dtype=np.int64)
         mind = np.empty(len(Xb))
-        Kbb = oracle.kernel(Xb, Xb)
-        f_before, W_tot, W, cross, selfk, count = self._assign_batch(
-            diag_b, inner, norms, wb, Kbb, labels, mind
-        )
+        _nb.assign_nearest(diag_b, inner, norms, labels, mind)
+        W_tot = float(wb.sum())
+        f_before = _batch_objective(wb, mind, W_tot)
+        W = np.bincount(labels, weights=wb, minlength=k)
+        count = np.bincount(labels, minlength=k)
+        self._wins += count
         track = self.tol > 0
+        Kbb = oracle.kernel_p(Xc, x_sq) if track else None
         inner_new = inner.copy() if track else None
         for j in range(k):
             if count[j] == 0 or W[j] <= 0.0:
@@ -423,59 +482,43 @@ class MiniBatchKernelKMeans(
             win = self._windows[j]
             a = self._rate(W[j], W_tot, win)
             win.seen += W[j]
-            mask = labels == j
-            new_coef = a * wb[mask] / W[j]
-            win.norm = (
-                (1 - a) ** 2 * win.norm
-                + 2 * a * (1 - a) * cross[j] / W[j]
-                + a * a * selfk[j] / W[j] ** 2
-            )
-            win.coef = [c * (1 - a) for c in win.coef]
-            win.pts.append(Xb[mask])
-            win.coef.append(new_coef)
-            win.count.append(int(count[j]))
-            win.offset.append(-1)
-            if track:
-                inner_new[:, j] = (1 - a) * inner[:, j] + Kbb[:, mask] @ new_coef
-            # drop whole oldest batches while the rest still holds >= tau points
-            n_drop, total = 0, win.total
-            while n_drop < len(win.count) - 1 and total - win.count[n_drop] >= tau:
-                total -= win.count[n_drop]
+            rows = np.flatnonzero(labels == j)
+            if Kbb is not None:
+                Kjj = Kbb[np.ix_(rows, rows)]
+            else:
+                Kjj = oracle.kernel_p(Xc[rows], None if x_sq is None else x_sq[rows])
+            # drop whole oldest batches while the rest (the new one included) holds >= tau
+            counts = [*win.count, len(rows)]
+            n_drop, total = 0, sum(counts)
+            while n_drop < len(counts) - 1 and total - counts[n_drop] >= tau:
+                total -= counts[n_drop]
                 n_drop += 1
-            if n_drop:
-                kept = float(sum(c.sum() for c in win.coef[n_drop:]))
-                if kept >= _INCREMENTAL_MASS:
-                    # <K, K> = <C, C> - 2 <D, C> + <D, D> for the dropped batches D
-                    D = np.concatenate(win.pts[:n_drop])
-                    cD = np.concatenate(win.coef[:n_drop])
-                    KD = oracle.kernel(D, np.concatenate(win.pts))
-                    dc = _nb.bilinear(KD, cD, np.concatenate(win.coef))
-                    dd = _nb.bilinear(np.ascontiguousarray(KD[:, : len(D)]), cD, cD)
-                    win.norm = win.norm - 2.0 * dc + dd
-                if track:
-                    for e in range(n_drop):
-                        o = win.offset[e]
-                        inner_new[:, j] -= Kxs[:, o : o + len(win.pts[e])] @ win.coef[e]
-                del win.pts[:n_drop], win.coef[:n_drop], win.count[:n_drop], win.offset[:n_drop]
-                scale = 1.0 / kept if self.renormalize else 1.0
-                if self.renormalize:
-                    win.coef = [c * scale for c in win.coef]
-                    win.norm *= scale * scale
-                    if track:
-                        inner_new[:, j] *= scale
-                if kept < _INCREMENTAL_MASS:
-                    # most of the mass was dropped: the difference above would cancel
-                    # catastrophically (float32 kernel values), so take the kept window's
-                    # norm directly, O((tau + b_j)^2) kernel values
-                    K_pts = np.concatenate(win.pts)
-                    c_all = np.concatenate(win.coef)
-                    win.norm = _nb.bilinear(oracle.kernel(K_pts, K_pts), c_all, c_all)
-            win.norm = max(win.norm, 0.0)
+            m_drop = sum(counts[:n_drop])
+            m_keep = len(win.c) - m_drop
+            c = np.concatenate([win.c[m_drop:] * (1 - a), a * wb[rows] / W[j]])
+            G = np.empty((len(c), len(c)))
+            G[:m_keep, :m_keep] = win.gram[m_drop:, m_drop:]
+            Kjw = Kxs[rows, ptr[j] + m_drop : ptr[j + 1]]  # new rows x kept window
+            G[m_keep:, :m_keep] = Kjw
+            G[:m_keep, m_keep:] = Kjw.T
+            G[m_keep:, m_keep:] = Kjj
+            if n_drop and self.renormalize:
+                c /= c.sum()
+            win.gram, win.c = G, c
+            win.norm = max(float(_nb.bilinear(G, c, c)), 0.0)
+            sq = None if x_sq is None else x_sq[rows]
+            del win.pts[:n_drop], win.sq[:n_drop], win.count[:n_drop]
+            win.pts.append(Xb[rows])
+            win.sq.append(sq)
+            win.count.append(len(rows))
+            if inner_new is not None and Kbb is not None:
+                cols = slice(ptr[j] + m_drop, ptr[j + 1])
+                inner_new[:, j] = Kxs[:, cols] @ c[:m_keep] + Kbb[:, rows] @ c[m_keep:]
         self.n_iter_ += 1
         self.history_.append(f_before)
         if self.verbose and (it + 1) % self.verbose == 0:
             logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
-        if track:
+        if inner_new is not None:
             norms = np.array([win.norm for win in self._windows])
             _nb.assign_nearest(diag_b, inner_new, norms, labels, mind)
             f_after = _batch_objective(wb, mind, W_tot)
@@ -484,7 +527,7 @@ class MiniBatchKernelKMeans(
         return False
 
     def _export_windows(self, oracle, X_rows=None):
-        S, ptr, coef = self._stack()
+        S, _, ptr, coef = self._stack()
         C = np.zeros((self.n_clusters, len(S)))
         for j in range(self.n_clusters):
             C[j, ptr[j] : ptr[j + 1]] = coef[ptr[j] : ptr[j + 1]]
@@ -503,8 +546,9 @@ class MiniBatchKernelKMeans(
         A = np.zeros((k, n))  # coefficients over the training rows
         AZ = np.eye(k)  # coefficients over the initial points
         seen = np.zeros(k)
-        labels = np.empty(self.batch_size, dtype=np.int64)
-        mind = np.empty(self.batch_size)
+        b = min(self.batch_size, n)
+        labels = np.empty(b, dtype=np.int64)
+        mind = np.empty(b)
         for it in range(self.max_iter):
             idx, Xb = next(batches)
             wb = w[idx]
@@ -559,64 +603,61 @@ class MiniBatchKernelKMeans(
         """One iteration on the batch X (all its rows); the first call also initialises.
 
         With ``tau=None`` the windows are never truncated (the support grows by the batch
-        each call). Graph kernels are transductive and not supported here.
+        each call). Graph kernels are transductive and not supported here. The batch
+        becomes center support, so it is held in memory: dask/store input above
+        ``max_data_bytes`` is refused (read once, values checked in that read).
 
         Returns
         -------
         self
         """
-        first = not hasattr(self, "_windows") or getattr(self, "_windows", None) is None
+        first = getattr(self, "_windows", None) is None
         if self._is_graph():
             raise DKernelError(
                 f"partial_fit does not support the transductive kernel {self.kernel!r}"
             )
         X, is_dask = self._validate_X(X, reset=first)
-        if is_dask:
-            X = np.asarray(X.compute())
         n = X.shape[0]
         if first:
             self._check_params(n)
         w = _check_weights(sample_weight, n)
-        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        if first:
+            dtype = np.float32 if X.dtype == np.float32 else np.float64
+        else:
+            dtype = self.center_support_.dtype
+        X = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "partial_fit")
+        X = np.ascontiguousarray(X, dtype=dtype)
         if first:
             self._rng = getattr(self, "_rng", None) or check_random_state(self.random_state)
-            self._spec = self._resolve_gamma(X, self._rng)
+            size = min(n, self.init_size or n)
+            sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)
+            self._spec = self._resolve_gamma(X, self._rng, sample=X[sub])
             self.gamma_ = self._spec.gamma
-            oracle = _NumericOracle(self._spec)
+            self._mu = X[sub].mean(axis=0, dtype=np.float64).astype(dtype)
+            oracle = _NumericOracle(self._spec, self._mu)
             if isinstance(self.init, str):
-                size = self.init_size or n
-                sub = (
-                    np.sort(self._rng.choice(n, min(n, size), replace=False))
-                    if size < n
-                    else np.arange(n)
+                pick = _init_centers(
+                    oracle,
+                    X[sub],
+                    w[sub],
+                    self.n_clusters,
+                    self._rng,
+                    init=self.init,
+                    n_init=self.n_init,
                 )
-
-                Z = self._init_points_from(oracle, X[sub].astype(dtype, copy=False), w[sub])
+                Z = X[sub][pick]
             else:
                 Z = np.asarray(self.init, dtype=dtype)
             self._windows = self._new_windows(oracle, Z)
             self.history_, self.n_iter_ = [], 0
             self._wins = np.zeros(self.n_clusters, dtype=np.int64)
         else:
-            oracle = _NumericOracle(self._spec)
-            dtype = self.center_support_.dtype
-        self._window_step(oracle, X.astype(dtype, copy=False), w, self.n_iter_)
+            oracle = _NumericOracle(self._spec, self._mu)
+        with _ONE_BLAS_THREAD:
+            self._window_step(oracle, X, w, self.n_iter_)
         self._export_windows(oracle)
         self.n_kernel_evals_ = int(oracle.evals)
         return self
-
-    def _init_points_from(self, oracle, P, w):
-        if w.sum() <= 0:
-            w = np.ones_like(w)
-        if self.init == "random":
-            return P[self._rng.choice(len(P), self.n_clusters, replace=False)]
-        diag = oracle.diag(P)
-        best, best_pot = None, np.inf
-        for _ in range(self.n_init):
-            chosen, pot = _kernel_kmeans_plusplus(oracle, P, diag, w, self.n_clusters, self._rng)
-            if best is None or pot < best_pot:
-                best, best_pot = chosen, pot
-        return P[best]
 
     def _warn_never_won(self):
         never = np.flatnonzero(self._wins == 0)
@@ -634,33 +675,41 @@ class MiniBatchKernelKMeans(
         return tags
 
 
-def _row_fetcher(X, dtype):
-    """``idx -> rows`` as NumPy of ``dtype`` (NumPy fancy index or grouped dask take)."""
-    from ..data import take_rows
-
-    def fetch(idx):
-        return np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
-
-    return fetch
-
-
-def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, graph=False, max_batches=None):
+def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_batches=None):
     """Yield ``(indices, points)`` per iteration; rows of several batches fetched at once.
 
-    Indices are drawn one batch at a time from ``rng`` (so they do not depend on the
-    grouping); a group of batches is gathered in one pass over the touched chunks.
+    Indices are drawn one batch at a time from ``rng`` in the calling thread (so they do
+    not depend on the grouping or the prefetch); a group of batches (at most
+    ``_PREFETCH_BYTES`` of rows, balanced over ``max_batches``) is gathered in one pass
+    over the touched chunks. ``prefetch``: the next group is fetched in a background
+    thread while this one is used (dask/store input). Call ``close()`` when done.
     """
-    from ..data import draw_indices
-
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
-    group = 1 if graph else max(1, _PREFETCH_BYTES // per_batch)
+    group = max(1, _PREFETCH_BYTES // per_batch)
     if max_batches is not None:
-        group = min(group, max_batches)
-    while True:
-        idxs = [draw_indices(n, batch_size, rng) for _ in range(group)]
-        rows = fetch(np.concatenate(idxs))
-        for g, idx in enumerate(idxs):
-            yield idx, rows[g * batch_size : (g + 1) * batch_size]
+        n_groups = -(-max_batches // group)
+        group = -(-max_batches // n_groups)
+
+    def draw():
+        return [draw_indices(n, batch_size, rng) for _ in range(group)]
+
+    def load(idxs):
+        return idxs, fetch(np.concatenate(idxs))
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-prefetch") if prefetch else None
+    try:
+        nxt = pool.submit(load, draw()) if pool is not None else None
+        while True:
+            if nxt is not None and pool is not None:
+                idxs, rows = nxt.result()
+                nxt = pool.submit(load, draw())
+            else:
+                idxs, rows = load(draw())
+            for g, idx in enumerate(idxs):
+                yield idx, rows[g * batch_size : (g + 1) * batch_size]
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _batch_objective(wb, mind, W_tot: float) -> float:

@@ -44,7 +44,7 @@ def fast_exp(x):
     return np.exp(x)
 
 
-@overload(fast_exp, jit_options={"cache": True, "nogil": True, "fastmath": _FMA})
+@overload(fast_exp, jit_options={"cache": True, "nogil": True, "fastmath": _FMA})  # type: ignore[typeddict-unknown-key]
 def _fast_exp_impl(x):
     if isinstance(x, types.Float) and x.bitwidth == 32:
         lo32 = np.float32(_EXP_LO32)

@@ -212,7 +212,7 @@ def _pairwise_kernels(
     if k == "precomputed":
         return X
     symmetric = Y is None
-    if symmetric:
+    if Y is None:
         Y = X
     m, n = X.shape[0], Y.shape[0]
     dt = X.dtype
@@ -326,8 +326,12 @@ def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
 
 
 def _blas_thread_limit() -> int:
-    """The BLAS thread count in force (threadpoolctl), or the core count if unknown."""
-    counts = [lib.get_num_threads() for lib in _ONE_BLAS_THREAD.libs()]
+    """The BLAS thread count in force (threadpoolctl), or the core count if unknown.
+
+    While this module holds BLAS at one thread for its tiles (``_ONE_BLAS_THREAD``, e.g.
+    around a whole fit loop), the count saved on entry is the one in force.
+    """
+    counts = _ONE_BLAS_THREAD.outer_counts()
     counts = [c for c in counts if c]
     return max(1, min(counts)) if counts else _cpu_count()
 
@@ -363,6 +367,13 @@ class _SingleThreadBLAS:
         if self._libs is None:
             self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
         return self._libs
+
+    def outer_counts(self) -> list[int]:
+        """BLAS thread counts as the caller set them (saved ones while held at one)."""
+        with self._lock:
+            if self._depth:
+                return [n for _, n in self._saved]
+        return [lib.get_num_threads() for lib in self.libs()]
 
     def __enter__(self):
         with self._lock:
