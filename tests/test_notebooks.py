@@ -1,0 +1,110 @@
+"""The example notebooks run from top to bottom (nbclient) and reach sane numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+sys.path.insert(0, EXAMPLES)
+
+import make_notebooks  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _run(name: str, workdir) -> tuple[nbformat.NotebookNode, dict, float]:
+    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    env_before = os.environ.get("PYDEVD_DISABLE_FILE_VALIDATION")
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # debugger note of ipykernel on stderr
+    try:
+        client = NotebookClient(
+            nb,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(workdir)}},
+        )
+        t0 = time.perf_counter()
+        client.execute()
+        seconds = time.perf_counter() - t0
+    finally:
+        if env_before is None:
+            os.environ.pop("PYDEVD_DISABLE_FILE_VALIDATION", None)
+    last = nb.cells[-1]
+    text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
+    summary = json.loads(text.strip().splitlines()[-1])
+    return nb, summary, seconds
+
+
+def _images(nb) -> int:
+    return sum(
+        "image/png" in o.get("data", {})
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
+
+
+def _errors(nb) -> list[str]:
+    return [
+        o.get("ename", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
+
+
+def test_notebooks_match_their_generator():
+    """The committed .ipynb files are the generator's output, with no outputs stored."""
+    assert make_notebooks.main(["--check"]) == 0
+    for name in make_notebooks.NOTEBOOKS:
+        nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+        nbformat.validate(nb)
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_kernel_kmeans_notebook(tmp_path):
+    nb, s, seconds = _run("kernel_kmeans_digits.ipynb", tmp_path)
+    assert not _errors(nb)
+    assert _images(nb) == 2  # the cluster means and the PCA scatter
+    assert s["ari"] > 0.5 and s["mean_purity"] > 0.6 and s["gamma"] > 0
+    assert seconds < 60, seconds
+
+
+def test_bsgd_notebook(tmp_path):
+    nb, s, seconds = _run("bsgd_streaming_zarr.ipynb", tmp_path)
+    assert not _errors(nb)
+    assert _images(nb) == 2  # accuracy vs budget, decision regions
+    acc = s["accuracy"]
+    assert s["n_train"] == 40_000 and len(acc) == len(s["budgets"]) == 6
+    assert acc[-1] > 0.9  # a checkerboard: majority class is 0.5
+    assert max(acc[-3:]) > acc[0] + 0.1  # the budget buys accuracy
+    stderr = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("name") == "stderr"
+    )
+    assert "budgets" in stderr and "6/6" in stderr  # the progress bar showed
+    assert seconds < 60, seconds
+
+
+def test_coreset_notebook(tmp_path):
+    nb, s, seconds = _run("coreset_vs_uniform.ipynb", tmp_path)
+    assert not _errors(nb)
+    assert _images(nb) == 2
+    sens, unif = s["sensitivity"], s["uniform"]
+    # the sensitivity sample beats the uniform one where samples are small
+    assert sens[0] < unif[0] and sens[1] < unif[1]
+    assert all(v >= -1e-6 for v in sens + unif)  # nothing beats the full optimum
+    assert sens[-1] < 0.05
+    assert seconds < 60, seconds
