@@ -149,3 +149,14 @@ def test_bad_data(digits):
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_refuses_store_above_max_data_bytes(digits):
+    X, _ = digits
+    Xd = da.from_array(X, chunks=(100, -1))
+    with pytest.raises(DKernelError, match="its support is every row.*raise max_data_bytes"):
+        KernelKMeans(3, gamma=GAMMA, max_data_bytes=X.nbytes - 1).fit(Xd)
+    a = KernelKMeans(3, gamma=GAMMA, random_state=0, max_data_bytes=X.nbytes).fit(Xd)
+    np.testing.assert_array_equal(
+        a.labels_, KernelKMeans(3, gamma=GAMMA, random_state=0).fit(X).labels_
+    )

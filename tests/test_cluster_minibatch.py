@@ -317,3 +317,71 @@ def test_float32_norms_stay_accurate_when_most_mass_is_dropped(digits):
     np.testing.assert_allclose(m.center_norms_, direct, atol=1e-5)
     assert np.bincount(m.labels_).max() < 0.5 * len(X)  # no center captures the data
     assert adjusted_rand_score(y, m.labels_) > 0.25
+
+
+# ------------------------------------------------------- cost and memory rules
+def test_one_kernel_block_per_iteration(digits, monkeypatch):
+    """Per iteration: one K(batch, support) block, plus K(B_j, B_j) within each center's
+    new rows (no per-center inner-product or truncation-correction calls)."""
+    from dkernel.cluster import _common
+
+    X, _ = digits
+    calls = []
+    real = _common._pairwise_kernels
+
+    def counting(A, B, spec, *args, **kw):
+        calls.append((A.shape[0], A.shape[0] if B is None else B.shape[0], B is None))
+        return real(A, B, spec, *args, **kw)
+
+    m = MiniBatchKernelKMeans(**_params(tau=30, max_iter=1)).fit(X)
+    monkeypatch.setattr(_common, "_pairwise_kernels", counting)
+    rng = np.random.RandomState(0)
+    for _ in range(4):
+        s = sum(win.total for win in m._windows)
+        calls.clear()
+        m.partial_fit(X[rng.randint(0, len(X), 64)])
+        big = [c for c in calls if not c[2]]
+        assert big == [(64, s, False)]  # the one block: batch x union of windows
+        within = [c for c in calls if c[2]]
+        assert sum(c[0] for c in within) == 64 and len(within) <= m.n_clusters
+        assert m.n_kernel_evals_ == 64 * s + sum(c[0] ** 2 for c in within)
+
+
+def test_default_on_thirty_rows_caps_the_batch(digits):
+    X, _ = digits
+    m = MiniBatchKernelKMeans(3, random_state=0).fit(X[:30])
+    # batches of 30 rows (not 1024) for the default 200 iterations: support <= 3 (200 + 30)
+    # and each iteration costs at most 30 x (support + 30) kernel values
+    assert m.n_iter_ == 200
+    per_iter = m.kernel_evals_["iterations"] / m.n_iter_
+    assert per_iter <= 30 * (m.center_support_.shape[0] + 3 * 30) + 30 * 30
+    assert per_iter < 30 * 1024  # a 1024-row batch would cost this much for one center alone
+
+
+def test_partial_fit_random_init_skips_zero_weight_rows(digits):
+    X, _ = digits
+    w = np.zeros(len(X))
+    w[100:110] = 1.0  # ten rows weigh anything
+    for seed in range(5):
+        m = MiniBatchKernelKMeans(
+            4, gamma=GAMMA, init="random", tau=None, random_state=seed
+        ).partial_fit(X, sample_weight=w)
+        support = m.center_support_[np.any(m.center_coef_ != 0, axis=0)]
+        assert {tuple(r) for r in support} <= {tuple(r) for r in X[100:110]}
+
+
+@pytest.mark.parametrize("what", ["tau=None", "knn", "partial_fit"])
+def test_in_memory_variants_refuse_large_stores(digits, what):
+    X, _ = digits
+    Xd = da.from_array(X, chunks=(100, -1))
+    kw = dict(_params(), max_data_bytes=X.nbytes // 2)
+    with pytest.raises(DKernelError, match="raise max_data_bytes"):
+        if what == "tau=None":
+            MiniBatchKernelKMeans(**{**kw, "tau": None}).fit(Xd)
+        elif what == "knn":
+            MiniBatchKernelKMeans(**{**kw, "kernel": "knn", "gamma": None}).fit(Xd)
+        else:
+            MiniBatchKernelKMeans(**kw).partial_fit(Xd)
+    # the default (truncated) fit streams batches: no limit applies
+    m = MiniBatchKernelKMeans(**kw).fit(Xd)
+    np.testing.assert_array_equal(m.labels_, MiniBatchKernelKMeans(**_params()).fit(X).labels_)

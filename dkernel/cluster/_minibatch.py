@@ -697,12 +697,17 @@ def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_ba
         return idxs, fetch(np.concatenate(idxs))
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-prefetch") if prefetch else None
+    n_groups = None if max_batches is None else -(-max_batches // group)
     try:
         nxt = pool.submit(load, draw()) if pool is not None else None
+        done = 0
         while True:
-            if nxt is not None and pool is not None:
+            if nxt is not None:
                 idxs, rows = nxt.result()
-                nxt = pool.submit(load, draw())
+                done += 1
+                # fetch ahead only what max_batches still needs (no extra pass at the end)
+                more = pool is not None and (n_groups is None or done < n_groups)
+                nxt = pool.submit(load, draw()) if more and pool is not None else None
             else:
                 idxs, rows = load(draw())
             for g, idx in enumerate(idxs):

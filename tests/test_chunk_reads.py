@@ -1,0 +1,96 @@
+"""Each chunk of a zarr store is read once per pass over the data.
+
+``zarr.storage.LocalStore.get`` is wrapped by a counter of the chunk keys it serves, so
+every read the estimators make, through a store path, a ``Dataset`` or the ``zarr.Array``
+dask opens, is seen; metadata reads (``zarr.json``) are not counted. The expected number
+of reads per chunk is the number of passes each call makes, written next to each case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+import zarr
+
+from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
+from dkernel.data import make_rings
+
+N, CHUNK = 2000, 250  # 8 row chunks of X
+N_CHUNKS = N // CHUNK
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = os.path.join(tmp_path, "rings.zarr")
+    make_rings(N, n_rings=2, n_features=4, random_state=0, store=path, chunk_rows=CHUNK)
+    return path
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Counter of ``get`` calls per chunk key of X (2-D: ``c/<row chunk>/0``; y's are 1-D)."""
+    counts: Counter = Counter()
+    original = zarr.storage.LocalStore.get
+
+    async def counting_get(self, key, prototype=None, byte_range=None):
+        if re.search(r"(^|/)c/\d+/0$", key):
+            counts[key] += 1
+        return await original(self, key, prototype, byte_range)
+
+    monkeypatch.setattr(zarr.storage.LocalStore, "get", counting_get)
+    return counts
+
+
+def _per_chunk(counts: Counter) -> list[int]:
+    per = sorted(counts.values())
+    assert len(counts) == N_CHUNKS, f"{len(counts)} of {N_CHUNKS} chunks read"
+    return per
+
+
+def _assert_reads(counts: Counter, passes: int) -> None:
+    assert _per_chunk(counts) == [passes] * N_CHUNKS
+    counts.clear()
+
+
+def test_minibatch_kernel_kmeans(store, reads, scheduler):
+    # fit: one sample (k-means++ seeding and the median-heuristic gamma together), one
+    # prefetch group of batches (10 x 100 rows), one labels pass
+    m = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
+    m.fit(store)
+    _assert_reads(reads, 3)
+    m.predict(store).compute()
+    _assert_reads(reads, 1)
+    m.transform(store).compute()
+    _assert_reads(reads, 1)
+    m.score(store)
+    _assert_reads(reads, 1)
+
+
+def test_minibatch_with_given_gamma_and_init(store, reads):
+    # nothing to sample: the batches and the labels pass only
+    Z = np.asarray(zarr.open_array(os.path.join(store, "X"), mode="r")[[0, 1]])
+    reads.clear()
+    MiniBatchKernelKMeans(2, gamma=0.5, init=Z, batch_size=100, tau=50, max_iter=10).fit(store)
+    _assert_reads(reads, 2)
+
+
+def test_kernel_kmeans(store, reads, scheduler):
+    # fit: X read once (kept for the diagonal, seeding, Lloyd and the support); predict once
+    m = KernelKMeans(2, max_iter=5, random_state=0).fit(store)
+    _assert_reads(reads, 1)
+    m.predict(store).compute()
+    _assert_reads(reads, 1)
+
+
+def test_budgeted_svc(store, reads):
+    from dkernel.svm import BudgetedSVC
+
+    # one epoch: one pass over X; predict: one pass
+    m = BudgetedSVC(budget=50, max_iter=1, random_state=0).fit(store)
+    _assert_reads(reads, 1)
+    m.predict(store).compute()
+    _assert_reads(reads, 1)
