@@ -98,15 +98,18 @@ def test_kmeans_means_and_bound_reference(rng):
         sel = labels == c
         assert cu[c] == pytest.approx(u[sel].sum())
         np.testing.assert_allclose(centers[c], (u[sel, None] * Z[sel]).sum(0) / u[sel].sum())
-    alpha = rng.uniform(0.01, 1.0, centers.shape[0])
     out = np.empty(40)
-    _sensitivity_bound(Z, u, labels, centers, cu, alpha, 2.0, 5.0, out)
-    a = alpha[labels]
+    C, opt, U = 2.0, 5.0, 60.0
+    total = _sensitivity_bound(Z, u, labels, centers, cu, C, opt, U, out)
+    a = ((U - cu) / (2 * C * U * cu))[labels]
     dd = ((centers[labels] - Z) ** 2).sum(1)
-    ref = u / cu[labels] + 2.0 * u * 4.5 * np.maximum(
-        4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * 5.0)) - 2 * a
-    )
+    paper = 4.5 * np.maximum(4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * opt)) - 2 * a)
+    direct = np.sqrt(2 * dd / opt)
+    ref = np.minimum(1.0, u / cu[labels] + C * u * np.minimum(paper, direct))
     np.testing.assert_allclose(out, ref)
+    assert total == pytest.approx(ref.sum())
+    # both bounds matter: each is the smaller one for some rows
+    assert (paper < direct).any() and (direct < paper).any()
 
 
 def test_sensitivity_errors(rng):

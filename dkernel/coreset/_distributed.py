@@ -1,32 +1,66 @@
-"""Coresets of dask arrays and zarr stores: a merge-and-reduce tree and a two-pass build.
+"""Coresets of dask arrays and zarr stores: a two-pass build and a merge-and-reduce tree.
 
-Every task is deterministic (seeds come from ``SeedSequence([seed, level, index])`` of the
-node, the coarse solver uses no randomness and sums are reduced in a fixed order on the
-client), so a task recomputed after a lost worker gives the identical coreset.
+Both builds cut the rows into the same canonical leaves, fixed row ranges of ``leaf_size``
+rows that depend on (n, m) only, never on the input's chunks; every random choice comes from
+``SeedSequence([seed, start, stop, tag])`` of the node's row range; the coarse solver uses
+no randomness and sums are reduced in a fixed order on the client. So a task recomputed
+after a lost worker gives the identical coreset, and so does the same data chunked
+differently.
+
+Which build to use:
+
+- ``"two-pass"`` (default): one resampling level, so the error of the single-machine
+  coreset of the same size; a handful of round trips (a uniform sample, one blockwise pass
+  for the certificate and the clustering, one for the sensitivity totals, one for the
+  draws). Needs the whole array at once (persisted on the workers).
+- ``"merge-reduce"``: a tree over the leaves (fan-in ``split_every``); no pass needs all the
+  data at once, each node sees only its children's coresets, so it suits data larger than
+  the cluster's memory and composes with streaming (:class:`StreamingCoreset`). Inner nodes
+  keep ``m * 3 * levels`` draws so the error stays close to one level's.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import dask
+import dask.array as da
 import numpy as np
+from dask import delayed
 
-from .._validation import DKernelError, check_scalar, report_nonfinite
+from .._base import as_dask_or_numpy, check_dask_2d
+from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
+from ..data import Dataset, open_dataset, take_rows
 from ..runtime import _timer
-from ._coreset import Coreset, _check_beta, _check_m, merge
-from ._sensitivity import _base_seed, _cluster_bound, check_C, default_k
-from ._solver import _SMOOTHING, _dual_bound, _huber_fun, _local_aggregates, coarse_svm
+from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_m, _check_mixture, _draw, merge
+from ._kernels import _bounds_from_geometry
+from ._sensitivity import _base_seed, _cluster_geometry, check_C
+from ._solver import _dual_bound, _local_aggregates, coarse_svm
 
 logger = logging.getLogger(__name__)
 
 _METHODS = ("two-pass", "merge-reduce")
-#: Rows of the uniform sample whose solution warm-starts the distributed coarse solve.
-_WARM_ROWS = 20000
+#: Rows of the uniform sample the coarse solve of the two-pass build runs on.
+_SAMPLE_ROWS = 20000
+#: Smallest default leaf; the default is max(16 m, this) rows.
+_MIN_LEAF = 32768
+#: Inner nodes of the tree keep m * _INNER_FACTOR * levels draws.
+_INNER_FACTOR = 3
+#: Seed tags of the node kinds (a node with one child has its child's row range).
+_LEAF, _NODE, _SAMPLE, _BLOCKS = 0, 1, 2, 3
 
 
-def _node_rng(seed: int, level: int, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([seed, level, index]))
+def _node_rng(seed: int, start: int, stop: int, tag: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, start, stop, tag]))
+
+
+def default_leaf_size(n: int, m: int) -> int:
+    """Rows per leaf by default: max(16 m, 32768), a function of (n, m) only."""
+    return int(min(n, max(16 * m, _MIN_LEAF)))
 
 
 def _signs(yb, pos) -> np.ndarray:
@@ -43,144 +77,150 @@ def _block(Xb, yb, pos, offset):
     return X1, _signs(yb, pos)
 
 
+def tree_reduce(leaves: Sequence[Any], combine: Callable, split_every: int) -> Any:
+    """A ``dask.delayed`` tree over ``leaves``: ``combine(children, level, index)`` at every
+    node with more than one child (fan-in ``split_every``); a lone child passes up as it is.
+
+    Node (level, index) covers leaves ``[index * split_every**level, (index + 1) *
+    split_every**level)``, so the combine can derive the node's row range (and its seed).
+    """
+    nodes = list(leaves)
+    level = 0
+    while len(nodes) > 1:
+        level += 1
+        nodes = [
+            nodes[j]
+            if len(nodes[j : j + split_every]) == 1
+            else delayed(combine)(nodes[j : j + split_every], level, j // split_every)
+            for j in range(0, len(nodes), split_every)
+        ]
+    return nodes[0]
+
+
 # ----------------------------------------------------------------------------- two-pass
-def _block_fun(Xb, yb, pos, w, C, h):
-    X1 = np.empty((Xb.shape[0], Xb.shape[1] + 1))
-    X1[:, :-1] = Xb
-    X1[:, -1] = 1.0
-    ys = _signs(yb, pos)
-    f, g = _huber_fun(w, X1, ys, np.ones(len(ys)), C, h)
-    # remove the regulariser: the client adds it once
-    f -= 0.5 * float(w[:-1] @ w[:-1])
-    g[:-1] -= w[:-1]
-    return f, g
+def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, seed, start, stop):
+    """Pass 1 of a block: the certificate's pieces at ``w`` and the clustering's geometry.
 
-
-def _block_stats(Xb, yb, pos, w, C, h, offset):
-    X1, ys = _block(Xb, yb, pos, offset)
+    Returns ``(stats, (geometry, hinge))``: stats = (hinge sum, dual aggregates, class
+    counts) go to the client; the per-row geometry and hinge stay on the worker.
+    """
+    X1, ys = _block(Xb, yb, pos, start)
     u = np.ones(len(ys))
-    hinge = float(np.maximum(1.0 - ys * (X1 @ w), 0.0).sum())
-    return (
-        hinge,
-        _local_aggregates(X1, ys, u, C, w, h),
+    hinge = np.maximum(1.0 - ys * (X1 @ w), 0.0)
+    stats = (
+        float(hinge.sum()),
+        _local_aggregates(X1, ys, u, C, w),
         np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
     )
-
-
-def _block_gamma(Xb, yb, pos, C, opt, U_total, k, seed, index, offset):
-    X1, ys = _block(Xb, yb, pos, offset)
-    rng = _node_rng(seed, 0, index)
-    gamma, _ = _cluster_bound(
-        X1, ys, np.ones(len(ys)), C=C, opt=opt, U_total=U_total, k=k, rng=rng
+    geom = _cluster_geometry(
+        X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=_node_rng(seed, start, stop, _LEAF)
     )
-    return gamma
+    return stats, (geom, hinge)
 
 
-def _two_pass(X, y, m, *, C, k, beta, seed, pos, neg, max_iter, tol):
-    import dask
-    from dask import delayed
-    from scipy.optimize import minimize
+def _block_gamma(state, C, opt, U):
+    geom, _ = state
+    gamma = np.empty(geom.d2.shape[0])
+    t = _bounds_from_geometry(geom.d2, np.ones(gamma.shape[0]), geom.cluster_u, C, opt, U, gamma)
+    return gamma, t
 
-    n, d = int(X.shape[0]), int(X.shape[1])
-    X, y = dask.persist(X, y)
-    xb = X.to_delayed().ravel()
-    yb = y.to_delayed().ravel()
-    offsets = np.r_[0, np.cumsum(X.chunks[0])[:-1]]
+
+def _second(pair):
+    return pair[1]
+
+
+def _block_sample(Xb, yb, state, gam, count, m, totals, mix, seed, start, stop):
+    """``count`` draws inside one block from the global q restricted to it; the weights use
+    the global q (so the union over blocks is one i.i.d. draw of m from the whole set)."""
+    Xb, yb = np.asarray(Xb), np.asarray(yb)
+    _, hinge = state
+    gamma, _ = gam
+    t, L, U, reg, C = totals
+    u = np.ones(len(yb))
+    loss = reg / U + C * hinge
+    q = (1.0 - mix.beta) * ((1.0 - mix.loss_share) * gamma / t + mix.loss_share * loss / L)
+    q += mix.beta * u / U
+    idx, weight = _draw(q, u, count, _node_rng(seed, start, stop, _SAMPLE))
+    # _draw divides by count * q; the global draw has m draws in all
+    return Xb[idx], yb[idx], weight * count / m, gamma[idx]
+
+
+def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
+    n = int(X.shape[0])
     U = float(n)
+    X, y = dask.persist(X, y)
+    xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
+    bounds = np.r_[0, np.cumsum(X.chunks[0])]
 
-    # coarse solve on all rows, warm-started from a uniform sample's solution
-    with _timer("two-pass: coarse solve", logger) as tm:
-        from ..data import take_rows
-
-        rng0 = _node_rng(seed, 2, 0)
-        take = np.sort(rng0.choice(n, size=min(n, _WARM_ROWS), replace=False))
-        Xs, ys_ = take_rows(X, take), _signs(take_rows(y, take), pos)
+    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1
+    with _timer("two-pass: sample solve", logger):
+        take = np.sort(
+            _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
+        )
+        Xs, ys_s = take_rows(X, take), _signs(take_rows(y, take), pos)
         Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
-        w = np.zeros(d + 1)
-        if np.unique(ys_).size == 2:
-            w = coarse_svm(
-                Xs1, ys_, np.ones(len(take)), C * n / len(take), tol=0.05, max_iter=200
-            ).w
-
-        def fun(wv, h):
-            parts = dask.compute(
-                *[delayed(_block_fun)(a, b, pos, wv, C, h) for a, b in zip(xb, yb)]
+        if np.unique(ys_s).size == 2:
+            sol = coarse_svm(Xs1, ys_s, np.ones(len(take)), C * n / len(take), tol=tol)
+            w, opt_est = sol.w, sol.upper
+        else:  # a sample with one label: w = 0 (cost C n), still certified below
+            w, opt_est = np.zeros(Xs1.shape[1]), C * U
+    with _timer("two-pass: certificate and clustering", logger):
+        state = [
+            delayed(_block_geometry, nout=2)(
+                a, b, pos, w, C, opt_est, U, k, seed, int(bounds[i]), int(bounds[i + 1])
             )
-            f = 0.5 * float(wv[:-1] @ wv[:-1]) + sum(p[0] for p in parts)
-            g = np.sum([p[1] for p in parts], axis=0)
-            g[:-1] += wv[:-1]
-            return f, g
-
-        h = _SMOOTHING[-1]
-        used = 0
-        while True:
-            # certify first: the warm start alone may already be within tol
-            stats = dask.compute(
-                *[
-                    delayed(_block_stats)(a, b, pos, w, C, h, int(o))
-                    for a, b, o in zip(xb, yb, offsets)
-                ]
-            )
-            upper = 0.5 * float(w[:-1] @ w[:-1]) + C * sum(s[0] for s in stats)
-            lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
-            if upper <= (1.0 + tol) * lower or used >= max_iter:
-                break
-            res = minimize(
-                fun,
-                w,
-                args=(h,),
-                jac=True,
-                method="L-BFGS-B",
-                options={"maxiter": 25, "gtol": 1e-12, "ftol": 1e-14},
-            )
-            w, used = res.x, used + 25
+            for i, (a, b) in enumerate(zip(xb, yb))
+        ]
+        persisted = dask.persist(*[s[1] for s in state])
+        stats = dask.compute(*[s[0] for s in state])
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
         raise DKernelError(
             f"y has one class only ({pos if class_counts[0] == 0 else neg}); "
             "an SVM coreset needs two"
         )
+    reg = 0.5 * float(w[:-1] @ w[:-1])
+    upper = reg + C * sum(s[0] for s in stats)
+    lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
     if not lower > 0:
         raise DKernelError("the coarse SVM solve found no positive lower bound")
-    logger.info(
-        "two-pass coarse solve: cost %.6g, certified bound %.6g (%d iterations, %.1f s)",
-        upper,
-        lower,
-        used,
-        tm.get("seconds", 0.0),
-    )
+    logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)
 
-    # pass 1: sensitivities with the global totals, one task per block
     with _timer("two-pass: sensitivities", logger):
-        gammas = [
-            delayed(_block_gamma)(a, b, pos, C, lower, U, k, seed, i, int(o))
-            for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
-        ]
-        gammas = dask.persist(*gammas)
-        tb = np.array(dask.compute(*[delayed(np.sum)(g) for g in gammas]), dtype=np.float64)
+        gams = dask.persist(*[delayed(_block_gamma)(s, C, lower, U) for s in persisted])
+        tb = np.array(dask.compute(*[delayed(_second)(g) for g in gams]))
     t = float(tb.sum())
-    Ub = np.asarray(X.chunks[0], dtype=np.float64)
-    mass = (1.0 - beta) * tb / t + beta * Ub / U
-    counts = _node_rng(seed, 1, -1 % (2**32)).multinomial(m, mass / mass.sum())
+    Lb = reg * np.diff(bounds) / U + C * np.array([s[0] for s in stats])
+    mass = (1.0 - mix.beta) * (
+        (1.0 - mix.loss_share) * tb / t + mix.loss_share * Lb / upper
+    ) + mix.beta * np.diff(bounds) / U
+    counts = _node_rng(seed, 0, n, _BLOCKS).multinomial(m, mass / mass.sum())
 
-    # pass 2: the draws, one task per block with draws
     with _timer("two-pass: draw", logger):
         parts = dask.compute(
             *[
-                delayed(_block_sample)(a, b, g, int(c), m, t, U, beta, seed, i)
-                for i, (a, b, g, c) in enumerate(zip(xb, yb, gammas, counts))
+                delayed(_block_sample)(
+                    xb[i],
+                    yb[i],
+                    persisted[i],
+                    gams[i],
+                    int(c),
+                    m,
+                    (t, upper, U, reg, C),
+                    mix,
+                    seed,
+                    int(bounds[i]),
+                    int(bounds[i + 1]),
+                )
+                for i, c in enumerate(counts)
                 if c > 0
             ]
         )
-    Xc = np.concatenate([p[0] for p in parts])
-    yc = np.concatenate([p[1] for p in parts])
-    wc = np.concatenate([p[2] for p in parts])
-    gc = np.concatenate([p[3] for p in parts])
     return Coreset(
-        X=Xc,
-        y=yc,
-        weight=wc,
-        sensitivity=gc,
+        X=np.concatenate([p[0] for p in parts]),
+        y=np.concatenate([p[1] for p in parts]),
+        weight=np.concatenate([p[2] for p in parts]),
+        sensitivity=np.concatenate([p[3] for p in parts]),
         total_sensitivity=t,
         source_size=n,
         C=C,
@@ -189,51 +229,48 @@ def _two_pass(X, y, m, *, C, k, beta, seed, pos, neg, max_iter, tol):
             "method": "two-pass",
             "opt": lower,
             "coarse_cost": upper,
-            "coarse_iterations": used,
             "n_blocks": len(xb),
             "levels": 1,
-            "beta": beta,
+            "beta": mix.beta,
+            "loss_share": mix.loss_share,
         },
     )
 
 
-def _block_sample(Xb, yb, gamma, count, m, t, U, beta, seed, index):
-    """``count`` draws inside one block from the global q restricted to it; weights use the
-    global q (so the union over blocks is one i.i.d. draw of m from the whole set)."""
-    Xb, yb = np.asarray(Xb), np.asarray(yb)
-    u = np.ones(len(yb))
-    q = (1.0 - beta) * gamma / t + beta * u / U
-    rng = _node_rng(seed, 1, index)
-    cum = np.cumsum(q)
-    idx = np.minimum(np.searchsorted(cum, rng.random(count) * cum[-1], side="right"), len(q) - 1)
-    uniq, c = np.unique(idx, return_counts=True)
-    return Xb[uniq], yb[uniq], c / (m * q[uniq]), gamma[uniq]
-
-
 # ------------------------------------------------------------------------- merge-reduce
-def _leaf(Xb, yb, m, C, k, U_total, classes, beta, seed, index, offset) -> Coreset:
-    from ._coreset import _build
+def _exact(Xb, yb, classes, C) -> Coreset:
+    n = len(yb)
+    return Coreset(
+        X=Xb,
+        y=yb,
+        weight=np.ones(n),
+        sensitivity=np.ones(n),
+        total_sensitivity=float(n),
+        source_size=n,
+        C=C,
+        classes=classes,
+        info={"method": "exact", "levels": 0},
+    )
 
+
+def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Coreset:
     Xb, yb = np.asarray(Xb), np.asarray(yb)
-    report_nonfinite(Xb, name="X", row_offset=offset)
+    report_nonfinite(Xb, name="X", row_offset=start)
     neg, pos = classes
     n = Xb.shape[0]
-    if n <= m:  # nothing to reduce: the rows themselves, unit weights
-        return Coreset(
-            X=Xb,
-            y=yb,
-            weight=np.ones(n),
-            sensitivity=np.ones(n),
-            total_sensitivity=float(n),
-            source_size=n,
-            C=C,
-            classes=classes,
-            info={"method": "exact", "levels": 0},
-        )
-    ys = _signs(yb, pos)
-    C_node = C * U_total / n
+    if n <= draws:  # nothing to reduce: the rows themselves, unit weights
+        return _exact(Xb, yb, classes, C)
     out = _build(
-        Xb, ys, np.ones(n), m, C=C_node, k=k, rng=_node_rng(seed, 0, index), beta=beta, tol=0.05
+        Xb,
+        _signs(yb, pos),
+        np.ones(n),
+        draws,
+        C=C,
+        k=k,
+        rng=_node_rng(seed, start, stop, _LEAF),
+        mix=mix,
+        tol=0.05,
+        U_total=U_total,
     )
     return Coreset(
         X=out.X,
@@ -248,56 +285,54 @@ def _leaf(Xb, yb, m, C, k, U_total, classes, beta, seed, index, offset) -> Cores
     )
 
 
-def _node(children, m, k, U_total, beta, seed, level, index) -> Coreset:
+def _node(children, draws, k, U_total, mix, seed, start, stop) -> Coreset:
+    """Union of the children, resampled (sensitivities recomputed on the union) only when
+    it holds more than ``draws`` rows."""
     merged = children[0]
     for c in children[1:]:
         merged = merge(merged, c)
-    out = merged.reduce(
-        m, random_state=_node_rng(seed, level, index), total_weight=U_total, k=k, beta=beta
+    return merged.reduce(
+        draws,
+        random_state=_node_rng(seed, start, stop, _NODE),
+        total_weight=U_total,
+        k=k,
+        beta=mix.beta,
+        loss_share=mix.loss_share,
     )
-    if out is merged:
-        return merged
-    return out
 
 
-def _merge_reduce(X, y, m, *, C, k, beta, seed, pos, neg, split_every):
-    import dask
-    from dask import delayed
-
+def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every):
     n = int(X.shape[0])
-    xb = X.to_delayed().ravel()
-    yb = y.to_delayed().ravel()
-    offsets = np.r_[0, np.cumsum(X.chunks[0])[:-1]]
-    kk = k
-    level_nodes = [
-        delayed(_leaf)(a, b, m, C, kk, float(n), (neg, pos), beta, seed, i, int(o))
-        for i, (a, b, o) in enumerate(zip(xb, yb, offsets))
+    xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
+    bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
+    n_leaves = len(xb)
+    levels = math.ceil(math.log(n_leaves) / math.log(split_every)) if n_leaves > 1 else 0
+    inner = m * _INNER_FACTOR * max(levels, 1)
+    leaves = [
+        delayed(_leaf)(
+            a,
+            b,
+            inner if levels else m,
+            C,
+            k,
+            float(n),
+            (neg, pos),
+            mix,
+            seed,
+            int(bounds[i]),
+            int(bounds[i + 1]),
+        )
+        for i, (a, b) in enumerate(zip(xb, yb))
     ]
-    level = 0
-    while len(level_nodes) > 1:
-        level += 1
-        level_nodes = [
-            delayed(_node)(
-                level_nodes[j : j + split_every],
-                m,
-                kk,
-                float(n),
-                beta,
-                seed,
-                level,
-                j // split_every,
-            )
-            for j in range(0, len(level_nodes), split_every)
-        ]
+
+    def combine(children, level, index):
+        span = split_every**level
+        first, last = index * span, min((index + 1) * span, n_leaves)
+        draws = m if last - first == n_leaves else inner
+        return _node(children, draws, k, float(n), mix, seed, int(bounds[first]), int(bounds[last]))
+
     with _timer("merge-reduce tree", logger):
-        (root,) = dask.compute(level_nodes[0])
-    info = {
-        **root.info,
-        "method": "merge-reduce",
-        "tree_levels": level,
-        "n_leaves": len(xb),
-        "split_every": split_every,
-    }
+        (root,) = dask.compute(tree_reduce(leaves, combine, split_every))
     return Coreset(
         X=root.X,
         y=root.y,
@@ -307,45 +342,46 @@ def _merge_reduce(X, y, m, *, C, k, beta, seed, pos, neg, split_every):
         source_size=n,
         C=C,
         classes=(neg, pos),
-        info=info,
+        info={
+            **root.info,
+            "method": "merge-reduce",
+            "tree_levels": levels,
+            "n_leaves": n_leaves,
+            "split_every": split_every,
+            "inner_draws": inner,
+        },
     )
 
 
 # ------------------------------------------------------------------------------ public
 def _inputs(X, y):
-    import dask.array as da
-
-    from ..data import Dataset, open_dataset
-
-    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__") or isinstance(X, Dataset):
-        ds = open_dataset(X)
-        X = ds.X
+    """(X, y, store classes) as row-chunked dask arrays with one column chunk."""
+    store_classes = None
+    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
+        X = open_dataset(X)
+    if isinstance(X, Dataset):
+        store_classes = X.attrs.get("classes")
         if y is None:
-            y = ds.y
+            y = X.y
+        X = X.X
     if y is None:
         raise DKernelError("y is required (the store has no labels)")
-    if not isinstance(X, da.Array):
+    X = as_dask_or_numpy(X)
+    if not is_dask_array(X):
         Xa = np.asarray(X)
         if Xa.ndim != 2:
             raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {Xa.shape}")
         X = da.from_array(Xa, chunks=(max(1, min(len(Xa), 65536)), Xa.shape[1]))
-    if X.ndim != 2:
-        raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
-        raise DKernelError(f"X must be numeric, got dtype {X.dtype}")
-    if not isinstance(y, da.Array):
+    check_dask_2d(X)
+    if not is_dask_array(y):
         y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise DKernelError(
             f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows of X"
         )
-    if not isinstance(y, da.Array):
+    if not is_dask_array(y):
         y = da.from_array(y, chunks=(X.chunks[0],))
-    if X.chunks[1] != (X.shape[1],):
-        X = X.rechunk({1: -1})
-    if y.chunks[0] != X.chunks[0]:
-        y = y.rechunk((X.chunks[0],))
-    return X, y
+    return X, y, store_classes
 
 
 def distributed_coreset(
@@ -356,48 +392,53 @@ def distributed_coreset(
     method="two-pass",
     C=1.0,
     k=None,
-    beta=0.0,
+    beta=BETA,
+    loss_share=LOSS_SHARE,
     split_every=2,
     leaf_size=None,
     classes=None,
     random_state=None,
-    max_iter=400,
-    tol=0.005,
+    tol=0.05,
 ):
     """SVM coreset of a dask array or zarr store, built across the workers.
 
     Parameters
     ----------
-    X : dask.array.Array, zarr store path, Dataset or ndarray of shape (n_samples, n_features)
-        Row-chunked; every chunk is one partition (see ``leaf_size``).
+    X : dask.array.Array, zarr.Array, store path, Dataset or ndarray (n_samples, n_features)
     y : dask.array.Array or array-like of shape (n_samples,), optional
         Two classes; taken from the store when ``X`` is a path or Dataset.
     m : int, default=1000
         Draws of the coreset (at most m distinct rows).
     method : {"two-pass", "merge-reduce"}, default="two-pass"
-        ``"two-pass"``: one coarse solve on all rows (distributed L-BFGS), pass 1 computes
-        every block's sensitivities with the global totals, pass 2 draws the m samples
-        across blocks in proportion to their sensitivity mass (one resampling level: the
-        single-machine coreset's error). ``"merge-reduce"``: every leaf gets its own coreset
-        of m draws (node hinge weight C * n / n_leaf), a tree with fan-in
-        ``split_every`` merges and reduces them up to the root (one resampling level more
-        per tree level).
+        ``"two-pass"``: the coarse solve on a uniform sample of 20,000 rows, certified by
+        one blockwise pass (which also clusters every leaf), then the leaves' sensitivities
+        with the global totals and one global draw of m split across the leaves in
+        proportion to their mass: one resampling level, the single-machine coreset's error.
+        ``"merge-reduce"``: every leaf gets its own coreset (node hinge weight
+        C * n / n_leaf), a tree with fan-in ``split_every`` merges them; a node resamples the
+        union of its children, with sensitivities recomputed on the union, to
+        ``m * 3 * levels`` draws, the root to m. See the module docstring for which to use.
     C : float, default=1.0
+        Hinge weight of the SVM cost (see :func:`svm_coreset`).
     k : int, optional
-        k-means++ clusters per label and block (default ``ceil(ln n)``).
-    beta : float in [0, 1], default=0.0
-        Mixture with uniform sampling (see :func:`svm_coreset`).
+        k-means++ clusters per label and leaf (default: chosen by :func:`k_grid`).
+    beta, loss_share : float
+        The sampling mixture (see :func:`svm_coreset`).
     split_every : int, default=2
         Fan-in of the merge-reduce tree.
     leaf_size : int, optional
-        Rows per leaf / partition (the array is re-chunked); default: the array's chunks.
-        Must be at least ``m`` (several times m is best).
+        Rows per leaf (the array is re-chunked to it). Default ``max(16 m, 32768)``: a
+        function of (n, m) only, so the coreset does not depend on the input's chunks.
+        Must be at least ``m``.
     classes : sequence of two labels, optional
         (negative, positive); read from the store's attributes or computed from ``y``.
     random_state : int, SeedSequence, Generator or None
-        Base seed; node (level, index) draws from ``SeedSequence([seed, level, index])``.
-    max_iter, tol : int, float
-        Iteration cap and certified-gap target of the two-pass coarse solve.
+        Base seed; every node draws from ``SeedSequence([seed, start, stop, tag])`` of its
+        row range.
+    tol : float, default=0.05
+        Certified-gap target of the two-pass coarse solve on its sample; the gap actually
+        certified on the whole data (one pass) inflates the bounds by at most its square
+        root, whatever it is.
 
     Returns
     -------
@@ -405,10 +446,10 @@ def distributed_coreset(
 
     Notes
     -----
-    Two-pass: a few dozen distributed L-BFGS passes (one small task per block each) for the
-    coarse solve, then two tasks per block; O(n d k) work in all. Merge-reduce: one task per
-    leaf and one per tree node; O(n d k) at the leaves plus O(m d k) per node; no global
-    pass. NaN/inf are reported by the block that holds them, with the global row.
+    Two-pass: the sample solve on the client (O(20000 d) per L-BFGS iteration), then three
+    rounds of one task per leaf; O(n d k) work in all. Merge-reduce: one task per leaf and
+    one per tree node; O(n d k) at the leaves plus O(m levels d k) per node; no global pass.
+    NaN/inf are reported by the leaf that holds them, with the global row.
 
     References
     ----------
@@ -423,48 +464,27 @@ def distributed_coreset(
     >>> X = rng.normal(size=(2000, 2)); y = np.where(X[:, 0] > 0, 1, -1)
     >>> with dask.config.set(scheduler="sync"):
     ...     S = distributed_coreset(da.from_array(X, chunks=500), y, 100,
-    ...                             method="merge-reduce", random_state=0)
+    ...                             method="merge-reduce", leaf_size=500, random_state=0)
     >>> S.source_size, len(S) <= 100
     (2000, True)
     """
-    import dask
-    import dask.array as da
-
     if method not in _METHODS:
         raise DKernelError(f"method must be one of {_METHODS}, got {method!r}")
     C = check_C(C)
-    beta = _check_beta(beta)
+    mix = _check_mixture(beta, loss_share)
     check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
-    check_scalar(max_iter, "max_iter", kind=numbers.Integral, low=1)
     check_scalar(tol, "tol", low=0.0)
-    store_classes = None
-    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
-        from ..data import open_dataset
-
-        X = open_dataset(X)
-    from ..data import Dataset
-
-    if isinstance(X, Dataset):
-        store_classes = X.attrs.get("classes")
-    X, y = _inputs(X, y)
+    k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
+    X, y, store_classes = _inputs(X, y)
     n = int(X.shape[0])
     m = _check_m(m, n)
-    if leaf_size is not None:
-        check_scalar(leaf_size, "leaf_size", kind=numbers.Integral, low=1)
-        if leaf_size < m:
-            raise DKernelError(f"leaf_size={leaf_size} is smaller than the coreset size m={m}")
-        X = X.rechunk({0: int(leaf_size)})
-        y = y.rechunk((X.chunks[0],))
-    elif method == "merge-reduce" and n > m and max(X.chunks[0]) < m:
-        raise DKernelError(
-            f"the chunks hold {max(X.chunks[0])} rows, fewer than the coreset "
-            f"size m={m}; pass leaf_size >= m"
-        )
-    k = (
-        default_k(max(X.chunks[0]))
-        if k is None
-        else int(check_scalar(k, "k", kind=numbers.Integral, low=1))
-    )
+    if leaf_size is None:
+        leaf_size = default_leaf_size(n, m)
+    check_scalar(leaf_size, "leaf_size", kind=numbers.Integral, low=1)
+    if leaf_size < m:
+        raise DKernelError(f"leaf_size={leaf_size} is smaller than the coreset size m={m}")
+    X = X.rechunk({0: int(leaf_size), 1: -1})
+    y = y.rechunk((X.chunks[0],))
     if classes is None:
         classes = store_classes
     if classes is None:
@@ -483,27 +503,8 @@ def distributed_coreset(
     with _timer(f"distributed coreset ({method})", logger):
         if method == "two-pass":
             return _two_pass(
-                X,
-                y,
-                m,
-                C=C,
-                k=k,
-                beta=beta,
-                seed=seed,
-                pos=pos,
-                neg=neg,
-                max_iter=int(max_iter),
-                tol=float(tol),
+                X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol)
             )
         return _merge_reduce(
-            X,
-            y,
-            m,
-            C=C,
-            k=k,
-            beta=beta,
-            seed=seed,
-            pos=pos,
-            neg=neg,
-            split_every=int(split_every),
+            X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, split_every=int(split_every)
         )

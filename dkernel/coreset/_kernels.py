@@ -106,14 +106,13 @@ def _weighted_means(X, u, labels, centers, cluster_u):
 
 
 @njit(cache=True, nogil=True)
-def _weighted_kmeans(X, u, k, uniforms, n_iter):
-    """Weighted k-means++ seeding plus ``n_iter`` Lloyd steps.
+def _lloyd(X, u, seeds, n_iter):
+    """``n_iter`` weighted Lloyd steps from the centres ``X[seeds]``.
 
     Returns ``(labels, centers, cluster_u)``; the centres are the clusters' weighted means
     (the paper's c_y^(i)), so they are consistent with the labels.
     """
     n, d = X.shape
-    seeds = _weighted_kmeanspp(X, u, k, uniforms)
     kk = seeds.shape[0]
     centers = np.empty((kk, d))
     for c in range(kk):
@@ -129,14 +128,29 @@ def _weighted_kmeans(X, u, k, uniforms, n_iter):
 
 
 @njit(cache=True, nogil=True)
-def _sensitivity_bound(Z, u, labels, centers, cluster_u, cluster_alpha, C, opt, out):
-    """The paper's sensitivity upper bound (Algorithm 1, line 8) of every row.
+def _weighted_kmeans(X, u, k, uniforms, n_iter):
+    """Weighted k-means++ seeding plus ``n_iter`` Lloyd steps (see :func:`_lloyd`)."""
+    return _lloyd(X, u, _weighted_kmeanspp(X, u, k, uniforms), n_iter)
 
-    ``Z`` holds y * x (the bias column cancels in ``centre - y x``), ``labels`` the row's
-    cluster among its label's clusters, ``cluster_alpha`` the clusters' alpha_i.
-    gamma(p) = u/U(P_y^(i)) + C u (9/2) max{(4/9) a_i, sqrt(4 a_i^2 + 2 |p_Delta|^2 /
-    (9 opt)) - 2 a_i}.
-    """
+
+@njit(cache=True, nogil=True)
+def _bound(d2, u, cu, C, opt, U_total):
+    """One point's sensitivity bound from its squared distance ``d2`` to its cluster's
+    weighted mean and the cluster's weight ``cu`` (see :func:`_sensitivity_bound`)."""
+    a = (U_total - cu) / (2.0 * C * U_total * cu)
+    term = np.sqrt(4.0 * a * a + 2.0 * d2 / (9.0 * opt)) - 2.0 * a
+    lo = 4.0 / 9.0 * a
+    if lo > term:
+        term = lo
+    paper = 4.5 * term
+    direct = np.sqrt(2.0 * d2 / opt)
+    g = u / cu + C * u * min(paper, direct)
+    return 1.0 if g > 1.0 else g
+
+
+@njit(cache=True, nogil=True)
+def _sq_dist_to_centres(Z, labels, centers, out):
+    """Squared distance of every row to its cluster's centre."""
     n, d = Z.shape
     for i in range(n):
         c = labels[i]
@@ -144,9 +158,38 @@ def _sensitivity_bound(Z, u, labels, centers, cluster_u, cluster_alpha, C, opt, 
         for j in range(d):
             t = centers[c, j] - Z[i, j]
             s += t * t
-        a = cluster_alpha[c]
-        term = np.sqrt(4.0 * a * a + 2.0 * s / (9.0 * opt)) - 2.0 * a
-        lo = 4.0 / 9.0 * a
-        if lo > term:
-            term = lo
-        out[i] = u[i] / cluster_u[c] + C * u[i] * 4.5 * term
+        out[i] = s
+
+
+@njit(cache=True, nogil=True)
+def _bounds_from_geometry(d2, u, cu, C, opt, U_total, out):
+    """:func:`_bound` of every row (``cu``: the row's cluster weight); returns the sum."""
+    total = 0.0
+    for i in range(d2.shape[0]):
+        out[i] = _bound(d2[i], u[i], cu[i], C, opt, U_total)
+        total += out[i]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _sensitivity_bound(Z, u, labels, centers, cluster_u, C, opt, U_total, out):
+    """Sensitivity upper bounds of every row of one label; returns their sum.
+
+    ``Z`` holds y * x (the bias column cancels in ``centre - y x``), ``labels`` the row's
+    cluster among its label's clusters, ``centers`` the clusters' weighted means c_y^(i).
+    With D = |c - y x| and U_c the cluster's weight, the bound is the smallest of
+
+    - the paper's (Algorithm 1, line 8): u/U_c + C u (9/2) max{(4/9) a, sqrt(4 a^2 +
+      2 D^2 / (9 opt)) - 2 a}, a = (U - U_c) / (2 C U U_c);
+    - the direct one: u/U_c + C u D sqrt(2 / opt) (hinge(p) <= hinge(c) + |w| D, Jensen on
+      the cluster, F >= max(opt, |w|^2 / 2));
+    - 1 (a point's share of a sum of non-negative terms).
+    """
+    n = Z.shape[0]
+    d2 = np.empty(n)
+    _sq_dist_to_centres(Z, labels, centers, d2)
+    total = 0.0
+    for i in range(n):
+        out[i] = _bound(d2[i], u[i], cluster_u[labels[i]], C, opt, U_total)
+        total += out[i]
+    return total

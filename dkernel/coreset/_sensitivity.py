@@ -11,7 +11,13 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..runtime import _timer
-from ._kernels import _sensitivity_bound, _weighted_kmeans
+from ._kernels import (
+    _bounds_from_geometry,
+    _lloyd,
+    _sensitivity_bound,
+    _sq_dist_to_centres,
+    _weighted_kmeanspp,
+)
 from ._solver import coarse_svm
 
 logger = logging.getLogger(__name__)
@@ -19,6 +25,8 @@ logger = logging.getLogger(__name__)
 #: Lloyd steps after the k-means++ seeding (the bound holds for any partition; a few steps
 #: tighten it).
 _LLOYD_STEPS = 2
+#: Largest cluster count per label tried by default (the grid ends at min(sqrt(n), this)).
+_K_MAX = 64
 
 
 class SensitivityInfo(NamedTuple):
@@ -39,10 +47,34 @@ def _with_bias(X) -> np.ndarray:
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
-def _cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
-    """gamma(p) for every row given opt: clusters per label, alpha_i, the numba bound."""
+def k_grid(n: int, k=None) -> np.ndarray:
+    """Cluster counts per label to try: ``k`` itself, or by default three geometrically
+    spaced values from ceil(ln n) to min(sqrt(n), :data:`_K_MAX`)."""
+    if k is not None:
+        return np.array([min(int(k), n)])
+    lo = min(default_k(n), n)
+    hi = max(lo, min(math.ceil(math.sqrt(n)), _K_MAX))
+    return np.unique(np.geomspace(lo, hi, 3).round().astype(np.int64))
+
+
+class Geometry(NamedTuple):
+    """Per-row clustering pieces of the bound: squared distance to the row's cluster mean
+    (of y x, per label) and the cluster's weight."""
+
+    d2: np.ndarray
+    cluster_u: np.ndarray
+    n_clusters: int
+
+
+def _cluster_geometry(X1, ys, u, *, C, opt, U_total, k, rng) -> Geometry:
+    """Per label, k-means++ clusters of y x and each row's :class:`Geometry`.
+
+    With ``k=None`` every count of :func:`k_grid` is tried on one k-means++ seeding (its
+    first k seeds) and the partition with the smallest total sensitivity at ``opt`` is kept
+    (the bound holds for any partition, so ``opt`` may be an estimate here).
+    """
     n = X1.shape[0]
-    gamma = np.empty(n)
+    d2, cu = np.empty(n), np.empty(n)
     n_clusters = 0
     for sign in (-1.0, 1.0):
         rows = np.flatnonzero(ys == sign)
@@ -50,16 +82,32 @@ def _cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
             continue
         Z = np.ascontiguousarray(sign * X1[rows, :-1])
         uz = np.ascontiguousarray(u[rows])
-        kk = min(k, rows.size)
-        labels, centers, cluster_u = _weighted_kmeans(Z, uz, kk, rng.random(kk), _LLOYD_STEPS)
-        with np.errstate(divide="ignore"):
-            alpha = (U_total - cluster_u) / (2.0 * C * U_total * cluster_u)
-        alpha[~np.isfinite(alpha)] = 0.0
-        out = np.empty(rows.size)
-        _sensitivity_bound(Z, uz, labels, centers, cluster_u, alpha, C, opt, out)
-        gamma[rows] = out
-        n_clusters += centers.shape[0]
-    return gamma, n_clusters
+        ks = k_grid(rows.size, k)
+        seeds = _weighted_kmeanspp(Z, uz, int(ks[-1]), rng.random(int(ks[-1])))
+        best_total, out, dist = np.inf, np.empty(rows.size), np.empty(rows.size)
+        for kk in np.unique(np.minimum(ks, seeds.size)):
+            labels, centers, cluster_u = _lloyd(Z, uz, seeds[:kk], _LLOYD_STEPS)
+            total = _sensitivity_bound(Z, uz, labels, centers, cluster_u, C, opt, U_total, out)
+            if total < best_total:
+                best_total, best_k = total, centers.shape[0]
+                _sq_dist_to_centres(Z, labels, centers, dist)
+                d2[rows] = dist
+                cu[rows] = cluster_u[labels]
+        n_clusters += best_k
+    return Geometry(d2, cu, n_clusters)
+
+
+def _bounds(geom: Geometry, u, *, C, opt, U_total) -> np.ndarray:
+    gamma = np.empty(u.shape[0])
+    _bounds_from_geometry(geom.d2, u, geom.cluster_u, C, opt, U_total, gamma)
+    return gamma
+
+
+def _cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
+    """gamma(p) of every row given opt (see :func:`_cluster_geometry`); returns
+    ``(gamma, clusters over both labels)``."""
+    geom = _cluster_geometry(X1, ys, u, C=C, opt=opt, U_total=U_total, k=k, rng=rng)
+    return _bounds(geom, u, C=C, opt=opt, U_total=U_total), geom.n_clusters
 
 
 def _sensitivities(X1, ys, u, *, C, k, rng, opt=None, U_total=None, w0=None, tol=0.005):
@@ -123,7 +171,8 @@ def svm_sensitivity(X, y, *, C=1.0, k=None, sample_weight=None, opt=None, random
     C : float, default=1.0
         Weight of the hinge term (the paper's lambda).
     k : int, optional
-        k-means++ clusters per label; default ``ceil(ln n)``.
+        k-means++ clusters per label; by default the count of :func:`k_grid` with the
+        smallest total sensitivity.
     sample_weight : array-like of shape (n_samples,), optional
         Point weights u(p); default 1.
     opt : float, optional
@@ -162,11 +211,11 @@ def svm_sensitivity(X, y, *, C=1.0, k=None, sample_weight=None, opt=None, random
     ys, _ = _binary_labels(y, n)
     u = check_sample_weight(sample_weight, n)
     C = check_C(C)
-    k = default_k(n) if k is None else check_scalar(k, "k", kind=numbers.Integral, low=1)
+    k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
     if opt is not None:
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     rng = _rng(random_state)
-    gamma, _ = _sensitivities(_with_bias(X), ys, u, C=C, k=int(k), rng=rng, opt=opt)
+    gamma, _ = _sensitivities(_with_bias(X), ys, u, C=C, k=k, rng=rng, opt=opt)
     return gamma
 
 
@@ -176,8 +225,10 @@ def _rng(random_state) -> np.random.Generator:
         return random_state
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(0, 2**31 - 1))
-    if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
+    if random_state is None or isinstance(random_state, np.random.SeedSequence):
         return np.random.default_rng(random_state)
+    if isinstance(random_state, numbers.Integral):
+        return np.random.default_rng(int(random_state))
     raise DKernelError(f"random_state must be None, an int or a generator, got {random_state!r}")
 
 

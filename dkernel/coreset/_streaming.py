@@ -8,8 +8,8 @@ import numbers
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from ._coreset import Coreset, _build, _check_beta, merge
-from ._sensitivity import _base_seed, check_C, default_k
+from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, merge
+from ._sensitivity import _base_seed, check_C
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ class StreamingCoreset:
         Hinge weight of the SVM cost.
     k : int, optional
         k-means++ clusters per label (default ``ceil(ln leaf_size)``).
-    beta : float, default=0.0
-        Mixture with uniform sampling (see :func:`svm_coreset`).
+    beta, loss_share : float
+        The sampling mixture (see :func:`svm_coreset`).
     random_state : int or None
         Base seed: node (level, index) uses ``SeedSequence([seed, level, index])``, so the
         same stream and seed give the same coreset.
@@ -73,12 +73,15 @@ class StreamingCoreset:
     (1000, 3, True)
     """
 
-    def __init__(self, m, leaf_size, *, C=1.0, k=None, beta=0.0, random_state=None):
+    def __init__(
+        self, m, leaf_size, *, C=1.0, k=None, beta=BETA, loss_share=LOSS_SHARE, random_state=None
+    ):
         self.m = m
         self.leaf_size = leaf_size
         self.C = C
         self.k = k
         self.beta = beta
+        self.loss_share = loss_share
         self.random_state = random_state
 
     def _check_params(self):
@@ -90,7 +93,7 @@ class StreamingCoreset:
             )
         check_C(self.C)
         check_scalar(self.k, "k", kind=numbers.Integral, low=1, allow_none=True)
-        _check_beta(self.beta)
+        _check_mixture(self.beta, self.loss_share)
 
     def partial_fit(self, X, y, classes=None):
         """Add a batch of rows; returns self.
@@ -155,18 +158,17 @@ class StreamingCoreset:
         neg, pos = self._classes()
         ys = np.where(y == pos, 1.0, -1.0) if neg != pos else np.ones(len(y))
         n = X.shape[0]
-        C_node = float(self.C) * (self._leaf_rows() + n) / n  # this leaf included
-        k = default_k(n) if self.k is None else int(self.k)
         out = _build(
             X,
             ys,
             np.ones(n),
             int(self.m),
-            C=C_node,
-            k=k,
+            C=float(self.C),
+            k=self.k,
             rng=self._next_rng(1),
-            beta=float(self.beta),
+            mix=_check_mixture(self.beta, self.loss_share),
             tol=0.05,
+            U_total=float(self._leaf_rows() + n),  # this leaf included
         )
         return Coreset(
             X=out.X,
@@ -190,7 +192,8 @@ class StreamingCoreset:
                 random_state=self._next_rng(level + 2),
                 total_weight=float(self._leaf_rows()),
                 k=self.k,
-                beta=float(self.beta),
+                beta=self.beta,
+                loss_share=self.loss_share,
             )
             level += 1
         if level == len(self.buckets_):
@@ -234,5 +237,11 @@ class StreamingCoreset:
             check_scalar(m, "m", kind=numbers.Integral, low=1)
             if neg == pos:
                 raise DKernelError("the stream has one class only; an SVM coreset needs two")
-            out = out.reduce(int(m), random_state=random_state, k=self.k, beta=float(self.beta))
+            out = out.reduce(
+                int(m),
+                random_state=random_state,
+                k=self.k,
+                beta=self.beta,
+                loss_share=self.loss_share,
+            )
         return out
