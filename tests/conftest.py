@@ -31,12 +31,19 @@ def local_cluster_client():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0"
     )
     client = Client(cluster, set_as_default=False)
     yield client
     client.close()
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def cli_cluster(local_cluster_client) -> str:
+    """``--cluster`` value of the shared in-process cluster: CLI tests connect to it instead
+    of starting a cluster each (a command's client closes; the cluster stays)."""
+    return local_cluster_client.scheduler.address
 
 
 @pytest.fixture(params=["threads", "distributed"])

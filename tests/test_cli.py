@@ -154,25 +154,9 @@ def test_python_dash_m_help():
     ]
 
 
-def test_demo_data_and_kernel_steps(tmp_path, capsys):
-    """Steps 1-2 of the demo on 20000 rows, on an in-process cluster given by --cluster."""
-    cfg = tmp_path / "threads.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "cluster": {
-                    "kind": "local",
-                    "options": {
-                        "n_workers": 2,
-                        "threads_per_worker": 1,
-                        "processes": False,
-                        "dashboard_address": ":0",
-                    },
-                }
-            }
-        ),
-        encoding="utf-8",
-    )
+def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
+    """Steps 1-2 of the demo on 20000 rows, on the shared in-process cluster (--cluster)."""
+    cfg = cli_cluster
     summary_path = tmp_path / "summary.json"
     argv = [
         "--cluster",

@@ -5,30 +5,16 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
-import yaml
 import zarr
 
 from dkernel.cli.main import main
 from dkernel.data import make_rings, open_dataset
 
 
-@pytest.fixture(scope="module")
-def cluster_cfg(tmp_path_factory):
-    cfg = tmp_path_factory.mktemp("cfg") / "inproc.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "cluster": {
-                    "kind": "local",
-                    "options": {"n_workers": 2, "threads_per_worker": 1, "processes": False},
-                }
-            }
-        ),
-        encoding="utf-8",
-    )
-    return str(cfg)
+@pytest.fixture
+def cluster_cfg(cli_cluster):
+    return cli_cluster
 
 
 @pytest.fixture
@@ -105,6 +91,8 @@ def test_kmeans_writes_labels_and_summary(rings_store, cluster_cfg, tmp_path, ca
         (["--n-clusters", "3", "--labels-name", "X"], "--labels-name 'X' is not allowed"),
         (["--n-clusters", "3", "--batch-size", "0"], "--batch-size must be >= 1"),
         (["--n-clusters", "3", "--tau", "0"], "--tau must be >= 1"),
+        (["--n-clusters", "3", "--gamma", "-1"], "--gamma must be > 0"),
+        (["--n-clusters", "3", "--kernel", "bogus"], "bogus"),
     ],
 )
 def test_bad_input_leaves_store_untouched(rings_store, cluster_cfg, capsys, extra, match):
@@ -118,26 +106,6 @@ def test_bad_input_leaves_store_untouched(rings_store, cluster_cfg, capsys, extr
 def test_missing_store(tmp_path, capsys):
     assert main(["kmeans", str(tmp_path / "none.zarr"), "--n-clusters", "2"]) == 2
     assert "no dataset store" in capsys.readouterr().err
-
-
-def test_failed_write_keeps_old_labels(rings_store, monkeypatch):
-    from dkernel.cli import _kmeans
-
-    _kmeans.write_labels(
-        rings_store, "labels", np.zeros(1500, dtype=np.int64), chunk_rows=400, attrs={}
-    )
-
-    def boom(*a, **k):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(_kmeans.os, "rename", boom)
-    with pytest.raises(OSError, match="disk full"):
-        _kmeans.write_labels(
-            rings_store, "labels", np.ones(1500, dtype=np.int64), chunk_rows=400, attrs={}
-        )
-    monkeypatch.undo()
-    np.testing.assert_array_equal(zarr.open_array(os.path.join(rings_store, "labels"))[:], 0)
-    assert not [f for f in os.listdir(rings_store) if f.startswith(".")]
 
 
 def test_demo_step_rings(tmp_path, local_cluster_client, capsys):

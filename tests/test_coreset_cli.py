@@ -17,11 +17,13 @@ def store(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["merge-reduce", "uniform"])
-def test_cli_writes_coreset_store(store, tmp_path, capsys, method):
+def test_cli_writes_coreset_store(store, tmp_path, capsys, method, cli_cluster):
     out = str(tmp_path / "c.zarr")
     summary = str(tmp_path / "s.json")
     rc = main(
         [
+            "--cluster",
+            cli_cluster,
             "coreset",
             store,
             out,

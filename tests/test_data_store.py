@@ -48,7 +48,7 @@ def test_ingest_arrays_roundtrip(tmp_path, xy, chunk_rows, scheduler):
     assert ds.array("X").chunks == (chunk_rows, 4)
     a = ds.attrs
     assert (a["n"], a["d"], a["classes"], a["source"]) == (103, 4, [0, 1, 2], "array")
-    assert (a["dtype"], a["chunk_rows"], a["format"]) == ("float64", chunk_rows, 1)
+    assert (a["dtype"], a["chunk_rows"], a["format"]) == ("float64", chunk_rows, 2)
     assert ds.n_samples == 103 and ds.n_features == 4
     assert "classes=[0, 1, 2]" in repr(ds)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import time
 
 import dask
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from dkernel._validation import DKernelError
 from dkernel.runtime import (
     CLUSTER_KINDS,
+    PauseGuard,
     _timer,
     check_cluster_config,
     get_client,
@@ -274,17 +276,6 @@ def test_unknown_local_option():
         )
 
 
-def test_process_workers_get_numba_num_threads(monkeypatch):
-    """Spawned worker processes get NUMBA_NUM_THREADS from the nanny, not by inheritance."""
-    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
-    client = get_client(None, n_workers=1, processes=True)
-    try:
-        got = client.run(lambda: os.environ.get("NUMBA_NUM_THREADS"))
-        assert list(got.values()) == ["1"]
-    finally:
-        _close(client)
-
-
 def test_timer_logs_and_reports(caplog):
     log = logging.getLogger("dkernel.test")
     with caplog.at_level(logging.DEBUG, logger="dkernel.test"):
@@ -294,3 +285,75 @@ def test_timer_logs_and_reports(caplog):
     with pytest.raises(KeyError), _timer("failing", log) as t:
         raise KeyError("x")
     assert "seconds" in t
+
+
+def _bound_hosts(http_server) -> set[str]:
+    """Hosts the tornado server's listening sockets are bound to."""
+    return {sock.getsockname()[0] for sock in http_server._sockets.values()}
+
+
+def test_embedded_cluster_listens_on_loopback_only(monkeypatch):
+    """Scheduler, workers and dashboard on 127.0.0.1; spawned worker processes get
+    NUMBA_NUM_THREADS from the nanny, not by inheritance."""
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    assert dask.config.get("dkernel.cluster.local.host") == "127.0.0.1"
+    client = get_client(None, n_workers=1, processes=True)
+    try:
+        scheduler = client.cluster.scheduler
+        assert scheduler.address.startswith("tcp://127.0.0.1:")
+        assert all(w.startswith("tcp://127.0.0.1:") for w in client.scheduler_info()["workers"])
+        assert _bound_hosts(scheduler.http_server) == {"127.0.0.1"}
+        assert client.dashboard_link.startswith("http://127.0.0.1:")
+        got = client.run(lambda: os.environ.get("NUMBA_NUM_THREADS"))
+        assert list(got.values()) == ["1"]
+    finally:
+        _close(client)
+
+
+def test_listeners_are_configurable():
+    with dask.config.set({"dkernel.cluster.local.dashboard-address": "0.0.0.0:0"}):
+        client = get_client(None, processes=False, n_workers=1)
+    try:
+        assert _bound_hosts(client.cluster.scheduler.http_server) == {"0.0.0.0"}
+    finally:
+        _close(client)
+
+
+def test_worker_memory_below_its_resting_use_is_refused_before_work():
+    """A worker past its pause threshold at rest would pause for ever (the 250MB hang)."""
+    t0 = time.perf_counter()
+    with pytest.raises(DKernelError, match=r"at rest, above the .* it would pause for ever"):
+        get_client(None, processes=False, n_workers=1, memory_limit="40MB")
+    assert time.perf_counter() - t0 < 10
+
+
+def test_pause_guard_unpauses_a_worker_with_nothing_to_spill():
+    """An in-process worker whose limit is below the process's memory pauses at once and
+    never resumes (nothing to spill); the guard turns pausing off and the work finishes."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        memory_limit="40MB",
+        dashboard_address="127.0.0.1:0",
+    )
+    client = Client(cluster, set_as_default=False)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            (info,) = client.scheduler_info()["workers"].values()
+            if info["status"] == "paused":
+                break
+            time.sleep(0.05)
+        assert info["status"] == "paused"
+        fut = client.submit(sum, [1, 2])
+        with pytest.raises(TimeoutError):  # the hang
+            fut.result(timeout=0.5)
+        client.register_plugin(PauseGuard(timeout=0.3, interval=0.1))
+        assert fut.result(timeout=10) == 3
+        assert client.submit(sum, [3, 4]).result(timeout=10) == 7
+    finally:
+        client.close()
+        cluster.close()

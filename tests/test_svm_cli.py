@@ -7,7 +7,6 @@ import os
 
 import numpy as np
 import pytest
-import yaml
 
 from dkernel.cli.main import main
 from dkernel.data import make_checkerboard, open_dataset, write_arrays
@@ -15,25 +14,8 @@ from dkernel.svm import load_model
 
 
 @pytest.fixture
-def cluster_cfg(tmp_path):
-    cfg = tmp_path / "threads.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "cluster": {
-                    "kind": "local",
-                    "options": {
-                        "n_workers": 1,
-                        "threads_per_worker": 2,
-                        "processes": False,
-                        "dashboard_address": ":0",
-                    },
-                }
-            }
-        ),
-        encoding="utf-8",
-    )
-    return str(cfg)
+def cluster_cfg(cli_cluster):
+    return cli_cluster
 
 
 @pytest.fixture
@@ -140,25 +122,6 @@ def test_errors_leave_store_intact(tmp_path, store, cluster_cfg, capsys):
     )
     assert main(["svm", "predict", model, other.path]) == 2
     assert "has 3 features but the model expects 2" in capsys.readouterr().err
-
-
-def test_failed_write_removes_partial_array(tmp_path, store):
-    import dask.array as da
-
-    from dkernel.cli._svm import write_predictions
-
-    def boom(b):
-        raise RuntimeError("disk on fire")
-
-    pred = da.zeros(3000, chunks=700, dtype=np.int64).map_blocks(
-        lambda b, block_info=None: boom(b) if block_info[0]["chunk-location"][0] == 2 else b,
-        dtype=np.int64,
-        meta=np.empty((0,), np.int64),
-    )
-    with pytest.raises(RuntimeError, match="disk on fire"):
-        write_predictions(store.path, "predictions", pred, chunk_rows=700)
-    assert not [f for f in os.listdir(store.path) if "predictions" in f]
-    assert open_dataset(store.path).n_samples == 3000
 
 
 def test_demo_svm_step(tmp_path, cluster_cfg, capsys):

@@ -9,20 +9,40 @@ from collections.abc import Iterator
 from typing import Any
 
 
+def _is_address(cluster: str) -> bool:
+    return "://" in cluster
+
+
+def check_cluster_option(cluster: str | None) -> None:
+    """Check ``--cluster`` without starting anything: a scheduler address, or a config file
+    that exists and is valid. Every subcommand runs this first, used or not."""
+    if cluster is None or _is_address(cluster):
+        return
+    from ..runtime import load_cluster_config
+
+    load_cluster_config(cluster)
+
+
 @contextlib.contextmanager
 def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
-    """A connected client for the ``--cluster`` option; closes what it started."""
+    """A connected client for the ``--cluster`` option; closes what it started.
+
+    SIGTERM is handled like Ctrl-C inside, so a killed command still closes the cluster
+    it started (no orphaned worker processes).
+    """
+    from ..data._atomic import terminate_as_interrupt
     from ..runtime import get_client
 
-    client = get_client(cluster, **local_options)
-    owns = cluster is None or not str(cluster).startswith(("tcp://", "tls://", "ucx://"))
-    try:
-        yield client
-    finally:
-        cl = client.cluster if owns else None
-        client.close()
-        if cl is not None:
-            cl.close()
+    with terminate_as_interrupt():
+        client = get_client(cluster, **local_options)
+        owns = cluster is None or not _is_address(cluster)
+        try:
+            yield client
+        finally:
+            cl = client.cluster if owns else None
+            client.close()
+            if cl is not None:
+                cl.close()
 
 
 def emit_json(summary: dict[str, Any], path: str | None = None) -> None:

@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import time
-import uuid
 from typing import Any
 
 import numpy as np
 
 from .._validation import DKernelError
 from ._common import cluster_session, emit_json
-
-#: Array names a labels array may not take (the store's data).
-_RESERVED = frozenset({"X", "y", "X_test", "y_test"})
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,55 +75,12 @@ def _parse_gamma(text: str) -> str | float:
         ) from None
 
 
-def _check_labels_name(name: str) -> None:
-    if not name or name in _RESERVED or name.startswith(".") or "/" in name or os.sep in name:
-        raise DKernelError(f"--labels-name {name!r} is not allowed (reserved or not a plain name)")
+def _build_model(args, ds):
+    """The estimator the arguments describe, its parameters checked (no cluster yet)."""
+    from ..cluster import KernelKMeans, MiniBatchKernelKMeans
+    from ..data import check_array_name
 
-
-def write_labels(
-    store: str, name: str, labels: np.ndarray, *, chunk_rows: int, attrs: dict[str, Any]
-) -> None:
-    """Add (or replace) a 1-D int64 array in a store atomically.
-
-    The array is written under a hidden temporary name and its folder is renamed into
-    place only when complete; an existing array of that name is replaced by rename too,
-    so an interrupted run leaves either the old array or the new one, never a partial one.
-    """
-    import zarr
-
-    _check_labels_name(name)
-    path = os.path.abspath(store)
-    group = zarr.open_group(zarr.storage.LocalStore(path), mode="r+")
-    tmp = f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp_dir, final = os.path.join(path, tmp), os.path.join(path, name)
-    try:
-        arr = group.create_array(
-            tmp,
-            shape=labels.shape,
-            dtype=np.int64,
-            chunks=(max(1, min(chunk_rows, labels.shape[0])),),
-        )
-        arr[:] = labels.astype(np.int64)
-        arr.attrs.update(attrs)
-        old = None
-        if os.path.exists(final):
-            old = f"{final}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-        os.rename(tmp_dir, final)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if os.path.exists(tmp_dir):
-            shutil.rmtree(tmp_dir, ignore_errors=True)
-
-
-def run_kmeans(args) -> int:
-    from sklearn.metrics import adjusted_rand_score
-
-    from ..cluster import KernelKMeans, MiniBatchKernelKMeans, select_gamma
-    from ..data import open_dataset
-
-    _check_labels_name(args.labels_name)
+    check_array_name(args.labels_name, what="--labels-name")
     tau = _parse_tau(args.tau)
     rate = _parse_rate(args.learning_rate)
     gamma_opt = _parse_gamma(args.gamma)
@@ -137,36 +89,39 @@ def run_kmeans(args) -> int:
             raise DKernelError(f"{flag} must be >= 1, got {value}")
     if tau is not None and tau < 1:
         raise DKernelError(f"--tau must be >= 1 or 'none', got {tau}")
-    ds = open_dataset(args.store)
     if not 1 <= args.n_clusters <= ds.n_samples:
         raise DKernelError(f"--n-clusters must be in [1, {ds.n_samples}], got {args.n_clusters}")
+    if isinstance(gamma_opt, float) and not (np.isfinite(gamma_opt) and gamma_opt > 0):
+        raise DKernelError(f"--gamma must be > 0, 'median' or 'select', got {gamma_opt}")
+    gamma = gamma_opt if isinstance(gamma_opt, float) else None
+    common: dict[str, Any] = dict(
+        kernel=args.kernel, gamma=gamma, max_iter=args.max_iter, random_state=args.seed
+    )
+    if args.full_batch:
+        model: Any = KernelKMeans(args.n_clusters, **common)
+    else:
+        model = MiniBatchKernelKMeans(
+            args.n_clusters, batch_size=args.batch_size, tau=tau, learning_rate=rate, **common
+        )
+    model._check_params(ds.n_samples)  # kernel names and the rest, before a cluster starts
+    return model, tau, rate, gamma_opt
+
+
+def run_kmeans(args) -> int:
+    from sklearn.metrics import adjusted_rand_score
+
+    from ..cluster import select_gamma
+    from ..data import open_dataset, write_array
+
+    ds = open_dataset(args.store)
+    model, tau, rate, gamma_opt = _build_model(args, ds)
     with cluster_session(args.cluster) as client:
         print(f"dashboard: {client.dashboard_link}", flush=True)
         t0 = time.perf_counter()
         X = ds.X.persist()
-        gamma = None
         if gamma_opt == "select":
-            gamma = select_gamma(X, args.n_clusters, kernel=args.kernel, random_state=args.seed)
-        elif isinstance(gamma_opt, float):
-            gamma = gamma_opt
-        if args.full_batch:
-            model = KernelKMeans(
-                args.n_clusters,
-                kernel=args.kernel,
-                gamma=gamma,
-                max_iter=args.max_iter,
-                random_state=args.seed,
-            )
-        else:
-            model = MiniBatchKernelKMeans(
-                args.n_clusters,
-                kernel=args.kernel,
-                gamma=gamma,
-                batch_size=args.batch_size,
-                tau=tau,
-                learning_rate=rate,
-                max_iter=args.max_iter,
-                random_state=args.seed,
+            model.set_params(
+                gamma=select_gamma(X, args.n_clusters, kernel=args.kernel, random_state=args.seed)
             )
         model.fit(X)
         fit_s = time.perf_counter() - t0
@@ -189,18 +144,18 @@ def run_kmeans(args) -> int:
         }
         if ds.y is not None:
             summary["ari"] = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))
-    write_labels(
-        ds.path,
+    write_array(
+        ds,
         args.labels_name,
-        model.labels_,
-        chunk_rows=int(ds.X.chunks[0][0]),
+        np.asarray(model.labels_, dtype=np.int64),
         attrs={
             "algorithm": summary["algorithm"],
             "n_clusters": args.n_clusters,
-            "gamma": model.gamma_,
+            "gamma": float(model.gamma_),
             "seed": args.seed,
-            "inertia": model.inertia_,
+            "inertia": float(model.inertia_),
         },
+        overwrite=True,
     )
     emit_json(summary, args.summary)
     return 0

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
 import time
-import uuid
 from typing import Any
 
 import numpy as np
 
 from .._validation import DKernelError
 from ._common import cluster_session, emit_json
-
-#: Arrays of a dataset store that ``predict --name`` must never replace.
-_RESERVED = frozenset({"X", "y", "X_test", "y_test"})
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,48 +96,11 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_predictions(path: str, name: str, pred, *, chunk_rows: int) -> None:
-    """Write ``pred`` (dask, 1-D) as array ``name`` of the zarr group at ``path``, atomically.
-
-    The array is written into a hidden sibling folder inside the group and renamed into
-    place only when complete; a failure removes it and leaves the store as it was.
-    """
-    import zarr
-
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name) or name in _RESERVED:
-        raise DKernelError(
-            f"--name {name!r} is not allowed (a plain name other than "
-            f"{', '.join(sorted(_RESERVED))})"
-        )
-    final = os.path.join(path, name)
-    tmp = os.path.join(path, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
-    dtype = pred.dtype if pred.dtype.kind != "U" else str
-    n = int(pred.shape[0])
-    try:
-        arr = zarr.create_array(
-            zarr.storage.LocalStore(tmp),
-            shape=(n,),
-            dtype=dtype,
-            chunks=(min(chunk_rows, max(n, 1)),),
-        )
-        for start in range(0, n, chunk_rows):
-            arr[start : start + chunk_rows] = np.asarray(pred[start : start + chunk_rows].compute())
-        old = None
-        if os.path.exists(final):
-            old = os.path.join(path, f".{name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(final, old)
-        os.rename(tmp, final)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def _predict(args: argparse.Namespace) -> int:
-    from ..data import open_dataset
+    from ..data import check_array_name, open_dataset, write_array
     from ..svm import load_model
 
+    check_array_name(args.name, what="--name")
     clf = load_model(args.model)
     ds = open_dataset(args.store)
     if ds.n_features != clf.n_features_in_:
@@ -153,8 +110,7 @@ def _predict(args: argparse.Namespace) -> int:
         )
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
-        pred = clf.predict(ds.X)
-        write_predictions(ds.path, args.name, pred, chunk_rows=int(ds.X.chunksize[0]))
+        written = write_array(ds, args.name, clf.predict(ds.X), overwrite=True)
         seconds = time.perf_counter() - t0
         summary: dict[str, Any] = {
             "model": os.path.abspath(args.model),
@@ -164,8 +120,7 @@ def _predict(args: argparse.Namespace) -> int:
             "predict_seconds": seconds,
         }
         if ds.y is not None:
-            got = np.asarray(open_dataset(ds.path).array(args.name)[:])
-            summary["accuracy"] = float(np.mean(got == np.asarray(ds.y)))
+            summary["accuracy"] = float((written == ds.y).mean().compute())
     emit_json(summary, args.summary)
     return 0
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .. import __version__
 from .._validation import DKernelError
 from ..runtime._progress import show_progress
-from ._common import fail
+from ._common import check_cluster_option, fail
 
 #: Modules that add subcommands (each has ``register(subparsers)``).
 COMMAND_MODULES = (
@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
+        check_cluster_option(args.cluster)  # every subcommand, before any work
         with show_progress(bool(show)):
             return int(args.func(args) or 0)
     except DKernelError as exc:

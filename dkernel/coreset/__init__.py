@@ -9,6 +9,7 @@ with :meth:`Coreset.fit`.
 from ._coreset import Coreset, coreset_cost, merge, svm_coreset, uniform_coreset
 from ._distributed import distributed_coreset
 from ._sensitivity import svm_sensitivity
+from ._store import uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
 
 __all__ = [
@@ -20,4 +21,6 @@ __all__ = [
     "svm_coreset",
     "svm_sensitivity",
     "uniform_coreset",
+    "uniform_store_coreset",
+    "write_coreset",
 ]

@@ -8,11 +8,20 @@ from ._generators import (
     make_waveform,
 )
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
-from ._store import Dataset, as_array_input, ingest, open_dataset, write_arrays
+from ._store import (
+    Dataset,
+    as_array_input,
+    check_array_name,
+    ingest,
+    open_dataset,
+    write_array,
+    write_arrays,
+)
 
 __all__ = [
     "Dataset",
     "as_array_input",
+    "check_array_name",
     "chunk_bounds",
     "draw_indices",
     "ingest",
@@ -24,5 +33,6 @@ __all__ = [
     "open_dataset",
     "sample_rows",
     "take_rows",
+    "write_array",
     "write_arrays",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
+from ._store import as_array_input, check_allocation
 
 
 def _n_rows(X) -> int:
@@ -23,6 +24,7 @@ def _n_rows(X) -> int:
 def draw_indices(n: int, size: int, random_state=None, *, replace: bool = True) -> np.ndarray:
     """``size`` row indices in ``[0, n)`` from a seeded generator (the client side)."""
     check_scalar(size, "size", kind=(int, np.integer), low=1)
+    check_allocation(8 * int(size), f"drawing size={size} row indices")
     if n < 1:
         raise DKernelError("cannot sample from an empty array")
     if not replace and size > n:
@@ -76,10 +78,11 @@ def sample_rows(
     >>> bool((a == b).all())
     True
     """
-    from ._store import as_array_input
-
     X = as_array_input(X)
-    idx = draw_indices(_n_rows(X), size, random_state, replace=replace)
+    n = _n_rows(X)
+    check_scalar(size, "size", kind=(int, np.integer), low=1)
+    _check_result_bytes(X, int(size))
+    idx = draw_indices(n, size, random_state, replace=replace)
     rows = take_rows(X, idx)
     return (rows, idx) if return_indices else rows
 
@@ -112,8 +115,6 @@ def take_rows(X, indices) -> np.ndarray:
     >>> take_rows(X, [5, 0, 5]).tolist()
     [[10.0, 11.0], [0.0, 1.0], [10.0, 11.0]]
     """
-    from ._store import as_array_input
-
     X = as_array_input(X)
     n = _n_rows(X)
     idx = np.asarray(indices)
@@ -123,6 +124,7 @@ def take_rows(X, indices) -> np.ndarray:
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx[(idx < 0) | (idx >= n)][0]
         raise DKernelError(f"row index {int(bad)} is outside [0, {n})")
+    _check_result_bytes(X, idx.size)
     if isinstance(X, np.ndarray):
         return X[idx]
     if idx.size == 0:
@@ -136,6 +138,12 @@ def take_rows(X, indices) -> np.ndarray:
     else:
         got = np.asarray(X)[uniq]
     return got[inverse]
+
+
+def _check_result_bytes(X, rows: int) -> None:
+    """Refuse a gather of ``rows`` rows that cannot fit in memory (``size=10**9`` typos)."""
+    row = int(np.prod(X.shape[1:], dtype=np.float64)) * np.dtype(X.dtype).itemsize
+    check_allocation(float(rows) * row, f"{rows} rows of {tuple(X.shape[1:])} {X.dtype}")
 
 
 def _is_dask(X) -> bool:

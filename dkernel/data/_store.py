@@ -1,21 +1,41 @@
-"""zarr 3 dataset stores: atomic writes, chunked dask views."""
+"""zarr 3 dataset stores: atomic writes, verified chunked dask views."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import numpy as np
+import psutil
+import zarr
 
 from .. import __version__
-from .._validation import DKernelError, check_scalar, report_nonfinite
+from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
+from . import _atomic
+from ._verify import (
+    MANIFEST_KEY,
+    WRITE_CONFIG,
+    check_present,
+    checksum,
+    make_manifest,
+    read_manifest,
+    verified_view,
+)
 
-#: Version of the on-disk layout written into every store's attributes.
-STORE_FORMAT = 1
+logger = logging.getLogger(__name__)
+
+#: Version of the on-disk layout written into every store's attributes (2: every array
+#: carries a checksum manifest; stores of format 1 are read without verification).
+STORE_FORMAT = 2
+#: The arrays of a dataset store proper (never replaced by :func:`write_array`).
+RESERVED_NAMES = frozenset({"X", "y", "X_test", "y_test", "zarr.json"})
 #: Target bytes of one row chunk when ``chunk_rows`` is not given.
 _CHUNK_BYTES = 8 << 20
 
@@ -57,10 +77,22 @@ class Dataset:
         return int(self.X.shape[1])
 
     def array(self, name: str = "X"):
-        """The underlying read-only ``zarr.Array`` (for direct chunk reads)."""
-        import zarr
-
+        """The underlying read-only ``zarr.Array`` (raw chunk access, no verification)."""
         return zarr.open_array(os.path.join(self.path, name), mode="r")
+
+    def read(self, name: str):
+        """Array ``name`` of the store (``X``, ``labels``, ...) as a verified dask array.
+
+        Its chunks are checked against the array's manifest as they are read, like ``X``.
+        """
+        if name in ("X", "y", "X_test", "y_test") and getattr(self, name) is not None:
+            return getattr(self, name)
+        if not _PLAIN_NAME.fullmatch(name) or name == "zarr.json":
+            raise DKernelError(f"{name!r} is not an array name")
+        view = _open_view(self.path, name, self.attrs)
+        if view is None:
+            raise DKernelError(f"store {self.path!r} has no array {name!r}")
+        return view
 
     def __repr__(self) -> str:
         return (
@@ -70,8 +102,49 @@ class Dataset:
         )
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+def _open_view(path: str, name: str, attrs: Mapping[str, Any]):
+    """A verified dask view of array ``name`` of the store at ``path`` (None if absent).
+
+    Stores of format 2 and later must carry a manifest for every array: a chunk file that
+    is missing raises here (a listing, no reads), a damaged one when it is read.
+    """
+    folder = os.path.join(path, name)
+    _atomic.recover(folder)  # an interrupted write_array of this name
+    if not os.path.isfile(os.path.join(folder, "zarr.json")):
+        return None
+    try:
+        arr = zarr.open_array(folder, mode="r")
+    except Exception as exc:  # unreadable metadata
+        raise DKernelError(f"store {path!r}: array {name!r} cannot be opened ({exc})") from None
+    man = read_manifest(arr, store=path, name=name)
+    if man is None and int(attrs.get("format", 1)) >= 2:
+        raise DKernelError(
+            f"store {path!r}: array {name!r} has no checksum manifest; it was not written "
+            "by dkernel (rewrite it with dkernel.data.write_array)"
+        )
+    if man is not None:
+        check_present(arr, folder=folder, store=path, name=name, n_chunks=man["n_chunks"])
+    if arr.ndim > 1 and tuple(arr.chunks[1:]) != tuple(arr.shape[1:]):
+        raise DKernelError(f"store {path!r}: array {name!r} is chunked along its columns")
+    # the name identifies this write of the array, not just its path: a store overwritten in
+    # place must not share task keys (or cached readers) with its old contents
+    write_id = (man or {}).get("write_id") or attrs.get("store_id", "")
+    ident = f"{path}|{name}|{attrs.get('store_id', '')}|{write_id}"
+    return verified_view(
+        arr,
+        folder=folder,
+        store=path,
+        name=name,
+        dask_name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}",
+        manifest=man,
+    )
+
+
 def open_dataset(store) -> Dataset:
-    """Open a store written by :func:`ingest` or a generator.
+    """Open a store written by :func:`ingest`, :func:`write_arrays` or a generator.
 
     Parameters
     ----------
@@ -81,14 +154,27 @@ def open_dataset(store) -> Dataset:
     Returns
     -------
     Dataset
-    """
-    import dask.array as da
-    import zarr
+        ``X``, ``y`` (and the test split) as dask arrays whose chunk reads are verified.
 
+    Raises
+    ------
+    DKernelError
+        No store there; a chunk file missing from an array (checked by listing the
+        folders, nothing is read); and, when a chunk is read, a chunk whose bytes do not
+        match its checksum or cannot be decoded. Each error names store, array and chunk.
+
+    Notes
+    -----
+    An interrupted write of the store is finished first: if a previous ``overwrite`` died
+    after its new version was complete, the new version is moved into place (rolled
+    forward); if only the replaced version is left, it is moved back (rolled back); stale
+    temporary folders of dead writers are removed. See :mod:`dkernel.data._atomic`.
+    """
     if isinstance(store, Dataset):
         return store
     # absolute: workers of a cluster may run in another working directory
     path = os.path.abspath(os.fspath(store))
+    _atomic.recover(path)
     if not os.path.isdir(path):
         raise DKernelError(f"no dataset store at {path!r}")
     try:
@@ -96,30 +182,10 @@ def open_dataset(store) -> Dataset:
     except Exception as exc:  # zarr raises several types for foreign folders
         raise DKernelError(f"{path!r} is not a zarr dataset store ({exc})") from None
     attrs = dict(group.attrs)
-    if "X" not in group:
+    views = {name: _open_view(path, name, attrs) for name in ("X", "y", "X_test", "y_test")}
+    if views["X"] is None:
         raise DKernelError(f"store {path!r} has no array 'X'")
-
-    def view(name):
-        if name not in group:
-            return None
-        arr = group[name]
-        # the name identifies this write of the store (``store_id``), not just its path:
-        # a store overwritten in place must not share task keys with its old contents
-        ident = f"{os.path.abspath(path)}|{name}|{attrs.get('store_id', '')}"
-        return da.from_zarr(
-            arr,
-            chunks=(arr.chunks[0],) + tuple(arr.shape[1:]),
-            name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}",
-        )
-
-    return Dataset(
-        path=path,
-        X=view("X"),
-        y=view("y"),
-        attrs=attrs,
-        X_test=view("X_test"),
-        y_test=view("y_test"),
-    )
+    return Dataset(path=path, attrs=attrs, **views)
 
 
 def as_array_input(X):
@@ -132,7 +198,7 @@ def as_array_input(X):
 
 
 class _ArrayWriter:
-    """Appends row blocks to one zarr array, writing whole chunks only."""
+    """Appends row blocks to one zarr array, writing whole chunks only, with their checksums."""
 
     def __init__(self, group, name, *, n, tail_shape, dtype, chunk_rows, compressors):
         kwargs = {} if compressors == "default" else {"compressors": compressors}
@@ -141,12 +207,14 @@ class _ArrayWriter:
             shape=(n,) + tuple(tail_shape),
             dtype=dtype,
             chunks=(chunk_rows,) + tuple(tail_shape),
+            config=WRITE_CONFIG,
             **kwargs,
         )
         self.n, self.chunk_rows, self.dtype = n, chunk_rows, np.dtype(dtype)
         self.pos = 0
         self.buf: list[np.ndarray] = []
         self.buffered = 0
+        self.crcs: list[int] = []
 
     def append(self, block: np.ndarray) -> None:
         self.buf.append(block)
@@ -160,6 +228,7 @@ class _ArrayWriter:
         if self.pos + rows > self.n:
             raise DKernelError(f"more rows than the {self.n} announced")
         self.arr[self.pos : self.pos + rows] = head
+        self.crcs.append(checksum(head))
         self.pos += rows
         self.buf = [rest] if len(rest) else []
         self.buffered = len(rest)
@@ -169,37 +238,42 @@ class _ArrayWriter:
             self._flush(self.buffered)
         if self.pos != self.n:
             raise DKernelError(f"wrote {self.pos} rows, expected {self.n}")
+        man = make_manifest(self.chunk_rows, self.crcs)
+        self.arr.attrs.update({MANIFEST_KEY: man})
 
 
 class StoreWriter:
-    """Write a dataset group atomically: into a hidden sibling folder, renamed at the end.
+    """Write a dataset group atomically: into a hidden sibling folder, swapped in at the end.
 
-    A failure or interruption removes the partial folder; the target name only ever
-    points at a complete store. Used by :func:`ingest` and the ``make_*`` generators.
+    A failure, Ctrl-C or SIGTERM removes the partial folder; the target name only ever
+    points at a complete store, and an ``overwrite`` interrupted by a crash is finished or
+    undone by the next :func:`open_dataset` (see :mod:`dkernel.data._atomic`). Temporary
+    folders that earlier, killed runs left beside the target are removed on start. Used by
+    :func:`ingest`, :func:`write_arrays` and the ``make_*`` generators.
     """
 
     def __init__(self, store, *, overwrite: bool = False):
         self.path = os.path.abspath(os.fspath(store))
+        _atomic.recover(self.path)
         if os.path.exists(self.path) and not overwrite:
             raise DKernelError(f"{self.path!r} already exists; pass overwrite=True to replace it")
         parent = os.path.dirname(self.path) or "."
         if not os.path.isdir(parent):
             raise DKernelError(f"folder {parent!r} does not exist")
-        self.tmp = os.path.join(
-            parent, f".{os.path.basename(self.path)}.tmp-{uuid.uuid4().hex[:8]}"
-        )
-        self.group = None
+        self.tmp = _atomic.sibling(self.path, "tmp")
+        self.group: Any = None
         self.writers: dict[str, _ArrayWriter] = {}
         self.classes: set | None = set()
         self.committed = False
+        self._signals = _atomic.terminate_as_interrupt()
 
     def __enter__(self) -> StoreWriter:
-        import zarr
-
+        self._signals.__enter__()
         self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
         return self
 
     def add(self, name, *, n, tail_shape=(), dtype, chunk_rows, compressors="default"):
+        _check_chunk_bytes(name, chunk_rows, tail_shape, dtype)
         self.writers[name] = _ArrayWriter(
             self.group,
             name,
@@ -235,11 +309,14 @@ class StoreWriter:
         w.append(data)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None or not self.committed:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+        try:
+            if exc_type is not None or not self.committed:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        finally:
+            self._signals.__exit__(None, None, None)
 
     def commit(self, attrs: Mapping[str, Any]) -> None:
-        """Close every array, set attributes and move the store into place."""
+        """Close every array, set attributes and swap the store into place."""
         for w in self.writers.values():
             w.close()
         X = self.writers["X"]
@@ -256,20 +333,40 @@ class StoreWriter:
         }
         meta.update(attrs)
         self.group.attrs.update(meta)
-        old = None
-        if os.path.exists(self.path):  # overwrite: move the old store aside, then swap
-            parent, base = os.path.split(self.path)
-            old = os.path.join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(self.path, old)
-        try:
-            os.rename(self.tmp, self.path)
-        except BaseException:
-            if old:
-                os.rename(old, self.path)
-            raise
+        _atomic.commit(self.tmp, self.path)
         self.committed = True
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_chunk_bytes(name: str, chunk_rows: int, tail_shape, dtype) -> None:
+    """Refuse a chunk whose dense buffer cannot fit in memory (a typo, or a huge LIBSVM index)."""
+    nbytes = int(chunk_rows) * int(np.prod(tail_shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+    check_allocation(
+        nbytes,
+        f"one chunk of {name} ({chunk_rows} rows x {int(np.prod(tail_shape))} columns)",
+    )
+
+
+def check_allocation(nbytes: float, what: str) -> None:
+    """Raise a ``DKernelError`` when ``nbytes`` exceeds half the memory available now.
+
+    Used before allocating buffers whose size comes from user input, so a typo
+    (``size=10**12``, a LIBSVM feature index of ``10**8``) is refused instead of ending in a
+    ``MemoryError`` or the out-of-memory killer.
+    """
+    free = psutil.virtual_memory().available
+    if nbytes > free / 2:
+        raise DKernelError(
+            f"{what} needs {_fmt_bytes(nbytes)}, more than half the {_fmt_bytes(free)} of "
+            "memory available; refusing to allocate it"
+        )
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
 
 
 def _label_dtype(y: np.ndarray) -> np.dtype:
@@ -320,7 +417,8 @@ def write_arrays(
             if has_y:
                 if yb is None or np.ndim(yb) != 1 or len(yb) != len(Xb):
                     raise DKernelError(
-                        f"a label block has shape {np.shape(yb)}, expected ({len(Xb)},)"
+                        f"a label block has shape {yb if yb is None else np.shape(yb)}, "
+                        f"expected ({len(Xb)},)"
                     )
                 w.append("y", yb)
         for name, arr in (extra or {}).items():
@@ -339,9 +437,133 @@ def write_arrays(
     return open_dataset(store)
 
 
-def _iter_array_blocks(X: np.ndarray, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
+def _iter_array_blocks(X, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
+    """Row blocks of X (NumPy, or a SciPy sparse matrix densified block by block) and y."""
     for r in range(0, X.shape[0], rows):
-        yield X[r : r + rows], (None if y is None else y[r : r + rows])
+        Xb = X[r : r + rows]
+        if _is_sparse(Xb):
+            Xb = Xb.toarray()
+        yield Xb, (None if y is None else y[r : r + rows])
+
+
+def _is_sparse(a) -> bool:
+    return hasattr(a, "toarray") and hasattr(a, "tocsr") and hasattr(a, "nnz")
+
+
+def check_array_name(name: str, *, what: str = "name") -> None:
+    """Raise unless ``name`` is a plain array name other than the store's own arrays."""
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or name in RESERVED_NAMES:
+        raise DKernelError(
+            f"{what} {name!r} is not allowed (a plain name such as 'labels', other than "
+            f"{', '.join(sorted(RESERVED_NAMES - {'zarr.json'}))})"
+        )
+
+
+def _write_block(block: np.ndarray, folder: str, start: int) -> int:
+    """Write one row chunk into the (pre-created) zarr array at ``folder``; its checksum."""
+    arr = zarr.open_array(folder, mode="r+", config=WRITE_CONFIG)
+    block = np.asarray(block)
+    arr[start : start + block.shape[0]] = block
+    return checksum(block.astype(arr.dtype, copy=False))
+
+
+def write_array(
+    store,
+    name: str,
+    array,
+    *,
+    chunk_rows: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+):
+    """Write a NumPy or dask array into an existing store as array ``name``, atomically.
+
+    The array (labels, predictions, scores: anything with rows) is written into a hidden
+    temporary folder inside the store, each chunk with its checksum (the manifest
+    :func:`open_dataset` verifies), and swapped into place only when complete. An existing
+    array of that name is replaced by the same recoverable swap, so a reader sees the old
+    array or the new one, never a partial one, and a failure or interruption (Ctrl-C,
+    SIGTERM) leaves the store as it was. Dask input is written chunk by chunk on the
+    workers (one ``compute``), never gathered whole.
+
+    Parameters
+    ----------
+    store : str, os.PathLike or Dataset
+        An existing dataset store.
+    name : str
+        Plain array name (letters, digits, ``_.-``); not ``X``, ``y``, ``X_test``, ``y_test``.
+    array : ndarray or dask array of shape (n, ...)
+        Numeric or boolean values.
+    chunk_rows : int, optional
+        Rows per chunk (default: the store's ``chunk_rows``).
+    attrs : mapping, optional
+        JSON-serialisable attributes stored on the array (and listed in the store's
+        ``arrays`` attribute).
+    overwrite : bool, default=False
+        Replace an existing array of that name.
+
+    Returns
+    -------
+    dask.array.Array
+        The written array as the store now holds it (verified reads).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from dkernel.data import ingest, write_array
+    >>> ds = ingest(np.eye(4), os.path.join(tempfile.mkdtemp(), "d.zarr"), chunk_rows=2)
+    >>> write_array(ds, "labels", np.array([0, 1, 1, 0])).compute().tolist()
+    [0, 1, 1, 0]
+    """
+    path = store.path if isinstance(store, Dataset) else os.path.abspath(os.fspath(store))
+    check_array_name(name)
+    ds = open_dataset(path)
+    final = os.path.join(path, name)
+    if os.path.lexists(final) and not overwrite:
+        raise DKernelError(f"store {path!r} already has an array {name!r}; pass overwrite=True")
+    lazy = is_dask_array(array)
+    a: Any = array if lazy else np.asarray(array)
+    if a.ndim < 1 or a.shape[0] == 0:
+        raise DKernelError(f"{name} must have at least one row, got shape {a.shape}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise DKernelError(f"{name} must be numeric, got dtype {a.dtype}")
+    if lazy and any(np.isnan(c) for c in a.shape):
+        a = a.compute_chunk_sizes()
+    tail = tuple(int(s) for s in a.shape[1:])
+    rows = chunk_rows or int(ds.attrs.get("chunk_rows") or default_chunk_rows(int(np.prod(tail))))
+    check_scalar(rows, "chunk_rows", kind=(int, np.integer), low=1)
+    rows = int(min(rows, a.shape[0]))
+    _check_chunk_bytes(name, rows, tail, a.dtype)
+    tmp = _atomic.sibling(final, "tmp")
+    with _atomic.terminate_as_interrupt():
+        try:
+            z = zarr.create_array(
+                zarr.storage.LocalStore(tmp),
+                shape=a.shape,
+                dtype=a.dtype,
+                chunks=(rows,) + tail,
+                config=WRITE_CONFIG,
+            )
+            starts = range(0, int(a.shape[0]), rows)
+            if lazy:
+                blocks = a.rechunk((rows,) + tail).to_delayed().ravel()
+                write = dask.delayed(_write_block, pure=True)
+                crcs = dask.compute(*[write(b, tmp, s) for b, s in zip(blocks, starts)])
+            else:
+                crcs = tuple(_write_block(a[s : s + rows], tmp, s) for s in starts)
+            man = make_manifest(rows, crcs)
+            z.attrs.update({**dict(attrs or {}), MANIFEST_KEY: man})
+            _atomic.commit(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    try:  # informative only: the array's own folder is the record
+        group = zarr.open_group(path, mode="r+")
+        listed: Any = dict(group.attrs.get("arrays") or {})  # type: ignore[arg-type]
+        listed[name] = {"shape": list(a.shape), "dtype": str(a.dtype), **dict(attrs or {})}
+        group.attrs.update({"arrays": listed})
+    except Exception as exc:  # a read-only store keeps its arrays; only the listing lags
+        logger.warning("could not list array %r in the attributes of %s (%s)", name, path, exc)
+    return open_dataset(path).read(name)
 
 
 def ingest(
@@ -475,13 +697,9 @@ def ingest(
                 **common,
             )
         raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
-    if _is_dask_array(source):
+    if is_dask_array(source):
         return _ingest_dask(source, y, dest, dtype=dtype, **common)
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
-
-
-def _is_dask_array(a) -> bool:
-    return hasattr(a, "dask") and hasattr(a, "chunks") and hasattr(a, "blocks")
 
 
 def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
@@ -493,7 +711,7 @@ def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
     n, d = (int(s) for s in X.shape)
     X = X.rechunk({1: -1})
     yd = None
-    if y is not None and not _is_dask_array(y):
+    if y is not None and not is_dask_array(y):
         y = np.asarray(y)
         y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
     if y is not None:
@@ -507,7 +725,7 @@ def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
             yd = np.dtype(np.int64 if integral else np.float64)
         else:
             yd = np.dtype(np.int64)
-        if _is_dask_array(y):
+        if is_dask_array(y):
             y = y.rechunk((X.chunks[0],))
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
@@ -518,7 +736,7 @@ def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
             Xb = np.asarray(X.blocks[i].compute())
             if y is None:
                 yield Xb, None
-            elif _is_dask_array(y):
+            elif is_dask_array(y):
                 yield Xb, np.asarray(y.blocks[i].compute())
             else:
                 yield Xb, y[bounds[i] : bounds[i + 1]]
@@ -552,15 +770,27 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
 
 
 def _check_xy(X, y, *, name: str = "X", yname: str = "y"):
-    """Shape, dtype and finiteness checks of an (X, y) pair, naming row and column."""
-    X = np.asarray(X)
+    """Shape, dtype and finiteness checks of an (X, y) pair, naming row and column.
+
+    A SciPy sparse ``X`` stays sparse (CSR): it is densified one row block at a time.
+    """
+    if _is_sparse(X):
+        X = X.tocsr()
+    else:
+        X = np.asarray(X)
     if X.ndim != 2 or 0 in X.shape:
         raise DKernelError(f"{name} must be a non-empty 2-D array, got shape {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
         raise DKernelError(f"{name} must be real and numeric, got dtype {X.dtype}")
-    if np.issubdtype(X.dtype, np.floating):
+    if _is_sparse(X):
+        if np.issubdtype(X.dtype, np.floating) and not np.isfinite(X.data).all():
+            row = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right"))
+            raise DKernelError(f"{name} contains NaN or inf at row {row - 1}")
+    elif np.issubdtype(X.dtype, np.floating):
         report_nonfinite(X, name=name)
     if y is not None:
+        if _is_sparse(y):
+            raise DKernelError(f"{yname} must be a dense 1-D array, got a sparse matrix")
         y = np.asarray(y)
         if y.ndim > 1 and y.size == y.shape[0]:
             y = y.ravel()
@@ -584,6 +814,9 @@ def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, c
             raise DKernelError(f"X_test has {Xt.shape[1]} columns but X has {X.shape[1]}")
         if yt is not None and y is None:
             raise DKernelError("y_test given but the training set has no y")
+        if _is_sparse(Xt):
+            check_allocation(Xt.shape[0] * Xt.shape[1] * Xt.dtype.itemsize, "X_test densified")
+            Xt = Xt.toarray()
         extra = {"X_test": Xt} if yt is None else {"X_test": Xt, "y_test": yt}
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32

@@ -10,6 +10,7 @@ import dask.config
 
 from .._validation import DKernelError
 from ._config import check_cluster_config, load_cluster_config, numba_threads
+from ._memory import PauseGuard, check_worker_memory
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -30,8 +31,13 @@ def _local_cluster(**overrides: Any):
         threads_per_worker=int(threads),
         processes=processes,
         memory_limit=opts.pop("memory-limit", "auto"),
-        dashboard_address=opts.pop("dashboard-address", ":0"),
+        # the dashboard on the loopback interface only: no unauthenticated listener on the
+        # network unless the config asks for one
+        dashboard_address=opts.pop("dashboard-address", "127.0.0.1:0"),
     )
+    host = opts.pop("host", "127.0.0.1")
+    if processes or host is None or "://" in str(host):  # in-process: inproc://, no socket
+        kwargs["host"] = host
     kwargs.update({k.replace("-", "_"): v for k, v in opts.items()})
     if processes:
         env = dict(kwargs.pop("env", None) or {})
@@ -97,18 +103,24 @@ def get_client(
         string like ``"tcp://host:8786"``: connect to that scheduler.
     **local_options
         Overrides of the embedded default (``n_workers``, ``threads_per_worker``,
-        ``processes``, ``memory_limit``).
+        ``processes``, ``memory_limit``, ``host``, ``dashboard_address``).
 
     Returns
     -------
     distributed.Client
-        Its dashboard link is logged at INFO level. Close it (``client.close()`` and
-        ``client.cluster.close()``, or use it as a context manager) when done.
+        On a cluster this function starts (embedded, local, SLURM, PBS) the memory guards
+        of :mod:`dkernel.runtime._memory` are installed: workers already past their pause
+        threshold at rest are refused with a ``DKernelError``, and a worker paused with
+        nothing to spill is unpaused after ``dkernel.cluster.memory.paused-timeout`` s.
+        The embedded cluster listens on 127.0.0.1 only (``dkernel.cluster.local.host``,
+        ``dashboard-address``). Its dashboard link is logged at INFO level. Close it
+        (``client.close()`` and ``client.cluster.close()``, or use it as a context manager)
+        when done.
     """
     from distributed import Client
 
     if config is None:
-        client = Client(_local_cluster(**local_options))
+        client = _guarded(Client(_local_cluster(**local_options)))
     elif isinstance(config, str) and "://" in config:
         client = _connect(config)
     else:
@@ -135,7 +147,30 @@ def get_client(
             client = Client(cluster)
             if kind != "local" and cfg.get("wait_for_workers"):
                 client.wait_for_workers(int(cfg["wait_for_workers"]))
+            client = _guarded(client)
     logger.info("dask dashboard: %s", client.dashboard_link)
+    return client
+
+
+def _guarded(client: Client) -> Client:
+    """Install the memory guards on a cluster dkernel started (closing it if they refuse).
+
+    :func:`check_worker_memory` refuses workers already past their pause threshold at rest;
+    :class:`PauseGuard` keeps a worker from staying paused for ever. Both follow
+    ``dkernel.cluster.memory`` (``check``, ``paused-timeout``).
+    """
+    cfg = dask.config.get("dkernel.cluster.memory", {}) or {}
+    try:
+        if cfg.get("check", True) and client.scheduler_info().get("workers"):
+            check_worker_memory(client)
+        if cfg.get("paused-timeout") is not None:
+            client.register_plugin(PauseGuard(float(cfg["paused-timeout"])))
+    except BaseException:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
     return client
 
 

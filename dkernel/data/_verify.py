@@ -1,0 +1,150 @@
+"""Stores that prove they are whole: per-chunk checksums written with the data, checked on read.
+
+zarr fills a missing chunk with the array's fill value (zeros) without a word, and a damaged
+chunk fails in the decompressor naming nothing. Every array dkernel writes therefore carries a
+manifest in its own attributes (so it moves with the array in every atomic rename)::
+
+    "dkernel_manifest": {"chunk_rows": 4096, "n_chunks": 12, "crc32": [..one per chunk..]}
+
+where each CRC-32 is of the decoded chunk's bytes (C order, the array's dtype). Opening a
+store checks that every chunk file is present (a directory listing, no reads); the dask arrays
+a store opens into check each chunk's checksum as they read it (one task per chunk, no extra
+pass). A missing or damaged chunk is a :class:`DKernelError` naming store, array and chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+import zarr.errors
+
+from .._validation import DKernelError
+
+#: Attribute key of an array's manifest.
+MANIFEST_KEY = "dkernel_manifest"
+#: zarr config of every array dkernel writes: all-zero chunks are written too, so an absent
+#: chunk file always means a lost one.
+WRITE_CONFIG: Any = {"write_empty_chunks": True}
+
+
+def checksum(block: np.ndarray) -> int:
+    """CRC-32 of a decoded chunk (its bytes in C order)."""
+    return zlib.crc32(np.ascontiguousarray(block).view(np.uint8).reshape(-1))
+
+
+def make_manifest(chunk_rows: int, crcs: Sequence[int]) -> dict[str, Any]:
+    """The manifest of one write of an array (``write_id`` tells writes apart)."""
+    return {
+        "chunk_rows": int(chunk_rows),
+        "n_chunks": len(crcs),
+        "crc32": [int(c) for c in crcs],
+        "write_id": uuid.uuid4().hex,
+    }
+
+
+def read_manifest(arr, *, store: str, name: str) -> dict[str, Any] | None:
+    """The manifest of ``arr`` after a shape check, or None for an array written without one."""
+    man = arr.attrs.get(MANIFEST_KEY)
+    if man is None:
+        return None
+    rows = int(man.get("chunk_rows", 0))
+    n = int(arr.shape[0])
+    expected = -(-n // rows) if rows > 0 else -1
+    crcs = man.get("crc32") or []
+    if rows != arr.chunks[0] or expected != man.get("n_chunks") or len(crcs) != expected:
+        raise DKernelError(
+            f"store {store!r}: array {name!r} does not match its manifest "
+            f"({n} rows in chunks of {arr.chunks[0]}, manifest: {man.get('n_chunks')} chunks "
+            f"of {rows}); the store was modified outside dkernel"
+        )
+    return man
+
+
+def chunk_key(arr, index: int) -> str:
+    """Store key (relative to the array) of row chunk ``index`` (all other axes in one chunk)."""
+    return arr.metadata.encode_chunk_key((index,) + (0,) * (arr.ndim - 1))
+
+
+def check_present(arr, *, folder: str, store: str, name: str, n_chunks: int) -> None:
+    """Raise naming the first row chunk whose file is missing from the array's folder."""
+    expected = {chunk_key(arr, i): i for i in range(n_chunks)}
+    present = set()
+    for root, _dirs, files in os.walk(folder):
+        rel = os.path.relpath(root, folder)
+        for f in files:
+            present.add(f if rel == "." else f"{rel}/{f}".replace(os.sep, "/"))
+    missing = [i for key, i in expected.items() if key not in present]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DKernelError(
+            f"store {store!r}: array {name!r} is missing chunk {missing[0]}{more} "
+            f"(file {chunk_key(arr, missing[0])!r}); the store is incomplete"
+        )
+
+
+@functools.lru_cache(maxsize=32)
+def _open_for_read(folder: str, token: str):
+    """A read-only zarr array that raises on a missing chunk; cached per process and write."""
+    return zarr.open_array(folder, mode="r", config={"read_missing_chunks": False})
+
+
+def _read_chunk(
+    folder: str, token: str, store: str, name: str, index: int, start: int, stop: int, crc
+) -> np.ndarray:
+    """Row chunk ``index`` of an array, its checksum verified; every failure names it."""
+    where = f"store {store!r}: array {name!r}, chunk {index} (rows {start}-{stop - 1})"
+    try:
+        block = _open_for_read(folder, token)[start:stop]
+    except zarr.errors.ChunkNotFoundError:
+        raise DKernelError(f"{where} is missing; the store is incomplete") from None
+    except Exception as exc:  # the codec's own error: Zstd decompression error ...
+        raise DKernelError(f"{where} is corrupt ({type(exc).__name__}: {exc})") from None
+    if crc is not None and checksum(block) != crc:
+        raise DKernelError(f"{where} is corrupt (its checksum differs from the manifest)")
+    return block
+
+
+def verified_view(
+    arr, *, folder: str, store: str, name: str, dask_name: str, manifest: Mapping | None
+):
+    """A dask array over ``arr`` (row chunks, other axes whole) whose every read is checked.
+
+    One task per row chunk, no dependencies: the task opens the array (once per process),
+    reads the chunk, and compares its checksum with the manifest's.
+    """
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    n = int(arr.shape[0])
+    rows = int(arr.chunks[0])
+    tail = tuple(int(s) for s in arr.shape[1:])
+    crcs = manifest["crc32"] if manifest is not None else None
+    token = dask_name  # unique per store write and array: the cache key of the opened array
+    zeros = (0,) * len(tail)
+    layer: dict[Any, Any] = {}
+    sizes = []
+    for i, start in enumerate(range(0, n, rows)):
+        stop = min(n, start + rows)
+        crc = None if crcs is None else int(crcs[i])
+        layer[(dask_name, i) + zeros] = (
+            _read_chunk,
+            folder,
+            token,
+            store,
+            name,
+            i,
+            start,
+            stop,
+            crc,
+        )
+        sizes.append(stop - start)
+    graph = HighLevelGraph.from_collections(dask_name, layer, dependencies=())
+    chunks = (tuple(sizes),) + tuple((s,) for s in tail)
+    return da.Array(graph, dask_name, chunks=chunks, meta=np.empty((0,) * arr.ndim, arr.dtype))
