@@ -151,3 +151,39 @@ def test_bad_input(rng, tmp_path):
         pytest.raises(DKernelError, match="X contains NaN at row 612, column 2"),
     ):
         distributed_coreset(da.from_array(Xn, chunks=250), y, 10, method="merge-reduce")
+
+
+@pytest.mark.parametrize("method", ["two-pass", "merge-reduce"])
+def test_same_coreset_whatever_the_chunks(rng, method):
+    import dask
+
+    X, y = _data(rng, n=6000)
+    out = []
+    with dask.config.set(scheduler="sync"):
+        for chunks in (300, 750):  # 20 and 8 chunks; the leaves are fixed row ranges
+            out.append(
+                distributed_coreset(
+                    da.from_array(X, chunks=chunks),
+                    y,
+                    150,
+                    method=method,
+                    leaf_size=1000,
+                    random_state=3,
+                )
+            )
+    assert out[0].info["n_blocks" if method == "two-pass" else "n_leaves"] == 6
+    assert _same(out[0], out[1])
+
+
+def test_two_pass_opt_is_a_certified_lower_bound(rng):
+    import dask
+
+    from dkernel.coreset._sensitivity import _with_bias
+    from dkernel.coreset._solver import coarse_svm
+
+    X, y = _data(rng, n=8000)
+    with dask.config.set(scheduler="sync"):
+        c = distributed_coreset(da.from_array(X, chunks=2000), y, 200, random_state=0)
+    best = coarse_svm(_with_bias(X), y.astype(float), np.ones(8000), 1.0, tol=1e-6, max_iter=3000)
+    assert 0.8 * best.upper < c.info["opt"] <= best.upper
+    assert c.info["coarse_cost"] >= best.lower

@@ -122,3 +122,15 @@ def test_sensitivity_errors(rng):
         svm_sensitivity(X, y, C=0.0)
     with pytest.raises(DKernelError, match="opt must be > 0"):
         svm_sensitivity(X, y, opt=-1.0)
+
+
+def test_coarse_solve_stops_on_separable_data(rng):
+    # a wide margin: the certificate closes slowly, the stall criterion stops the solve
+    X = rng.normal(size=(2000, 3))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    X[:, 0] += 3 * y
+    X1 = _with_bias(X)
+    sol = coarse_svm(X1, y, np.ones(2000), 10.0, tol=1e-9, max_iter=5000)
+    assert sol.n_iter < 5000
+    best = coarse_svm(X1, y, np.ones(2000), 10.0, tol=1e-9, max_iter=20000)
+    assert 0 < sol.lower <= best.upper and sol.upper <= 1.01 * best.upper

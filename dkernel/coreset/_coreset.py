@@ -24,9 +24,9 @@ from ._solver import svm_objective
 
 logger = logging.getLogger(__name__)
 
-#: Regularisation names of estimators minimising a mean loss (``BudgetedSVC`` still names its
-#: regulariser ``lam`` until its rename to ``alpha``, issue 10).
-_MEAN_LOSS_PARAMS = frozenset({"alpha", "lam"})
+#: Regularisation names of estimators minimising a mean loss (``SGDClassifier``,
+#: ``BudgetedSVC``).
+_MEAN_LOSS_PARAMS = frozenset({"alpha"})
 #: Default share of uniform (weight-proportional) sampling in the mixture. Measured on htru2,
 #: credit_default, ijcnn1, a9a and skin_nonskin (benchmarks/results/coreset.md): with 0.3
 #: the coreset's error was at most uniform's at every size tried.

@@ -35,6 +35,7 @@ class CoarseSolution(NamedTuple):
     w: np.ndarray  # (d + 1,) weights, bias last
     upper: float  # F(w): the primal value with the true hinge
     lower: float  # a certified lower bound of min F (dual value, >= 0)
+    n_iter: int  # L-BFGS iterations run
 
 
 def svm_objective(X1, ys, u, C, w) -> float:
@@ -124,7 +125,7 @@ def coarse_svm(X1, ys, u, C, *, tol: float = 0.005, max_iter: int = 600, w0=None
         upper = svm_objective(X1, ys, u, C, w)
         lower = min(_dual_bound(_local_aggregates(X1, ys, u, C, w)), upper)
         if upper <= (1.0 + tol) * lower or used >= max_iter or upper >= (1.0 - _STALL) * previous:
-            return CoarseSolution(w=w, upper=upper, lower=lower)
+            return CoarseSolution(w=w, upper=upper, lower=lower, n_iter=used)
         previous = upper
 
 
