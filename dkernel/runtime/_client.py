@@ -11,6 +11,7 @@ import dask.config
 from .._validation import DKernelError
 from ._config import check_cluster_config, load_cluster_config, numba_threads
 from ._memory import PauseGuard, check_worker_memory
+from ._plugins import register_thread_settings
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -96,8 +97,9 @@ def get_client(
     Parameters
     ----------
     config : None, path of a cluster YAML, a loaded ``cluster:`` mapping, or an address
-        ``None``: the embedded default, an in-process ``LocalCluster`` sized to the
-        machine (``dkernel.cluster.local`` in the Dask config). A path: a file from
+        ``None``: the scheduler at ``DASK_SCHEDULER_ADDRESS`` (Dask's ``scheduler-address``
+        config) when set, else the embedded default, an in-process ``LocalCluster`` sized
+        to the machine (``dkernel.cluster.local`` in the Dask config). A path: a file from
         ``cluster-configs/`` (local, slurm, pbs, scheduler-file, address); a mapping: the
         ``cluster:`` part of such a file, as :func:`load_cluster_config` returns it. A
         string like ``"tcp://host:8786"``: connect to that scheduler.
@@ -119,6 +121,8 @@ def get_client(
     """
     from distributed import Client
 
+    if config is None:
+        config = _default_address()
     if config is None:
         client = _guarded(Client(_local_cluster(**local_options)))
     elif isinstance(config, str) and "://" in config:
@@ -148,8 +152,18 @@ def get_client(
             if kind != "local" and cfg.get("wait_for_workers"):
                 client.wait_for_workers(int(cfg["wait_for_workers"]))
             client = _guarded(client)
+    register_thread_settings(client)  # hand-started workers: the embedded thread settings
     logger.info("dask dashboard: %s", client.dashboard_link)
     return client
+
+
+def _default_address() -> str | None:
+    """``DASK_SCHEDULER_ADDRESS`` (or Dask's ``scheduler-address`` config), with a scheme."""
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS") or dask.config.get("scheduler-address", None)
+    if not address:
+        return None
+    address = str(address)
+    return address if "://" in address else f"tcp://{address}"
 
 
 def _guarded(client: Client) -> Client:
