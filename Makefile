@@ -20,7 +20,7 @@ BASE_PYTHON ?= $(shell \
   fi; \
   echo python3)
 
-.PHONY: demo test lint install clean
+.PHONY: demo test test-hpc lint install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	DASK_CONFIG=$$(mktemp -d) $(PY) -m pytest -q
+
+# A one-node SLURM on this machine runs examples/slurm_batch.sh (root on Debian/Ubuntu;
+# skipped with a message elsewhere). Under 10 minutes; see hpc/test-hpc.sh.
+test-hpc: $(STAMP)
+	PY=$(abspath $(PY)) bash hpc/test-hpc.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dkernel tests benchmarks examples

@@ -1,0 +1,214 @@
+"""The HPC batch scripts: valid shell with the safeguards they promise, and the whole job run
+for real with the scheduler's launcher stood in for (``srun``/PBS variables), so the logic is
+checked without a SLURM. ``make test-hpc`` runs slurm_batch.sh on a real one-node SLURM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dkernel.data import make_checkerboard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SLURM = os.path.join(ROOT, "examples", "slurm_batch.sh")
+PBS = os.path.join(ROOT, "examples", "pbs_batch.sh")
+TEST_HPC = os.path.join(ROOT, "hpc", "test-hpc.sh")
+
+
+def _text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+@pytest.mark.parametrize("path", [SLURM, PBS, TEST_HPC])
+def test_valid_bash(path):
+    assert subprocess.run(["bash", "-n", path], timeout=60).returncode == 0
+    assert os.stat(path).st_mode & stat.S_IXUSR
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_shellcheck_clean():
+    res = subprocess.run(
+        ["shellcheck", SLURM, PBS, TEST_HPC], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stdout
+
+
+def test_slurm_script_safeguards():
+    text = _text(SLURM)
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    sruns = re.findall(r"^srun .*", code, flags=re.M)
+    assert len(sruns) == 2 and all("--overlap" in s for s in sruns)  # scheduler and workers
+    for var in ("SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE"):
+        assert var in code
+    assert "64" not in code  # no hard-coded memory
+    assert "wait_for_workers(n, timeout=timeout)" in code and "sleep 10" not in code
+    assert '--interface "$INTERFACE"' in code
+    assert "-m dkernel" in code and "-m dask scheduler" in code and "-m dask worker" in code
+    assert re.search(r"#SBATCH --nodes=1\b", text)  # runs on a one-node cluster as shipped
+    for step in ("ingest", "kmeans", "svm train", "svm predict", "coreset", "info"):
+        assert re.search(rf"\bdkc? {step}\b", code), step
+
+
+def test_pbs_script_is_the_twin():
+    text = _text(PBS)
+    for needle in ("PBS_NODEFILE", "wait_for_workers(n, timeout=timeout)", "-m dkernel"):
+        assert needle in text
+    for step in ("ingest", "kmeans", "svm train", "svm predict", "coreset", "info"):
+        assert re.search(rf"\bdkc? {step}\b", text), step
+
+
+@pytest.mark.parametrize("script", [SLURM, PBS])
+def test_usage_errors(tmp_path, script):
+    res = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "usage:" in res.stderr
+    res = subprocess.run(
+        ["bash", script, "--bogus", "x"], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 2 and "unknown option --bogus" in res.stderr
+    res = subprocess.run(
+        ["bash", script, str(tmp_path / "missing.csv")], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 2 and "no file" in res.stderr
+
+
+FAKE_SRUN = r"""#!/bin/bash
+# stands in for srun: runs --ntasks copies of the command here (and checks --overlap is asked)
+n=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --overlap) overlap=1; shift ;;
+        --ntasks=*) n=${1#--ntasks=}; shift ;;
+        --*) shift ;;
+        *) break ;;
+    esac
+done
+[ -n "${overlap:-}" ] || { echo "fake srun: step without --overlap" >&2; exit 3; }
+echo "fake srun: $n x $1 $2 $3" >>"$FAKE_SRUN_LOG"
+pids=()
+for _ in $(seq "$n"); do "$@" & pids+=($!); done
+trap 'kill "${pids[@]}" 2>/dev/null' TERM INT
+wait
+"""
+
+
+@pytest.fixture
+def job_data(tmp_path):
+    for name, n, seed in (("train", 3000, 0), ("test", 1000, 1)):
+        X, y = make_checkerboard(n, random_state=seed)
+        np.savetxt(
+            tmp_path / f"{name}.csv",
+            np.column_stack([X, y]),
+            delimiter=",",
+            fmt=["%.6f", "%.6f", "%d"],
+        )
+    return tmp_path
+
+
+ARGS = [
+    "--timeout",
+    "120",
+    "--interface",
+    "lo",
+    "--budget",
+    "100",
+    "--coreset-size",
+    "300",
+    "--svm-args",
+    "--gamma 8",
+    "--kmeans-args",
+    "--max-iter 10 --batch-size 256",
+]
+
+
+def _check_results(data, out: str):
+    for step in ("1/6 ingest", "3/6 budgeted SVM", "5/6 coreset", "cluster stopped (exit 0)"):
+        assert step in out, out
+    r = json.loads((data / "train-results" / "results.json").read_text(encoding="utf-8"))
+    assert r["ingest"]["n_samples"] == 3000 and r["ingest-test"]["n_samples"] == 1000
+    assert r["kmeans"]["n_clusters"] == 10 and r["info"]["arrays"]["labels"]["shape"] == [3000]
+    assert 0 < r["svm-train"]["n_support_vectors"] <= 100
+    assert r["svm-test"]["n_samples"] == 1000 and r["svm-test"]["accuracy"] > 0.8
+    assert 0 < r["coreset"]["rows"] <= 300
+    assert (data / "train-coreset.zarr").is_dir()  # written beside the store
+    return r
+
+
+def _env(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_"))}
+    env.update(DKERNEL_PYTHON=sys.executable, DASK_CONFIG=str(tmp_path / "dask-config"))
+    return env
+
+
+@pytest.mark.slow
+def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN, encoding="utf-8")
+    (bin_dir / "srun").chmod(0o755)
+    env = _env(tmp_path)
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        FAKE_SRUN_LOG=str(tmp_path / "srun.log"),
+        SLURM_JOB_ID="4242",
+        SLURM_NTASKS="2",
+        SLURM_CPUS_PER_TASK="1",
+        SLURM_JOB_NUM_NODES="1",
+        SLURM_TASKS_PER_NODE="2",
+        SLURM_MEM_PER_NODE="4000",
+        SLURM_SUBMIT_DIR=ROOT,
+    )
+    res = subprocess.run(
+        ["bash", SLURM, *ARGS, str(job_data / "train.csv"), str(job_data / "test.csv")],
+        cwd=job_data,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "2 worker(s) x 1 thread(s), memory limit 1800MB each" in out  # 4000 * 0.9 / 2
+    assert "2 workers up" in out
+    srun_log = (tmp_path / "srun.log").read_text(encoding="utf-8")
+    assert "1 x " in srun_log and "-m dask scheduler" in srun_log
+    assert "2 x " in srun_log and "-m dask worker" in srun_log
+    _check_results(job_data, out)
+    job_dir = job_data / "train-results" / "job-4242"
+    assert "127.0.0.1" in (job_dir / "scheduler.json").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_pbs_job_runs_every_step_on_one_host(job_data, tmp_path):
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("localhost\nlocalhost\n", encoding="utf-8")
+    env = _env(tmp_path)
+    env.update(
+        PBS_NODEFILE=str(nodefile),
+        PBS_JOBID="77.pbs",
+        PBS_O_WORKDIR=str(job_data),
+        TRAIN=str(job_data / "train.csv"),
+        TEST=str(job_data / "test.csv"),
+    )
+    env.pop("PBS_NP", None)
+    env.pop("NCPUS", None)
+    res = subprocess.run(
+        ["bash", PBS, *ARGS],  # the data from qsub -v TRAIN=...,TEST=...
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "2 worker(s) x 1 thread(s) on 1 host(s)" in out and "2 workers up" in out
+    _check_results(job_data, out)
