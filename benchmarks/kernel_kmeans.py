@@ -1,18 +1,31 @@
-"""Benchmark: truncated mini-batch kernel k-means against full batch and scikit-learn peers.
+"""Benchmark: mini-batch kernel k-means against the routes a scikit-learn user would pick.
 
-Sections (all in one run, results side by side):
-1. quality/speed on pendigits, letter, usps, mnist_partial (X and X_test together) and
-   fashion_mnist (70k): truncated mini-batch (b=1024, tau=200, both learning rates), the
-   untruncated variant, full-batch ``KernelKMeans``, scikit-learn ``KMeans``,
-   ``MiniBatchKMeans`` and ``Nystroem(1000) + KMeans``, all at the gamma picked by the
-   library's label-free :func:`dkernel.cluster.select_gamma`;
-2. the (b, tau, learning rate) grid and the renormalisation choice on pendigits;
-3. break-even n (full batch vs mini-batch) on fashion_mnist subsamples;
-4. scaling on zarr-backed rings (n = 10^4, 10^5, 10^6, d = 50, 2 workers).
+Sections (``--sections``, comma-separated; each adds its part to the one report):
+
+- ``headline``: fashion-MNIST 60k (the train split), k = 10, 3 seeds, one median-heuristic
+  gamma for both: ``MiniBatchKernelKMeans`` defaults vs ``Nystroem(1000) + KMeans(n_init=1)``;
+  wall, CPU, peak memory, ARI, kernel entries per iteration and the fit's ratio to the
+  compute floor. About 2 minutes on 2 cores.
+- ``floor``: the cost of one kernel entry in a bare GEMM + exp (NumPy, every core), on
+  the shapes the fit uses; the floor of a fit is its kernel entries times that cost.
+  Seconds. (``headline`` runs it when it is not selected.)
+- ``scaling``: zarr stores of rings, n = 400k and 10^6, d = 50 (k = 3, defaults
+  otherwise): fit + predict on a LocalCluster of 1 and of 2 worker processes (1 thread
+  each); wall, client CPU, peak RSS (client + workers), identical labels, per-iteration
+  time (flat in n). About 3-4 minutes on 2 cores.
+- ``quality``: pendigits, letter, usps, mnist_partial, fashion_mnist (70k): mini-batch
+  kernel k-means, Nystroem(1000) + KMeans, scikit-learn MiniBatchKMeans and full-batch
+  ``KernelKMeans`` (n <= 12000), at the gamma ``select_gamma`` picks without labels;
+  3 seeds (2 on the d = 784 sets). Tens of minutes.
 
 Usage::
 
-    python benchmarks/kernel_kmeans.py [--quick] [--data-dir ../shared/datasets] [--out benchmarks/results]
+    python benchmarks/kernel_kmeans.py --sections headline,scaling   # ~6 min, 2 cores
+    python benchmarks/kernel_kmeans.py --sections quality --merge    # adds the ARI table
+    python benchmarks/kernel_kmeans.py --quick                      # smoke run, seconds
+
+Results: ``benchmarks/results/kernel_kmeans.{json,md,png}`` (``_quick`` for --quick);
+``--merge`` keeps the sections of the existing .json that this run does not redo.
 """
 
 from __future__ import annotations
@@ -21,322 +34,44 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import threading
 import time
-import tracemalloc
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DATASETS = {  # name: (n_clusters, join the test split)
-    "pendigits": (10, True),
-    "letter": (26, False),
-    "usps": (10, True),
-    "mnist_partial": (10, True),
-    "fashion_mnist": (10, True),
+QUALITY_SETS = {  # name: (n_clusters, join the test split, seeds)
+    "pendigits": (10, True, 3),
+    "letter": (26, False, 3),
+    "usps": (10, True, 3),
+    "mnist_partial": (10, True, 2),
+    "fashion_mnist": (10, True, 2),
 }
-
-
-def load(data_dir: str, name: str):
-    d = np.load(os.path.join(data_dir, f"{name}.npz"))
-    X, y = d["X"], d["y"]
-    if DATASETS[name][1] and "X_test" in d:
-        X = np.concatenate([X, d["X_test"]])
-        y = np.concatenate([y, d["y_test"]])
-    return np.ascontiguousarray(X, dtype=np.float32), y
-
-
-def measure(fn):
-    """Run ``fn()``; wall time and peak traced (NumPy + Python) memory in MiB."""
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    out = fn()
-    dt = time.perf_counter() - t0
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return out, dt, peak
-
-
-def run_one(method: str, X, y, k, gamma, seed, **kw) -> dict:
-    from sklearn.cluster import KMeans, MiniBatchKMeans
-    from sklearn.kernel_approximation import Nystroem
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
-
-    from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-
-    n = X.shape[0]
-    evals = None
-    n_iter = None
-    if method == "mbkk":
-        model = MiniBatchKernelKMeans(k, gamma=gamma, random_state=seed, **kw)
-        _, dt, peak = measure(lambda: model.fit(X))
-        labels, evals, n_iter = model.labels_, model.n_kernel_evals_, model.n_iter_
-    elif method == "full":
-        model = KernelKMeans(k, gamma=gamma, random_state=seed, **kw)
-        _, dt, peak = measure(lambda: model.fit(X))
-        labels, evals, n_iter = model.labels_, model.n_kernel_evals_, model.n_iter_
-    elif method == "kmeans":
-        model = KMeans(k, random_state=seed)
-        _, dt, peak = measure(lambda: model.fit(X))
-        labels, n_iter = model.labels_, int(model.n_iter_)
-    elif method == "minibatch_kmeans":
-        model = MiniBatchKMeans(k, batch_size=1024, random_state=seed)
-        _, dt, peak = measure(lambda: model.fit(X))
-        labels, n_iter = model.labels_, int(model.n_iter_)
-    elif method == "nystroem_kmeans":
-        m = min(1000, n)
-
-        def fit():
-            F = Nystroem(
-                kernel="rbf", gamma=gamma, n_components=m, random_state=seed
-            ).fit_transform(X)
-            return KMeans(k, random_state=seed).fit(F).labels_
-
-        labels, dt, peak = measure(fit)
-        evals = n * m + m * m
-    else:
-        raise ValueError(method)
-    return {
-        "method": method,
-        "seed": seed,
-        "ari": float(adjusted_rand_score(y, labels)),
-        "nmi": float(normalized_mutual_info_score(y, labels)),
-        "time_s": dt,
-        "peak_mib": peak,
-        "kernel_evals": evals,
-        "n_iter": n_iter,
-        **{k_: (v if not isinstance(v, float) else float(v)) for k_, v in kw.items()},
-    }
+FULL_BATCH_MAX_N = 12000  # KernelKMeans with its n x n kernel cached (float32: 576 MB)
+#: Kernel entries per iteration before issue 15 (commit e5af2b0), fashion-MNIST 60k,
+#: defaults (b = 1024, tau = 200), iterations 21-40, measured with n_kernel_evals_.
+ENTRIES_PER_ITER_BEFORE = 4.02e6
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def config_key(r: dict) -> str:
-    m = r["method"]
-    if m == "mbkk":
-        tau = r.get("tau")
-        lab = f"mbkk b={r.get('batch_size')} tau={'none' if tau is None else tau} lr={r.get('learning_rate')}"
-        if r.get("renormalize") is False:
-            lab += " no-renorm"
-        return lab
-    return m
+def load(data_dir: str, name: str, *, join_test: bool):
+    d = np.load(os.path.join(data_dir, f"{name}.npz"))
+    X, y = d["X"], d["y"]
+    if join_test and "X_test" in d:
+        X = np.concatenate([X, d["X_test"]])
+        y = np.concatenate([y, d["y_test"]])
+    return np.ascontiguousarray(X, dtype=np.float32), np.asarray(y)
 
 
-def summarise(rows: list[dict]) -> dict:
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault((r["dataset"], config_key(r)), []).append(r)
-    out = {}
-    for (ds, key), rs in groups.items():
-
-        def ms(f):
-            v = np.array([x[f] for x in rs if x.get(f) is not None], dtype=float)
-            return (float(v.mean()), float(v.std())) if v.size else (None, None)
-
-        out[(ds, key)] = {
-            "n_seeds": len(rs),
-            "ari": ms("ari"),
-            "nmi": ms("nmi"),
-            "time_s": ms("time_s"),
-            "peak_mib": ms("peak_mib"),
-            "kernel_evals": ms("kernel_evals"),
-            "n_iter": ms("n_iter"),
-            "extrapolated": any(x.get("extrapolated") for x in rs),
-        }
-    return out
-
-
-# ------------------------------------------------------------------ sections
-T0 = time.perf_counter()
-LOAD = os.getloadavg()
-
-
-def section_datasets(args, rows, gammas):
-    from dkernel.cluster import KernelKMeans, select_gamma
-
-    quick = args.quick
-    names = ["fashion_mnist"] if quick else list(DATASETS)
-    for name in names:
-        X, y = load(args.data_dir, name)
-        k = DATASETS[name][0]
-        if quick:
-            X, y = X[:1000], y[:1000]
-        t0 = time.perf_counter()
-        gamma, scores = select_gamma(
-            X, k, sample_size=300 if quick else 2000, random_state=0, return_scores=True
-        )
-        sel_s = time.perf_counter() - t0
-        gammas[name] = {
-            "gamma": gamma,
-            "scores": {str(g): s for g, s in scores.items()},
-            "select_s": sel_s,
-            "n": int(X.shape[0]),
-            "d": int(X.shape[1]),
-            "k": k,
-        }
-        log(
-            f"{name}: n={X.shape[0]} d={X.shape[1]} k={k} selected gamma={gamma:.4g} "
-            f"({sel_s:.1f} s; silhouettes {', '.join(f'{s:.3f}' for s in scores.values())})"
-        )
-        big = name == "fashion_mnist"
-        wide = name in ("mnist_partial", "fashion_mnist")  # d = 784: the costly ones
-        seeds = [0] if quick else ([0, 1] if wide else [0, 1, 2])
-        iters = 10 if quick else 200
-
-        def add(method, seed, **kw):
-            r = run_one(method, X, y, k, gamma, seed, **kw)
-            r["dataset"] = name
-            rows.append(r)
-            log(
-                f"  {name} {config_key(r)} seed={seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
-                f"{r['time_s']:.1f} s peak {r['peak_mib']:.0f} MiB"
-            )
-            return r
-
-        for seed in seeds:
-            add("mbkk", seed, batch_size=1024, tau=200, learning_rate="beta", max_iter=iters)
-            if not wide or seed == 0:
-                add("mbkk", seed, batch_size=1024, tau=200, learning_rate="sklearn", max_iter=iters)
-            if name in ("pendigits", "letter") or (name == "usps" and seed == 0) or quick:
-                add("mbkk", seed, batch_size=1024, tau=None, learning_rate="beta", max_iter=iters)
-            add("kmeans", seed)
-            add("minibatch_kmeans", seed)
-            add("nystroem_kmeans", seed)
-            if not big:
-                add("full", seed, max_kernel_bytes=2**31)
-        if big:
-            # full batch: one Lloyd iteration (an n^2 kernel pass) timed on a subsample of
-            # m rows, scaled by (n/m)^2, times the median number of iterations the full
-            # batch needed on mnist_partial (same kind of data)
-            m = 500 if quick else 14000
-            sub = np.random.RandomState(0).permutation(X.shape[0])[:m]
-            model = KernelKMeans(
-                k, gamma=gamma, random_state=0, max_iter=1, max_kernel_bytes=0, chunk_rows=4096
-            )
-            _, dt, _peak = measure(lambda: model.fit(X[sub]))
-            scale = (X.shape[0] / m) ** 2
-            ref_iters = [
-                r["n_iter"]
-                for r in rows
-                if r["dataset"] == "mnist_partial" and r["method"] == "full"
-            ]
-            n_conv = float(np.median(ref_iters)) if ref_iters else 30.0
-            rows.append(
-                {
-                    "dataset": name,
-                    "method": "full",
-                    "seed": 0,
-                    "ari": None,
-                    "nmi": None,
-                    "time_s": dt * scale * n_conv,
-                    "peak_mib": None,
-                    "kernel_evals": float(X.shape[0]) ** 2 * n_conv,
-                    "n_iter": n_conv,
-                    "extrapolated": True,
-                    "measured_iter_s": dt,
-                    "measured_rows": m,
-                }
-            )
-            log(
-                f"  {name} full batch: one iteration on {m} rows {dt:.1f} s x (n/m)^2 = "
-                f"{dt * scale:.0f} s per iteration x {n_conv:g} iterations (median on "
-                f"mnist_partial) = {dt * scale * n_conv:.0f} s"
-            )
-        write_report(args, rows, gammas, {}, time.perf_counter() - T0)
-
-
-def section_grid(args, rows):
-    X, y = load(args.data_dir, "pendigits")
-    k = 10
-    if args.quick:
-        X, y = X[:2000], y[:2000]
-    from dkernel.cluster import select_gamma
-
-    gamma = select_gamma(X, k, sample_size=300 if args.quick else 2000, random_state=0)
-    bs = [256] if args.quick else [256, 1024, 2048]
-    taus = [50] if args.quick else [50, 100, 200, 300]
-    seeds = [0] if args.quick else [0, 1]
-    iters = 10 if args.quick else 200
-    for b in bs:
-        for tau in taus:
-            for lr in ("beta", "sklearn"):
-                for seed in seeds:
-                    r = run_one(
-                        "mbkk",
-                        X,
-                        y,
-                        k,
-                        gamma,
-                        seed,
-                        batch_size=b,
-                        tau=tau,
-                        learning_rate=lr,
-                        max_iter=iters,
-                    )
-                    r["dataset"] = "pendigits-grid"
-                    rows.append(r)
-                log(
-                    f"  grid b={b} tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds) :]]):.3f}"
-                )
-    for tau in [50] if args.quick else [50, 200]:
-        for lr in ("beta", "sklearn"):
-            for seed in seeds:
-                r = run_one(
-                    "mbkk",
-                    X,
-                    y,
-                    k,
-                    gamma,
-                    seed,
-                    batch_size=1024,
-                    tau=tau,
-                    learning_rate=lr,
-                    renormalize=False,
-                    max_iter=iters,
-                )
-                r["dataset"] = "pendigits-grid"
-                rows.append(r)
-            log(
-                f"  no-renorm tau={tau} lr={lr}: ARI {np.mean([r['ari'] for r in rows[-len(seeds) :]]):.3f}"
-            )
-
-
-def section_breakeven(args, out):
-    from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans, select_gamma
-
-    X, _y = load(args.data_dir, "letter")
-    sizes = [500] if args.quick else [2500, 5000, 10000, 20000]
-    perm = np.random.RandomState(0).permutation(X.shape[0])
-    gamma = select_gamma(X, 26, sample_size=300 if args.quick else 2000, random_state=0)
-    res = []
-    for n in sizes:
-        Xs = X[perm[:n]]
-        mb = MiniBatchKernelKMeans(
-            26,
-            gamma=gamma,
-            batch_size=1024,
-            tau=200,
-            max_iter=10 if args.quick else 200,
-            random_state=0,
-        )
-        _, t_mb, _ = measure(lambda: mb.fit(Xs))
-        full = KernelKMeans(26, gamma=gamma, random_state=0, max_kernel_bytes=2**31)
-        _, t_full, _ = measure(lambda: full.fit(Xs))
-        res.append({"n": n, "mbkk_s": t_mb, "full_s": t_full, "full_iter": full.n_iter_})
-        log(
-            f"  break-even n={n}: mini-batch {t_mb:.1f} s, full batch {t_full:.1f} s "
-            f"({full.n_iter_} iterations)"
-        )
-    out["breakeven"] = res
-
-
-class _RSSSampler:
-    """Peak summed RSS of this process and its children, sampled every 50 ms."""
+class RSS:
+    """Peak resident memory of this process and its children, sampled every 20 ms."""
 
     def __init__(self):
         import psutil
@@ -346,7 +81,7 @@ class _RSSSampler:
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
-    def _total(self):
+    def total(self) -> int:
         tot = self.proc.memory_info().rss
         for c in self.proc.children(recursive=True):
             try:
@@ -357,11 +92,12 @@ class _RSSSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._total())
-            time.sleep(0.05)
+            self.peak = max(self.peak, self.total())
+            time.sleep(0.02)
 
     def __enter__(self):
-        self.base = self._total()
+        self.base = self.total()
+        self.peak = self.base
         self._t.start()
         return self
 
@@ -370,400 +106,467 @@ class _RSSSampler:
         self._t.join()
 
 
-def section_scaling(args, out):
+def measure(fn):
+    """``fn()`` with wall time, CPU time of this process (all threads) and peak RSS."""
+    with RSS() as mem:
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = fn()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return out, {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mib": mem.peak / 2**20,
+        "peak_above_start_mib": (mem.peak - mem.base) / 2**20,
+    }
+
+
+# ------------------------------------------------------------------ methods
+def fit_method(method: str, X, k: int, gamma: float, seed: int) -> tuple[np.ndarray, dict]:
+    from sklearn.cluster import KMeans, MiniBatchKMeans
+    from sklearn.kernel_approximation import Nystroem
+
+    from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
+
+    info: dict = {}
+    if method == "mbkk":
+        model = MiniBatchKernelKMeans(k, gamma=gamma, random_state=seed)
+        _, cost = measure(lambda: model.fit(X))
+        labels = model.labels_
+        info = {
+            "kernel_evals": model.n_kernel_evals_,
+            "kernel_evals_split": model.kernel_evals_,
+            "entries_per_iter": model.kernel_evals_["iterations"] / model.n_iter_,
+            "n_iter": model.n_iter_,
+            "support": int(model.center_support_.shape[0]),
+            "timings": model.timings_,
+        }
+    elif method == "nystroem_kmeans":
+        m = min(1000, X.shape[0])
+
+        def run():
+            F = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=seed)
+            return KMeans(k, n_init=1, random_state=seed).fit(F.fit_transform(X)).labels_
+
+        labels, cost = measure(run)
+        info = {"kernel_evals": X.shape[0] * m + m * m}
+    elif method == "minibatch_kmeans":
+        model = MiniBatchKMeans(k, batch_size=1024, random_state=seed)
+        _, cost = measure(lambda: model.fit(X))
+        labels = model.labels_
+    elif method == "full":
+        model = KernelKMeans(k, gamma=gamma, random_state=seed, max_kernel_bytes=2**31)
+        _, cost = measure(lambda: model.fit(X))
+        labels = model.labels_
+        info = {"kernel_evals": model.n_kernel_evals_, "n_iter": model.n_iter_}
+    else:
+        raise ValueError(method)
+    return labels, {**cost, **info}
+
+
+def score(y, labels) -> dict:
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    return {
+        "ari": float(adjusted_rand_score(y, labels)),
+        "nmi": float(normalized_mutual_info_score(y, labels)),
+    }
+
+
+def mean_std(rows, key):
+    v = np.array([r[key] for r in rows if r.get(key) is not None], dtype=float)
+    return (float(v.mean()), float(v.std())) if v.size else (None, None)
+
+
+# ------------------------------------------------------------------ floor
+def entry_cost(b: int, s: int, d: int, dtype=np.float32, repeats: int = 5) -> float:
+    """Seconds per kernel entry of a bare ``exp(A @ B.T)`` (NumPy BLAS, every core)."""
+    rng = np.random.default_rng(0)
+    A = (rng.standard_normal((b, d)) / np.sqrt(d)).astype(dtype)
+    B = (rng.standard_normal((s, d)) / np.sqrt(d)).astype(dtype)
+    out = np.empty((b, s), dtype=dtype)
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.matmul(A, B.T, out=out)
+        np.exp(out, out=out)
+        best = min(best, time.perf_counter() - t0)
+    return best / (b * s)
+
+
+def section_floor(args, out):
+    shapes = [(1024, 2400, 784), (4096, 2400, 784), (1024, 1024, 50), (4096, 1024, 50)]
+    if args.quick:
+        shapes = [(256, 300, 784), (256, 300, 50)]
+    res = [
+        {"b": b, "s": s, "d": d, "ns_per_entry": 1e9 * entry_cost(b, s, d)} for b, s, d in shapes
+    ]
+    for r in res:
+        log(
+            f"  floor: exp(A @ B.T) {r['b']}x{r['s']}x{r['d']} float32: {r['ns_per_entry']:.2f} ns/entry"
+        )
+    out["floor"] = res
+    return res
+
+
+def floor_seconds(info: dict, d: int) -> float:
+    """Entries of the fit times the bare cost of one entry on its iteration shape."""
+    t = entry_cost(1024, max(16, info["support"]), d)
+    return info["kernel_evals"] * t
+
+
+# ------------------------------------------------------------------ headline
+def section_headline(args, out):
+    from dkernel.kernels import estimate_gamma
+
+    X, y = load(args.data_dir, "fashion_mnist", join_test=False)
+    if args.quick:
+        X, y = X[:3000], y[:3000]
+    gamma = estimate_gamma(X, random_state=0)
+    seeds = [0] if args.quick else [0, 1, 2]
+    log(f"headline: fashion_mnist {X.shape}, median-heuristic gamma {gamma:.4g}")
+    rows = []
+    for seed in seeds:
+        for method in ("mbkk", "nystroem_kmeans"):
+            labels, info = fit_method(method, X, 10, gamma, seed)
+            r = {"method": method, "seed": seed, **score(y, labels), **info}
+            if method == "mbkk":
+                r["floor_s"] = floor_seconds(info, X.shape[1])
+                r["floor_ratio"] = r["wall_s"] / r["floor_s"]
+            rows.append(r)
+            log(
+                f"  {method} seed {seed}: ARI {r['ari']:.3f}, wall {r['wall_s']:.1f} s, "
+                f"CPU {r['cpu_s']:.1f} s, peak {r['peak_rss_mib']:.0f} MiB"
+                + (
+                    f", {r['entries_per_iter']:.3g} entries/iteration, floor "
+                    f"{r['floor_s']:.1f} s (ratio {r['floor_ratio']:.2f})"
+                    if method == "mbkk"
+                    else ""
+                )
+            )
+    out["headline"] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "gamma": gamma, "rows": rows}
+
+
+# ------------------------------------------------------------------ scaling
+def _cluster(n_workers: int):
     from distributed import Client, LocalCluster
 
-    from dkernel.cluster import MiniBatchKernelKMeans
-    from dkernel.data import make_rings
-
-    sizes = [5_000] if args.quick else [10_000, 100_000, 1_000_000]
-    iters = 5 if args.quick else args.scaling_iter
-    res = []
-    tmp = tempfile.mkdtemp(prefix="kkm-scaling-")
+    env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     cluster = LocalCluster(
-        n_workers=2,
+        n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address=":0",
-        env={"NUMBA_NUM_THREADS": "1"},
+        env=env,
     )
     client = Client(cluster)
+    client.run(_warm_worker)  # imports and numba compilation outside the timing
+    return cluster, client
+
+
+def _warm_worker():
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    X = np.random.default_rng(0).standard_normal((64, 50)).astype(np.float32)
+    MiniBatchKernelKMeans(3, batch_size=32, max_iter=2, random_state=0).fit(X).predict(X)
+
+
+def section_scaling(args, out):
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.data import make_rings
+
+    sizes = [20_000, 50_000] if args.quick else [400_000, 1_000_000]
+    max_iter = 10 if args.quick else 200  # the default
+    tmp = tempfile.mkdtemp(prefix="kkm-scaling-")
+    res = []
     try:
-        client.run(lambda: __import__("dkernel.cluster"))  # warm the workers' imports
+        stores = {}
         for n in sizes:
-            ds = make_rings(
-                n,
-                n_rings=3,
-                n_features=50,
-                random_state=0,
-                store=os.path.join(tmp, f"rings{n}.zarr"),
-                chunk_rows=65536,
-            )
-            with _RSSSampler() as mem:
-                t0 = time.perf_counter()
-                X = ds.X.persist()
-                from distributed import wait
+            path = os.path.join(tmp, f"rings{n}.zarr")
+            t0 = time.perf_counter()
+            make_rings(n, n_rings=3, n_features=50, random_state=0, store=path, chunk_rows=65536)
+            stores[n] = path
+            log(f"  store n={n:,}: written in {time.perf_counter() - t0:.1f} s")
+        _warm_worker()
+        for workers in (1, 2):
+            cluster, client = _cluster(workers)
+            try:
+                for n in sizes:
+                    model = MiniBatchKernelKMeans(3, max_iter=max_iter, random_state=0)
 
-                wait(X)
-                load_s = time.perf_counter() - t0
-                fits = []
-                for rep in range(args.repeats):
-                    model = MiniBatchKernelKMeans(
-                        3, batch_size=1024, tau=200, max_iter=iters, random_state=rep
+                    def run(path=stores[n], model=model):
+                        model.fit(path)
+                        return np.asarray(model.predict(path).compute())
+
+                    pred, cost = measure(run)
+                    r = {
+                        "n": n,
+                        "d": 50,
+                        "workers": workers,
+                        **cost,
+                        "client_cpu_frac": cost["cpu_s"] / cost["wall_s"],
+                        "timings": model.timings_,
+                        "per_iter_ms": 1e3 * model.timings_["iterations"] / model.n_iter_,
+                        "support": int(model.center_support_.shape[0]),
+                        "entries_per_iter": model.kernel_evals_["iterations"] / model.n_iter_,
+                        "labels_digest": _digest(model.labels_),
+                        "predict_equals_labels": bool(np.array_equal(pred, model.labels_)),
+                    }
+                    res.append(r)
+                    log(
+                        f"  n={n:,} workers={workers}: fit + predict {r['wall_s']:.1f} s, "
+                        f"client CPU {r['cpu_s']:.1f} s ({100 * r['client_cpu_frac']:.0f} %), "
+                        f"{r['per_iter_ms']:.1f} ms/iteration, labels pass "
+                        f"{model.timings_['labels']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB "
+                        f"({r['peak_above_start_mib']:.0f} above start)"
                     )
-                    t0 = time.perf_counter()
-                    model.fit(X)
-                    fits.append((time.perf_counter() - t0, model))
-            del X
-            client.cancel(ds.X)
-            per_iters = [m.timings_["iterations"] / m.n_iter_ for _, m in fits]
-            per_iter = float(np.median(per_iters))
-            fit_s, model = fits[0]
-            from sklearn.metrics import adjusted_rand_score
-
-            ari = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))
-            res.append(
-                {
-                    "n": n,
-                    "d": 50,
-                    "load_s": load_s,
-                    "fit_s": fit_s,
-                    "per_iter_s": per_iter,
-                    "per_iter_all_s": per_iters,
-                    "timings": model.timings_,
-                    "peak_rss_mib": mem.peak / 2**20,
-                    "repeats": args.repeats,
-                    "base_rss_mib": mem.base / 2**20,
-                    "n_iter": model.n_iter_,
-                    "ari": ari,
-                }
-            )
-            log(
-                f"  rings n={n:,}: persist {load_s:.1f} s, fit {fit_s:.1f} s, "
-                f"{', '.join(f'{1e3 * t:.1f}' for t in per_iters)} ms/iteration, labels pass "
-                f"{model.timings_['labels']:.1f} s, peak RSS (driver + 2 workers) "
-                f"{mem.peak / 2**20:.0f} MiB"
-            )
+            finally:
+                client.close()
+                cluster.close()
     finally:
-        client.close()
-        cluster.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     out["scaling"] = res
 
 
+def _digest(labels) -> str:
+    import hashlib
+
+    return hashlib.sha1(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ quality
+def section_quality(args, out):
+    from dkernel.cluster import select_gamma
+
+    names = ["pendigits"] if args.quick else list(QUALITY_SETS)
+    rows, gammas = [], {}
+    for name in names:
+        k, join, n_seeds = QUALITY_SETS[name]
+        X, y = load(args.data_dir, name, join_test=join)
+        if args.quick:
+            X, y = X[:2000], y[:2000]
+        gamma = select_gamma(X, k, sample_size=300 if args.quick else 2000, random_state=0)
+        gammas[name] = {"gamma": gamma, "n": int(X.shape[0]), "d": int(X.shape[1]), "k": k}
+        log(f"quality: {name} {X.shape}, k={k}, select_gamma {gamma:.4g}")
+        methods = ["mbkk", "nystroem_kmeans", "minibatch_kmeans"]
+        if X.shape[0] <= FULL_BATCH_MAX_N:
+            methods.append("full")
+        for seed in range(1 if args.quick else n_seeds):
+            for method in methods:
+                labels, info = fit_method(method, X, k, gamma, seed)
+                r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
+                rows.append(r)
+                log(
+                    f"  {name} {method} seed {seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
+                    f"wall {r['wall_s']:.1f} s CPU {r['cpu_s']:.1f} s peak {r['peak_rss_mib']:.0f} MiB"
+                )
+    out["quality"] = {"gammas": gammas, "rows": rows}
+
+
 # ------------------------------------------------------------------ report
-def _num(v, spec):
-    return "n/a" if v is None else format(v, spec)
-
-
-def fmt(ms, digits=3):
+def _f(ms, digits=3):
     m, s = ms
-    if m is None:
-        return "n/a"
-    return f"{m:.{digits}f} ± {s:.{digits}f}"
+    return "n/a" if m is None else f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def write_report(args, rows, gammas, extra, wall, *, command=None, machine_line=None):
-    summ = summarise(rows)
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, "kernel_kmeans" + ("_quick" if args.quick else ""))
-    if machine_line is None:
-        machine_line = (
-            f"Machine: 2 shared cores, contended by other jobs (1-minute load "
-            f"average {LOAD[0]:.1f} at the start, {os.getloadavg()[0]:.1f} when "
-            f"this report was written); wall time of the run {wall / 60:.1f} min."
-        )
-    payload = {
-        "command": command or " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared, contended)",
-        "machine_line": machine_line,
-        "wall_s": wall,
-        "gammas": gammas,
-        "rows": rows,
-        **extra,
-        "summary": [{"dataset": d, "config": c, **v} for (d, c), v in summ.items()],
-    }
-    with open(stem + ".json", "w") as fh:
-        json.dump(payload, fh, indent=1, default=float)
-
-    L = []
-    L.append("# Kernel k-means benchmark\n")
-    L.append(f"Command: `{payload['command']}`  ")
-    L.append(machine_line + "\n")
-    L.append(
-        "All kernel methods use the RBF kernel at the gamma chosen without labels by "
-        "`dkernel.cluster.select_gamma` (silhouette in feature space over 0.25-4x the "
-        "median heuristic on a 2000-row sample). Data as float32. ARI/NMI mean ± std "
-        "over seeds; time = wall time of `fit` (labels of all rows included); peak = peak "
-        "traced NumPy/Python memory during the fit (tracemalloc); kernel evals = kernel "
-        "values computed (diagonals excluded).\n"
-    )
-    L.append("| dataset | n x d, k | gamma (x median) |")
-    L.append("|---|---|---|")
-    for name, g in gammas.items():
-        sc = list(g["scores"].keys())
-        factor = (
-            ["0.25", "0.5", "1", "2", "4"][sc.index(str(g["gamma"]))]
-            if str(g["gamma"]) in sc
-            else "?"
-        )
-        L.append(f"| {name} | {g['n']} x {g['d']}, {g['k']} | {g['gamma']:.4g} ({factor}x) |")
-    L.append("")
-    L.append("## Quality and speed (b = 1024, tau = 200 unless stated)\n")
-    L.append("| dataset | method | seeds | ARI | NMI | time (s) | kernel evals | peak MiB |")
-    L.append("|---|---|---|---|---|---|---|---|")
-    for (ds, key), v in summ.items():
-        if ds == "pendigits-grid":
-            continue
-        ev = v["kernel_evals"][0]
-        note = " (extrapolated)" if v["extrapolated"] else ""
+def render(out: dict, stem: str) -> None:
+    L = ["# Kernel k-means benchmark\n"]
+    for line in out.get("commands", []):
+        L.append(f"Command: `{line}`  ")
+    L.append(out.get("machine", "") + "\n")
+    fl = out.get("floor")
+    if fl:
+        L.append("## Compute floor\n")
         L.append(
-            f"| {ds} | {key}{note} | {v['n_seeds']} | {fmt(v['ari'])} | {fmt(v['nmi'])} | "
-            f"{v['time_s'][0]:.1f} | {'n/a' if ev is None else f'{ev:.3g}'} | "
-            f"{_num(v['peak_mib'][0], '.0f')} |"
+            "The floor of a fit = its kernel entries (`n_kernel_evals_`: init, iterations and "
+            "the labels pass; diagonals excluded) x the time of one entry in a bare "
+            "`np.exp(A @ B.T)` (float32, NumPy's BLAS on every core) of the iteration's shape "
+            "(batch x support x d). Ratio = fit wall time / floor.\n"
         )
-    L.append("")
-    L.append("## Grid on pendigits (200 iterations, 2 seeds; 'no-renorm' = renormalize=False)\n")
-    L.append(
-        "Truncation keeps whole batches: when one batch gives a center more than tau rows "
-        "(about b/k > tau, e.g. b = 2048 with tau <= 100 here), the window is that batch "
-        "alone and, renormalised, the center is the mean of its batch rows whatever the "
-        "learning rate. 'no-renorm' rows keep the paper's plain truncation: the center "
-        "loses the dropped coefficient mass.\n"
-    )
-    L.append("| config | ARI | NMI | time (s) | kernel evals |")
-    L.append("|---|---|---|---|---|")
-    for (ds, key), v in summ.items():
-        if ds == "pendigits-grid":
-            L.append(
-                f"| {key} | {fmt(v['ari'])} | {fmt(v['nmi'])} | {v['time_s'][0]:.1f} | "
-                f"{v['kernel_evals'][0]:.3g} |"
-            )
-    L.append("")
-    L.append(_targets(summ, extra, gammas))
-    if "breakeven" in extra:
-        L.append("## Break-even (letter subsamples, d = 16, k = 26, 1 seed)\n")
-        L.append("| n | mini-batch (s) | full batch (s) | full-batch iterations |")
-        L.append("|---|---|---|---|")
-        for r in extra["breakeven"]:
-            L.append(f"| {r['n']} | {r['mbkk_s']:.1f} | {r['full_s']:.1f} | {r['full_iter']} |")
+        L.append("| shape (b x s x d) | ns per entry |")
+        L.append("|---|---|")
+        for r in fl:
+            L.append(f"| {r['b']} x {r['s']} x {r['d']} | {r['ns_per_entry']:.2f} |")
         L.append("")
-    if "scaling" in extra:
-        L.append("## Scaling: rings, d = 50, zarr store, LocalCluster with 2 worker processes\n")
+    hd = out.get("headline")
+    if hd:
         L.append(
-            "b = 1024, tau = 200, k = 3, median-heuristic gamma. The store is persisted "
-            "(decoded into worker memory) before the fit; per-iteration time = the "
-            "iteration phase / iterations (batch gathering included), median over the "
-            "repeated fits; fit time and labels pass of the first fit; the labels pass is "
-            "one blockwise pass over all rows. Peak RSS = driver + 2 worker processes, "
-            "sampled every 50 ms during persist + all fits. ARI is near 0: with the median "
-            "heuristic (and 48 noise dimensions) the RBF kernel k-means does not find the "
-            "rings; this section measures cost, not quality.\n"
+            f"## Headline: fashion-MNIST {hd['n']:,} x {hd['d']}, k = 10, median-heuristic "
+            f"gamma {hd['gamma']:.4g} for both, {len({r['seed'] for r in hd['rows']})} seeds\n"
         )
         L.append(
-            "| n | persist (s) | fit (s) | per iteration (ms) | labels pass (s) | peak RSS MiB | ARI |"
+            "| method | ARI | wall (s) | CPU (s) | peak RSS (MiB) | kernel entries | floor ratio |"
         )
         L.append("|---|---|---|---|---|---|---|")
-        for r in extra["scaling"]:
+        summ = {}
+        for method in ("mbkk", "nystroem_kmeans"):
+            rs = [r for r in hd["rows"] if r["method"] == method]
+            if not rs:
+                continue
+            summ[method] = {k: mean_std(rs, k) for k in ("ari", "wall_s", "cpu_s", "peak_rss_mib")}
+            fr = mean_std(rs, "floor_ratio")
+            ev = mean_std(rs, "kernel_evals")
             L.append(
-                f"| {r['n']:,} | {r['load_s']:.1f} | {r['fit_s']:.1f} | "
-                f"{1e3 * r['per_iter_s']:.1f} | {r['timings']['labels']:.1f} | "
-                f"{r['peak_rss_mib']:.0f} | {r['ari']:.3f} |"
+                f"| {method} | {_f(summ[method]['ari'])} | {_f(summ[method]['wall_s'], 1)} | "
+                f"{_f(summ[method]['cpu_s'], 1)} | {summ[method]['peak_rss_mib'][0]:.0f} | "
+                f"{'n/a' if ev[0] is None else f'{ev[0]:.3g}'} | "
+                f"{'n/a' if fr[0] is None else f'{fr[0]:.2f}'} |"
             )
         L.append("")
-    L.append(REDUCTIONS)
+        mb = [r for r in hd["rows"] if r["method"] == "mbkk"]
+        if mb:
+            L.append(
+                f"Kernel entries per iteration: {np.mean([r['entries_per_iter'] for r in mb]):.3g} "
+                f"(before issue 15: {ENTRIES_PER_ITER_BEFORE:.3g}, same data and parameters); "
+                f"support {np.mean([r['support'] for r in mb]):.0f} points.\n"
+            )
+        if "mbkk" in summ and "nystroem_kmeans" in summ:
+            a, b = summ["mbkk"], summ["nystroem_kmeans"]
+            ratio = a["wall_s"][0] / b["wall_s"][0]
+            ok = ratio <= 0.8 and a["ari"][0] >= b["ari"][0] - 0.005
+            L.append(
+                f"- Target (wall <= 0.8x Nystroem at mean ARI >= Nystroem's - 0.005): wall "
+                f"ratio {ratio:.2f}, ARI {a['ari'][0]:.3f} vs {b['ari'][0]:.3f}: "
+                f"**{'met' if ok else 'missed'}**"
+            )
+            if mb:
+                fr = np.mean([r["floor_ratio"] for r in mb])
+                L.append(
+                    f"- Floor ratio of the fit {fr:.2f}: **{'met' if fr <= 1.5 else 'missed'}** (target <= 1.5)"
+                )
+            L.append("")
+    sc = out.get("scaling")
+    if sc:
+        L.append(
+            "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 1024, tau = 200, 200 iterations)\n"
+        )
+        L.append(
+            "Fit + predict of a store path on a LocalCluster of worker processes with 1 thread "
+            "each (nothing persisted: every pass reads the chunks). Client CPU = CPU time of "
+            "the client process (all its threads) over the wall time. Peak RSS = client + "
+            "workers.\n"
+        )
+        L.append(
+            "| n | workers | fit + predict (s) | client CPU | per iteration (ms) | labels pass (s) | peak RSS (MiB) | above start (MiB) | labels |"
+        )
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for r in sc:
+            L.append(
+                f"| {r['n']:,} | {r['workers']} | {r['wall_s']:.1f} | {100 * r['client_cpu_frac']:.0f} % | "
+                f"{r['per_iter_ms']:.1f} | {r['timings']['labels']:.1f} | {r['peak_rss_mib']:.0f} | "
+                f"{r['peak_above_start_mib']:.0f} | {r['labels_digest']} |"
+            )
+        L.append("")
+        for n in sorted({r["n"] for r in sc}):
+            one = next((r for r in sc if r["n"] == n and r["workers"] == 1), None)
+            two = next((r for r in sc if r["n"] == n and r["workers"] == 2), None)
+            if one and two:
+                sp = one["wall_s"] / two["wall_s"]
+                same = one["labels_digest"] == two["labels_digest"]
+                L.append(
+                    f"- n = {n:,}: speed-up 2 vs 1 workers {sp:.2f}x "
+                    f"(**{'met' if sp >= 1.8 else 'missed'}**, target >= 1.8x); client CPU "
+                    f"{100 * two['client_cpu_frac']:.0f} % of the wall on 2 workers "
+                    f"(**{'met' if two['client_cpu_frac'] < 0.15 else 'missed'}**, target < 15 %); "
+                    f"labels {'identical' if same else 'DIFFERENT'}; peak RSS {two['peak_rss_mib']:.0f} MiB "
+                    f"(**{'met' if two['peak_rss_mib'] < 1024 else 'missed'}**, target < 1 GB)"
+                )
+        its = [r["per_iter_ms"] for r in sc if r["workers"] == 2]
+        if len(its) > 1:
+            L.append(
+                f"- per-iteration time over n: {', '.join(f'{t:.1f}' for t in its)} ms (flat in n: max/min {max(its) / min(its):.2f})"
+            )
+        L.append("")
+    q = out.get("quality")
+    if q:
+        L.append("## Quality: shared datasets at the gamma `select_gamma` picks (label-free)\n")
+        L.append(
+            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, 200 "
+            "iterations); `nystroem_kmeans` = Nystroem(1000) + KMeans(n_init=1); "
+            "`minibatch_kmeans` = scikit-learn MiniBatchKMeans(batch_size=1024) on the raw "
+            f"features; `full` = KernelKMeans (n <= {FULL_BATCH_MAX_N:,}). Data as float32.\n"
+        )
+        L.append(
+            "| dataset | n x d, k | gamma | method | seeds | ARI | NMI | wall (s) | CPU (s) | peak RSS (MiB) |"
+        )
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        for name, g in q["gammas"].items():
+            for method in ("mbkk", "nystroem_kmeans", "minibatch_kmeans", "full"):
+                rs = [r for r in q["rows"] if r["dataset"] == name and r["method"] == method]
+                if not rs:
+                    continue
+                L.append(
+                    f"| {name} | {g['n']} x {g['d']}, {g['k']} | {g['gamma']:.3g} | {method} | {len(rs)} | "
+                    f"{_f(mean_std(rs, 'ari'))} | {_f(mean_std(rs, 'nmi'))} | "
+                    f"{mean_std(rs, 'wall_s')[0]:.1f} | {mean_std(rs, 'cpu_s')[0]:.1f} | "
+                    f"{mean_std(rs, 'peak_rss_mib')[0]:.0f} |"
+                )
+        L.append("")
     with open(stem + ".md", "w") as fh:
         fh.write("\n".join(L) + "\n")
-    _plot(summ, stem + ".png")
-    log(f"wrote {stem}.json, {stem}.md, {stem}.png")
+    plot(out, stem + ".png")
 
 
-REDUCTIONS = """## What was reduced from the issue's protocol (2 shared, heavily contended cores)
-
-- Seeds: 3 on pendigits, letter and usps, 2 on mnist_partial and fashion_mnist (d = 784),
-  instead of 5. On the d = 784 sets the "sklearn" learning rate ran with 1 seed.
-- The full (b x tau x learning rate) grid only on pendigits, with 2 seeds; the other
-  datasets run b = 1024, tau = 200.
-- The untruncated mini-batch variant (an n x b kernel slab per iteration) ran on pendigits
-  and letter (3 seeds) and usps (1 seed), not on mnist_partial/fashion_mnist.
-- Full batch on fashion_mnist is extrapolated, not run: one Lloyd iteration (the whole
-  kernel, blocks recomputed) was timed on a 14,000-row subsample, scaled by (n/m)^2 = 25 and
-  multiplied by the median number of iterations the full batch needed on mnist_partial.
-  Its ARI/NMI and peak memory are therefore n/a.
-- Break-even n measured on letter subsamples (d = 16, cheap to run), 1 seed.
-- The renormalisation choice is shown on pendigits only (b = 1024, tau in {50, 200}).
-- Scaling: 200 iterations per fit, 3 fits (seeds 0-2) per n; the median per-iteration time
-  is compared (one fit per n was too noisy on the contended machine: 17/41/9 ms in the first
-  run's single fits).
-"""
-
-
-def _targets(summ, extra, gammas) -> str:
-    L = ["## Targets\n"]
-
-    def get(ds, key):
-        return summ.get((ds, key))
-
-    trunc = "mbkk b=1024 tau=200 lr=beta"
-    for lr in ("beta", "sklearn"):
-        key = f"mbkk b=1024 tau=200 lr={lr}"
-        for ds in ("pendigits", "letter", "usps", "mnist_partial"):
-            a, f = get(ds, key), get(ds, "full")
-            if a and f and f["ari"][0] is not None:
-                dA = a["ari"][0] - f["ari"][0]
-                dN = a["nmi"][0] - f["nmi"][0]
-                ok = dA >= -0.02 and dN >= -0.02
-                within = abs(dA) <= 0.02 and abs(dN) <= 0.02
-                how = (
-                    ""
-                    if within or not ok
-                    else " (not within 0.02 in absolute value: the mini-batch is higher)"
-                )
-                L.append(
-                    f"- quality ({ds}, lr={lr}): ARI {a['ari'][0]:.3f} vs full {f['ari'][0]:.3f} "
-                    f"(diff {dA:+.3f}), NMI {a['nmi'][0]:.3f} vs {f['nmi'][0]:.3f} "
-                    f"(diff {dN:+.3f}): **{'met' if ok else 'missed'}**{how}"
-                )
-    wins = []
-    for ds in DATASETS:
-        a, m = get(ds, trunc), get(ds, "minibatch_kmeans")
-        if a and m:
-            wins.append((ds, a["ari"][0], m["ari"][0]))
-    n_win = sum(a >= m for _, a, m in wins)
-    L.append(
-        f"- against MiniBatchKMeans (truncated, lr=beta, selected gamma): mean ARI at least "
-        f"as high on {n_win} of {len(wins)} datasets "
-        f"({'; '.join(f'{d} {a:.3f} vs {m:.3f}' for d, a, m in wins)}): "
-        f"**{'met' if n_win >= 4 else 'missed'}** (target: 4 of 5)"
-    )
-    a, ny = get("fashion_mnist", trunc), get("fashion_mnist", "nystroem_kmeans")
-    if a and ny:
-        ok = (
-            a["ari"][0] >= ny["ari"][0] - 0.02
-            and a["time_s"][0] < ny["time_s"][0]
-            and a["peak_mib"][0] < ny["peak_mib"][0]
-        )
-        L.append(
-            f"- fashion_mnist vs Nystroem(1000)+KMeans: ARI {a['ari'][0]:.3f} vs "
-            f"{ny['ari'][0]:.3f}, time {a['time_s'][0]:.1f} s vs {ny['time_s'][0]:.1f} s, "
-            f"peak {a['peak_mib'][0]:.0f} vs {ny['peak_mib'][0]:.0f} MiB: "
-            f"**{'met' if ok else 'missed'}**"
-        )
-    for ds in DATASETS:
-        a, f = get(ds, trunc), get(ds, "full")
-        if a and f:
-            ratio = f["time_s"][0] / a["time_s"][0]
-            n = gammas[ds]["n"]
-            need = 100 if ds == "fashion_mnist" else (10 if n >= 50000 else None)
-            verdict = (
-                ""
-                if need is None
-                else f": **{'met' if ratio >= need else 'missed'}** (target {need}x"
-                f"{', full batch extrapolated' if f['extrapolated'] else ''})"
-            )
-            L.append(
-                f"- speed {ds} (n={n}): full batch {f['time_s'][0]:.1f} s / mini-batch "
-                f"{a['time_s'][0]:.1f} s = {ratio:.1f}x{verdict}"
-            )
-    be = extra.get("breakeven")
-    if be:
-        first = next((r["n"] for r in be if r["mbkk_s"] < r["full_s"]), None)
-        L.append(
-            f"- break-even: mini-batch (200 iterations) is faster than the full batch "
-            f"from n = {first} on (letter subsamples; smallest n tried {be[0]['n']})"
-            if first
-            else "- break-even: mini-batch not faster at any n tried"
-        )
-    sc = extra.get("scaling")
-    if sc:
-        its = [r["per_iter_s"] for r in sc]
-        ratio = max(its) / min(its)
-        L.append(
-            f"- scaling: per-iteration time {', '.join(f'{1e3 * t:.1f}' for t in its)} ms for "
-            f"n = {', '.join(format(r['n'], ',') for r in sc)}: max/min = {ratio:.2f}: "
-            f"**{'met' if ratio <= 1.5 else 'missed'}** (target <= 1.5)"
-        )
-        big = [r for r in sc if r["n"] == 1_000_000]
-        if big:
-            pk = big[0]["peak_rss_mib"]
-            L.append(
-                f"- memory: peak RSS of persist + fit on 10^6 x 50 (driver + 2 workers) "
-                f"{pk:.0f} MiB: **{'met' if pk < 2048 else 'missed'}** (target < 2 GB)"
-            )
-    L.append("")
-    return "\n".join(L)
-
-
-def _plot(summ, path):
+def plot(out: dict, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    names = [d for d in DATASETS if any(k[0] == d for k in summ)]
-    if not names:
+    panels = []
+    if out.get("headline"):
+        panels.append("headline")
+    if out.get("scaling"):
+        panels.append("scaling")
+    q = out.get("quality")
+    names = list(q["gammas"]) if q else []
+    n_ax = len(panels) + len(names)
+    if not n_ax:
         return
-    keys = sorted({k for d, k in summ if d in names})
-    colors = {k: plt.cm.tab10(i % 10) for i, k in enumerate(keys)}
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.2), squeeze=False)
-    handles = {}
-    for ax, ds in zip(axes[0], names):
-        for (d, key), v in summ.items():
-            if d != ds:
-                continue
-            label = key.replace("mbkk ", "mini-batch ")
-            if v["ari"][0] is None:
-                h = ax.axvline(v["time_s"][0], ls="--", c=colors[key])
-                label += " (time extrapolated, ARI n/a)"
-            else:
-                h = ax.errorbar(
-                    v["time_s"][0],
-                    v["ari"][0],
-                    yerr=v["ari"][1],
+    fig, axes = plt.subplots(1, n_ax, figsize=(4.2 * n_ax, 4.0), squeeze=False)
+    axes = list(axes[0])
+    colors = {"mbkk": "C0", "nystroem_kmeans": "C1", "minibatch_kmeans": "C2", "full": "C3"}
+
+    def scatter(ax, rows, title):
+        for method, c in colors.items():
+            rs = [r for r in rows if r["method"] == method]
+            if rs:
+                ax.errorbar(
+                    mean_std(rs, "wall_s")[0],
+                    mean_std(rs, "ari")[0],
+                    yerr=mean_std(rs, "ari")[1],
                     fmt="o",
                     capsize=3,
-                    color=colors[key],
+                    color=c,
+                    label=method,
                 )
-            handles.setdefault(label, h)
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel("fit time (s)")
+        ax.set_xlabel("wall (s)")
         ax.set_ylabel("ARI")
-        ax.set_title(ds)
+        ax.set_title(title)
         ax.grid(alpha=0.3)
-    fig.legend(
-        list(handles.values()),
-        list(handles.keys()),
-        loc="lower center",
-        ncol=min(4, len(handles)),
-        fontsize=8,
-    )
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
-    fig.savefig(path, dpi=110)
 
-
-def render_only(args) -> int:
-    """Rebuild the report from the saved JSON (same numbers, current report layout)."""
-    import re
-
-    stem = os.path.join(args.out, "kernel_kmeans" + ("_quick" if args.quick else ""))
-    with open(stem + ".json") as fh:
-        payload = json.load(fh)
-    line = payload.get("machine_line")
-    if line is None and os.path.exists(stem + ".md"):
-        m = re.search(r"^Machine: .*$", open(stem + ".md").read(), flags=re.M)
-        line = m.group(0) if m else None
-    extra = {k: payload[k] for k in ("breakeven", "scaling") if k in payload}
-    write_report(
-        args,
-        payload["rows"],
-        payload["gammas"],
-        extra,
-        payload["wall_s"],
-        command=payload["command"],
-        machine_line=line,
-    )
-    return 0
+    if "headline" in panels:
+        ax = axes.pop(0)
+        scatter(ax, out["headline"]["rows"], "fashion 60k (median gamma)")
+        ax.legend(fontsize=7)
+    if "scaling" in panels:
+        ax = axes.pop(0)
+        sc = out["scaling"]
+        ns = sorted({r["n"] for r in sc})
+        for i, w in enumerate((1, 2)):
+            vals = [
+                next((r["wall_s"] for r in sc if r["n"] == n and r["workers"] == w), 0) for n in ns
+            ]
+            ax.bar(np.arange(len(ns)) + 0.4 * i, vals, width=0.4, label=f"{w} worker(s)")
+        ax.set_xticks(np.arange(len(ns)) + 0.2, [f"{n:,}" for n in ns])
+        ax.set_ylabel("fit + predict (s)")
+        ax.set_title("store, d = 50")
+        ax.legend(fontsize=7)
+    for name in names:
+        scatter(axes.pop(0), [r for r in q["rows"] if r["dataset"] == name], name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
@@ -772,84 +575,42 @@ def main(argv=None) -> int:
     )
     p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "datasets"))
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
-    p.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    p.add_argument("--sections", default="datasets,grid,breakeven,scaling")
-    p.add_argument(
-        "--repeats",
-        type=int,
-        default=1,
-        help="scaling: fits per n (the median per-iteration time is compared)",
-    )
-    p.add_argument("--scaling-iter", type=int, default=100, help="scaling: iterations per fit")
-    p.add_argument(
-        "--merge",
-        action="store_true",
-        help="keep the other sections' results from the .json in --out and "
-        "replace only the sections run now",
-    )
-    p.add_argument(
-        "--render-only",
-        action="store_true",
-        help="re-render the .md/.png from the .json in --out (no computation)",
-    )
+    p.add_argument("--quick", action="store_true", help="a smoke run of seconds")
+    p.add_argument("--sections", default="headline,floor,scaling")
+    p.add_argument("--merge", action="store_true", help="keep the other sections of the .json")
+    p.add_argument("--render-only", action="store_true", help="re-render .md/.png from the .json")
     args = p.parse_args(argv)
-    if args.render_only:
-        return render_only(args)
-    wanted = set(args.sections.split(","))
-    rows: list[dict] = []
-    gammas: dict = {}
-    extra: dict = {}
-    command = None
-    machine_line = None
+    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "kernel_kmeans" + ("_quick" if args.quick else ""))
-    if args.merge and os.path.exists(stem + ".json"):
+    out: dict = {}
+    if (args.merge or args.render_only) and os.path.exists(stem + ".json"):
         with open(stem + ".json") as fh:
-            old = json.load(fh)
-        rows = [
-            r
-            for r in old["rows"]
-            if not ("grid" in wanted and r["dataset"] == "pendigits-grid")
-            and not ("datasets" in wanted and r["dataset"] != "pendigits-grid")
-        ]
-        gammas = {} if "datasets" in wanted else old["gammas"]
-        extra = {k: old[k] for k in ("breakeven", "scaling") if k in old and k not in wanted}
-        this = " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
-        command = f"{old['command']}`, then for {', '.join(sorted(wanted))}: `{this}"
-        machine_line = (old.get("machine_line") or "") + (
-            f" Sections {', '.join(sorted(wanted))} re-run separately (load average "
-            f"{LOAD[0]:.1f} at their start)."
-        )
+            out = json.load(fh)
+    if args.render_only:
+        render(out, stem)
+        return 0
+    wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(wanted) - {"headline", "floor", "scaling", "quality"}
+    if unknown:
+        p.error(f"unknown sections {sorted(unknown)}")
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    if "datasets" in wanted:
-        section_datasets(args, rows, gammas)
-    if "grid" in wanted:
-        section_grid(args, rows)
-        write_report(
-            args,
-            rows,
-            gammas,
-            extra,
-            time.perf_counter() - t0,
-            command=command,
-            machine_line=machine_line,
-        )
-    if "breakeven" in wanted:
-        section_breakeven(args, extra)
-        write_report(
-            args,
-            rows,
-            gammas,
-            extra,
-            time.perf_counter() - t0,
-            command=command,
-            machine_line=machine_line,
-        )
-    if "scaling" in wanted:
-        section_scaling(args, extra)
+    for name in ("floor", "headline", "scaling", "quality"):
+        if name in wanted:
+            log(f"section {name}")
+            globals()[f"section_{name}"](args, out)
     wall = time.perf_counter() - t0
-    if command is not None:
-        wall += old.get("wall_s", 0.0)
-    write_report(args, rows, gammas, extra, wall, command=command, machine_line=machine_line)
+    cmd = " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
+    out["commands"] = [c for c in out.get("commands", []) if args.merge] + [cmd]
+    out["machine"] = (
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores; 1-minute load average "
+        f"{load0:.1f} at the start of the last run, {os.getloadavg()[0]:.1f} at its end "
+        f"({wall / 60:.1f} min)."
+    )
+    with open(stem + ".json", "w") as fh:
+        json.dump(out, fh, indent=1, default=float)
+    render(out, stem)
+    log(f"wrote {stem}.json, {stem}.md, {stem}.png")
     return 0
 
 

@@ -381,25 +381,33 @@ def _check_weights(sample_weight, n):
 def _support_inner(support, coef, spec):
     """Prepare a fitted support once per block: ``(oracle, S, S_sq, inner)``.
 
-    ``inner(K, out)`` writes ``K @ coef.T``: the one-owner segment sum when every support
-    point belongs to one center (the mini-batch model), a dense product otherwise.
+    ``inner(K, out)`` writes ``K @ coef.T`` (float64). When every support point belongs to
+    one center (the mini-batch model), the support is ordered by center and the product
+    is a vectorised segment sum (:func:`~dkernel.cluster._kernels.center_inner`: one read
+    of K, no widened copy of it); otherwise a dense float64 product.
     """
     mu = support.mean(axis=0, dtype=np.float64).astype(support.dtype) if len(support) else None
     oracle = _NumericOracle(spec, mu)
-    S, S_sq = oracle.prep(support)
     nnz = (coef != 0.0).sum(axis=0)
     if (nnz <= 1).all():
-        owner = np.argmax(coef != 0.0, axis=0).astype(np.int64)
-        cval = np.ascontiguousarray(coef[owner, np.arange(coef.shape[1])], dtype=np.float64)
+        owner = np.argmax(coef != 0.0, axis=0)
+        cval = coef[owner, np.arange(coef.shape[1])].astype(np.float64)
+        if (np.diff(owner) < 0).any():  # group the support by center (once per block)
+            order = np.argsort(owner, kind="stable")
+            support, owner, cval = support[order], owner[order], cval[order]
+        ptr = np.zeros(coef.shape[0] + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(owner, minlength=coef.shape[0]))
+        cval = np.ascontiguousarray(cval)
 
         def inner(K, out):
-            _nb.owner_inner(K, owner, cval, out)
+            _nb.center_inner(K, ptr, cval, out)
     else:
         coefT = np.ascontiguousarray(coef.T)
 
         def inner(K, out):
             np.matmul(K.astype(np.float64, copy=False), coefT, out=out)
 
+    S, S_sq = oracle.prep(support)
     return oracle, S, S_sq, inner
 
 

@@ -17,17 +17,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# Segment sums may be reassociated (vectorised); no NaN/inf assumptions are made.
+_SUM = {"reassoc", "contract"}
 
-@njit(cache=True, nogil=True)
+
+@njit(cache=True, nogil=True, fastmath=_SUM)
 def center_inner(K, ptr, coef, out):
-    """``out[i, j] = sum_{p in [ptr[j], ptr[j+1])} K[i, p] * coef[p]`` (overwrites ``out``)."""
+    """``out[i, j] = sum_{p in [ptr[j], ptr[j+1])} K[i, p] * coef[p]`` (overwrites ``out``).
+
+    Accumulated in float64 (a float32 K is widened per element), vectorised.
+    """
     m = K.shape[0]
     k = ptr.shape[0] - 1
     for i in range(m):
+        row = K[i]
         for j in range(k):
+            seg = row[ptr[j] : ptr[j + 1]]
+            c = coef[ptr[j] : ptr[j + 1]]
             acc = 0.0
-            for p in range(ptr[j], ptr[j + 1]):
-                acc += K[i, p] * coef[p]
+            for p in range(seg.shape[0]):
+                acc += np.float64(seg[p]) * c[p]
             out[i, j] = acc
 
 
@@ -78,19 +87,3 @@ def bilinear(K, u, v):
             row += K[i, j] * v[j]
         acc += u[i] * row
     return acc
-
-
-@njit(cache=True, nogil=True)
-def owner_inner(K, owner, cval, out):
-    """``out[i, owner[p]] += K[i, p] * cval[p]`` over all p (``out`` zeroed first).
-
-    ``<phi(x_i), C_j>`` when every support point belongs to one center (the block-sparse
-    ``center_coef_`` of the mini-batch model): one read of K, float64 accumulation, no
-    dense (s, k) product and no float32 -> float64 copy of K.
-    """
-    m, s = K.shape
-    out[:, :] = 0.0
-    for i in range(m):
-        row = out[i]
-        for p in range(s):
-            row[owner[p]] += K[i, p] * cval[p]
