@@ -57,11 +57,11 @@ def _assert_reads(counts: Counter, passes: int) -> None:
 
 
 def test_minibatch_kernel_kmeans(store, reads, scheduler):
-    # fit: one sample (k-means++ seeding and the median-heuristic gamma together), one
-    # prefetch group of batches (10 x 100 rows), one labels pass
+    # fit: one read for the sample (k-means++ seeding and the median-heuristic gamma)
+    # together with the first (here the only) group of batches, one labels pass
     m = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
     m.fit(store)
-    _assert_reads(reads, 3)
+    _assert_reads(reads, 2)
     m.predict(store).compute()
     _assert_reads(reads, 1)
     m.transform(store).compute()
@@ -71,7 +71,7 @@ def test_minibatch_kernel_kmeans(store, reads, scheduler):
 
 
 def test_minibatch_with_given_gamma_and_init(store, reads):
-    # nothing to sample: the batches and the labels pass only
+    # nothing to sample: the batches and the labels pass
     Z = np.asarray(zarr.open_array(os.path.join(store, "X"), mode="r")[[0, 1]])
     reads.clear()
     MiniBatchKernelKMeans(2, gamma=0.5, init=Z, batch_size=100, tau=50, max_iter=10).fit(store)

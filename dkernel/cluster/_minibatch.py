@@ -314,9 +314,7 @@ class MiniBatchKernelKMeans(
                 def fetch(idx):
                     return idx
 
-                if isinstance(self.init, str):
-                    idx = self._init_sample(n, b, rng)
-                    sample = idx
+                head = self._init_sample(n, b, rng) if isinstance(self.init, str) else None
             else:
                 if is_dask:
 
@@ -327,11 +325,24 @@ class MiniBatchKernelKMeans(
                     def fetch(idx):
                         return np.ascontiguousarray(X[idx], dtype=dtype)
 
-                # one fetch for the seeding sample and the median heuristic
-                spec = self._kernel_spec(None)
-                if isinstance(self.init, str) or spec.gamma is None:
-                    idx = self._init_sample(n, b, rng)
-                    sample = fetch(idx)
+                need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
+                head = self._init_sample(n, b, rng) if need else None
+            # one read of the touched chunks gives the seeding sample, which is also the
+            # median heuristic's sample, and the first group of batches
+            batches = _batch_stream(
+                n,
+                b,
+                rng,
+                fetch,
+                X.shape[1],
+                dtype,
+                prefetch=is_dask and not self._is_graph(),
+                max_batches=self.max_iter,
+                head=head,
+            )
+            if head is not None:
+                idx, sample = next(batches)
+            if not self._is_graph():
                 self._spec = self._resolve_gamma(X, rng, sample=sample)
                 self.gamma_ = self._spec.gamma
                 centre = sample if sample is not None else np.asarray(self.init, dtype)
@@ -350,16 +361,6 @@ class MiniBatchKernelKMeans(
         self.n_iter_ = 0
         self._wins = np.zeros(self.n_clusters, dtype=np.int64)
         evals1 = oracle.evals
-        batches = _batch_stream(
-            n,
-            b,
-            rng,
-            fetch,
-            X.shape[1],
-            dtype,
-            prefetch=is_dask and not oracle.graph,
-            max_batches=self.max_iter,
-        )
         try:
             with _timer("iterations", logger) as t_iter, _ONE_BLAS_THREAD:
                 if self.tau is None:
@@ -675,17 +676,22 @@ class MiniBatchKernelKMeans(
         return tags
 
 
-def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_batches=None):
+def _batch_stream(
+    n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_batches=None, head=None
+):
     """Yield ``(indices, points)`` per iteration; rows of several batches fetched at once.
 
     Indices are drawn one batch at a time from ``rng`` in the calling thread (so they do
     not depend on the grouping or the prefetch); a group of batches (at most
     ``_PREFETCH_BYTES`` of rows, balanced over ``max_batches``) is gathered in one pass
-    over the touched chunks. ``prefetch``: the next group is fetched in a background
-    thread while this one is used (dask/store input). Call ``close()`` when done.
+    over the touched chunks. ``head``: indices fetched with the first group and yielded
+    first (the initial sample: one read serves both). ``prefetch``: the next group is
+    fetched in a background thread while this one is used (dask/store input), never more
+    than ``max_batches`` need. Call ``close()`` when done.
     """
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
     group = max(1, _PREFETCH_BYTES // per_batch)
+    n_groups = None
     if max_batches is not None:
         n_groups = -(-max_batches // group)
         group = -(-max_batches // n_groups)
@@ -693,25 +699,27 @@ def _batch_stream(n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_ba
     def draw():
         return [draw_indices(n, batch_size, rng) for _ in range(group)]
 
-    def load(idxs):
-        return idxs, fetch(np.concatenate(idxs))
+    def load(idxs, head=None):
+        parts = idxs if head is None else [head, *idxs]
+        rows = fetch(np.concatenate(parts))
+        h = 0 if head is None else len(head)
+        return idxs, rows[h:], rows[:h]
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-prefetch") if prefetch else None
-    n_groups = None if max_batches is None else -(-max_batches // group)
     try:
-        nxt = pool.submit(load, draw()) if pool is not None else None
-        done = 0
+        cur = load(draw(), head)
+        done = 1
+        if head is not None:
+            yield head, cur[2]
         while True:
-            if nxt is not None:
-                idxs, rows = nxt.result()
-                done += 1
-                # fetch ahead only what max_batches still needs (no extra pass at the end)
-                more = pool is not None and (n_groups is None or done < n_groups)
-                nxt = pool.submit(load, draw()) if more and pool is not None else None
-            else:
-                idxs, rows = load(draw())
+            nxt = None
+            if pool is not None and (n_groups is None or done < n_groups):
+                nxt = pool.submit(load, draw())
+            idxs, rows, _ = cur
             for g, idx in enumerate(idxs):
                 yield idx, rows[g * batch_size : (g + 1) * batch_size]
+            cur = nxt.result() if nxt is not None else load(draw())
+            done += 1
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
