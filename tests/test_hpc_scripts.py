@@ -92,7 +92,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "${overlap:-}" ] || { echo "fake srun: step without --overlap" >&2; exit 3; }
-echo "fake srun: $n x $1 $2 $3" >>"$FAKE_SRUN_LOG"
+echo "fake srun: $n x $*" >>"$FAKE_SRUN_LOG"
 pids=()
 for _ in $(seq "$n"); do "$@" & pids+=($!); done
 trap 'kill "${pids[@]}" 2>/dev/null' TERM INT
@@ -183,7 +183,9 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     assert "2 x " in srun_log and "-m dask worker" in srun_log
     _check_results(job_data, out)
     job_dir = job_data / "train-results" / "job-4242"
-    assert "127.0.0.1" in (job_dir / "scheduler.json").read_text(encoding="utf-8")
+    # --interface lo: the scheduler listened on the loopback address; its file is gone after
+    assert "Scheduler at:     tcp://127.0.0.1:" in (job_dir / "scheduler.log").read_text("utf-8")
+    assert not (job_dir / "scheduler.json").exists()
 
 
 @pytest.mark.slow
