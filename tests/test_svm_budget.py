@@ -16,7 +16,8 @@ def _rbf(X, Y, gamma):
 
 def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
     """A full model (B + 1 SVs) ready for one maintenance step."""
-    SV, sqn, A, K, M, b, fs, ist = nb.new_state(B, d, c, maint)
+    st = nb.new_state(B, d, c, maint)
+    SV, sqn, A, K, M, fs, ist = st.SV, st.sqn, st.A, st.K, st.M, st.fs, st.ist
     X = rng.normal(size=(B + 1, d))
     SV[:] = X
     sqn[:] = (X * X).sum(1)
@@ -29,15 +30,18 @@ def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
         nb.refresh_inverse(K, M, B + 1, nb.PROJECT_RIDGE)
     fs[nb.FS_SCALE] = 0.7
     ist[nb.IS_NSV] = B + 1
-    return SV, sqn, A, K, M, b, fs, ist
+    return st
 
 
 def _maintain(st, maint, gamma=0.5, search=nb.GOLDEN):
     B = st[0].shape[0] - 1
     return nb.maintain(
         *st[:5],
-        st[6],
-        st[7],
+        st.fs,
+        st.ist,
+        st.Abar,
+        st.sref,
+        False,
         maint,
         nb.RBF,
         gamma,
@@ -159,7 +163,7 @@ def test_merge_lookup_refines_to_grid(rng):
 def test_merge_degradation_exact_and_never_worse_than_removal(rng, c):
     for _trial in range(10):
         st = _state(rng, 10, 2, c, nb.MERGE, gamma=0.5)
-        st_rm = tuple(a.copy() for a in st)
+        st_rm = st.copy()
         X0, A0 = st[0].copy(), st[2].copy()
         s = st[6][nb.FS_SCALE]
         d2 = _maintain(st, nb.MERGE)
@@ -180,23 +184,27 @@ def _run(X, yi, c, lam, maint, B=8):
         yi,
         np.ones(len(X)),
         *st,
-        nb.RBF,
-        1.0,
-        3.0,
-        1.0,
-        nb.PEGASOS,
-        lam,
-        1.0,
-        0.0,
-        maint,
-        1.0,
-        nb.PROJECT_RIDGE,
-        2,
-        nb.GOLDEN,
-        T,
-        B,
+        *nb.BSGDConfig(
+            nb.RBF,
+            1.0,
+            3.0,
+            1.0,
+            nb.PEGASOS,
+            lam,
+            1.0,
+            0.0,
+            maint,
+            1.0,
+            nb.PROJECT_RIDGE,
+            2,
+            nb.GOLDEN,
+            T,
+            B,
+            nb.AVG_OFF,
+            0,
+        ),
     )
-    SV, sqn, A, _K, _M, b, fs, ist = st
+    SV, sqn, A, b, fs, ist = st.SV, st.sqn, st.A, st.b, st.fs, st.ist
     return nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, 1.0, 3.0, 1.0), st
 
 
@@ -238,23 +246,27 @@ def test_sgd_step_matches_numpy_reference(rng):
         (y > 0).astype(np.int64),
         w,
         *st,
-        nb.RBF,
-        gamma,
-        3.0,
-        1.0,
-        nb.PEGASOS,
-        lam,
-        1.0,
-        0.0,
-        nb.MERGE,
-        1.0,
-        nb.PROJECT_RIDGE,
-        2,
-        nb.GOLDEN,
-        np.zeros((2, 2)),
-        100,
+        *nb.BSGDConfig(
+            nb.RBF,
+            gamma,
+            3.0,
+            1.0,
+            nb.PEGASOS,
+            lam,
+            1.0,
+            0.0,
+            nb.MERGE,
+            1.0,
+            nb.PROJECT_RIDGE,
+            2,
+            nb.GOLDEN,
+            np.zeros((2, 2)),
+            100,
+            nb.AVG_OFF,
+            0,
+        ),
     )
-    SV, sqn, A, _K, _M, b, fs, ist = st
+    SV, sqn, A, b, fs, ist = st.SV, st.sqn, st.A, st.b, st.fs, st.ist
     got = nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, gamma, 3.0, 1.0)[:, 0]
     np.testing.assert_allclose(got, K @ alpha + bias, rtol=1e-9, atol=1e-9)
     assert ist[nb.IS_NMAINT] == 0
@@ -270,24 +282,92 @@ def test_radius_projection_bounds_norm(rng):
         yi,
         np.ones(400),
         *st,
-        nb.RBF,
-        1.0,
-        3.0,
-        1.0,
-        nb.PERCEPTRON,
-        0.0,
-        1.0,
-        2.0,
-        nb.MERGE,
-        1.0,
-        nb.PROJECT_RIDGE,
-        2,
-        nb.GOLDEN,
-        np.zeros((2, 2)),
-        B,
+        *nb.BSGDConfig(
+            nb.RBF,
+            1.0,
+            3.0,
+            1.0,
+            nb.PERCEPTRON,
+            0.0,
+            1.0,
+            2.0,
+            nb.MERGE,
+            1.0,
+            nb.PROJECT_RIDGE,
+            2,
+            nb.GOLDEN,
+            np.zeros((2, 2)),
+            B,
+            nb.AVG_OFF,
+            0,
+        ),
     )
-    SV, _sqn, A, _K, _M, b, fs, ist = st
+    SV, A, b, fs, ist = st.SV, st.A, st.b, st.fs, st.ist
     n = ist[nb.IS_NSV]
     a = fs[0] * A[:n, 0]
     norm2 = a @ _rbf(SV[:n], SV[:n], 1.0) @ a + (fs[0] * b[0]) ** 2
     assert norm2 <= 4.0 * (1 + 1e-6)
+
+
+def _cfg(B, mode, start, maint=nb.MERGE, alpha=0.01, algo=nb.PEGASOS):
+    return nb.BSGDConfig(
+        nb.RBF, 0.5, 3.0, 1.0, algo, alpha, 1.0, 0.0, maint, 1.0, nb.PROJECT_RIDGE, 2,
+        nb.GOLDEN, np.zeros((2, 2)), B, mode, start,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", [nb.AVG_UNIFORM, nb.AVG_LINEAR])
+def test_lazy_average_equals_explicit_average(rng, mode):
+    """No maintenance: the lazily kept sums equal sum_t omega_t (s_t A_t, s_t b_t) taken
+    explicitly after every step, from step 50 on (rescales of the global scale included)."""
+    X = rng.normal(size=(300, 3))
+    yi = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
+    B = 400
+    st = nb.new_state(B, 3, 1, nb.MERGE)
+    # norma's shrink (1 - 0.9 / sqrt(t)) takes s below the rescale threshold along the way
+    cfg = _cfg(B, mode, 50, alpha=0.9, algo=nb.NORMA)
+    ref, refb, W = np.zeros((B + 1, 1)), np.zeros(1), 0.0
+    rescaled = False
+    for i in range(300):
+        before = st.fs[nb.FS_SCALE]
+        nb.sgd_chunk(X[i : i + 1], yi[i : i + 1], np.ones(1), *st, *cfg)
+        rescaled |= st.fs[nb.FS_SCALE] > before
+        t = st.ist[nb.IS_T]
+        if t >= 50:
+            om = 1.0 if mode == nb.AVG_UNIFORM else t - 50 + 1
+            ref += om * st.fs[nb.FS_SCALE] * st.A
+            refb += om * st.fs[nb.FS_SCALE] * st.b
+            W += om
+    assert rescaled and st.ist[nb.IS_NMAINT] == 0
+    nb.flush_average(st.A, st.Abar, st.sref, st.fs, st.n_sv)
+    np.testing.assert_allclose(st.Abar, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    np.testing.assert_allclose(st.bbar, refb, rtol=1e-9)
+    assert st.fs[nb.FS_WSUM] == W
+
+
+@pytest.mark.parametrize("maint", [nb.REMOVE, nb.MERGE])
+def test_maintenance_edits_the_average_like_the_iterate(rng, maint):
+    """A maintenance step applies the same edit to the averaged sums: with Abar = A (after a
+    flush at S = 1), merging/removal leaves Abar equal to A."""
+    st = _state(rng, 12, 2, 2, maint)
+    st.fs[nb.FS_SCALE] = 1.0
+    st.Abar[:] = st.A
+    st.fs[nb.FS_WSUM] = 1.0
+    nb.maintain(
+        *st[:5], st.fs, st.ist, st.Abar, st.sref, True, maint, nb.RBF, 0.5, 3.0, 1.0,
+        nb.PROJECT_RIDGE, 2, nb.GOLDEN, np.zeros((2, 2)), 12,
+    )  # fmt: skip
+    assert st.n_sv == 12
+    np.testing.assert_allclose(st.Abar[:12], st.A[:12], rtol=1e-12)
+    assert not st.Abar[12:].any()
+
+
+def test_reduce_to_keeps_kernel_matrix_and_budget(rng):
+    st = _state(rng, 29, 2, 1, nb.MERGE)  # 30 SVs
+    K, M = st.K.copy(), st.M
+    dg, dg2 = nb.reduce_to(
+        st.SV, st.sqn, st.A, K, M, st.fs, st.ist, 10, nb.MERGE, nb.RBF, 0.5, 3.0, 1.0,
+        nb.PROJECT_RIDGE, 2, nb.GOLDEN, np.zeros((2, 2)),
+    )  # fmt: skip
+    assert st.n_sv == 10 and dg > 0 and dg2 > 0
+    np.testing.assert_allclose(K[:10, :10], _rbf(st.SV[:10], st.SV[:10], 0.5), atol=1e-12)

@@ -49,7 +49,7 @@ def test_string_classes_multiclass(tmp_path):
     np.testing.assert_array_equal(back.predict(X), clf.predict(X))
     with np.load(tmp_path / "s.npz", allow_pickle=False) as f:  # no pickles inside
         header = json.loads(str(f["header"]))
-    assert header["format"] == "dkernel.BudgetedSVC" and header["version"] == 1
+    assert header["format"] == "dkernel.BudgetedSVC" and header["version"] == 2
 
 
 def test_bad_files(tmp_path):

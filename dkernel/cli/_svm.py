@@ -23,11 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--budget", type=int, default=500, help="support vectors B (default 500)")
     t.add_argument("--maintenance", choices=["merge", "project", "remove"], default="merge")
     t.add_argument("--algorithm", choices=["pegasos", "norma", "perceptron"], default="pegasos")
-    t.add_argument("--lam", type=float, default=1e-4, help="regularisation lambda")
+    t.add_argument(
+        "--alpha", type=float, default=None, help="regularisation (default 1/(4 n_samples))"
+    )
     t.add_argument("--eta0", type=float, default=1.0, help="step of norma/perceptron")
     t.add_argument("--kernel", default="rbf")
     t.add_argument("--gamma", type=float, default=None, help="kernel bandwidth (1/d if unset)")
-    t.add_argument("--epochs", type=int, default=1, help="passes over the data")
+    t.add_argument("--max-iter", type=int, default=5, help="epochs (passes over the data)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--summary", default=None, help="also write the JSON summary here")
     t.set_defaults(func=_train)
@@ -57,15 +59,15 @@ def _train(args: argparse.Namespace) -> int:
         budget=args.budget,
         maintenance=args.maintenance,
         algorithm=args.algorithm,
-        lam=args.lam,
+        alpha=args.alpha,
         eta0=args.eta0,
         kernel=args.kernel,
         gamma=args.gamma,
-        max_epochs=args.epochs,
+        max_iter=args.max_iter,
         random_state=args.seed,
     )
     clf._check_params()
-    clf._resolve_spec(ds.n_features)  # kernel/maintenance errors before starting a cluster
+    clf._resolve_spec(ds.X)  # kernel/maintenance errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
         clf.fit(ds)
@@ -79,9 +81,9 @@ def _train(args: argparse.Namespace) -> int:
             "budget": args.budget,
             "maintenance": args.maintenance,
             "algorithm": args.algorithm,
-            "lam": args.lam,
+            "alpha": clf.alpha_,
             "gamma": clf.gamma_,
-            "epochs": args.epochs,
+            "max_iter": args.max_iter,
             "seed": args.seed,
             "train_seconds": train_s,
             "n_support_vectors": int(clf.support_vectors_.shape[0]),
@@ -132,7 +134,12 @@ def step_svm(ctx) -> dict:
 
     ds = ctx.stores["checkerboard"]
     clf = BudgetedSVC(
-        budget=100, maintenance="merge", gamma=2.0, lam=1.0 / ds.n_samples, random_state=ctx.seed
+        budget=100,
+        maintenance="merge",
+        gamma=2.0,
+        alpha=1.0 / ds.n_samples,
+        max_iter=1,
+        random_state=ctx.seed,
     )
     t0 = time.perf_counter()
     clf.fit(ds)

@@ -1,6 +1,5 @@
 """Budgeted SGD kernel SVM (Wang, Crammer & Vucetic, JMLR 2012)."""
 
-from ._bsgd import BudgetedSVC
-from ._io import load_model, save_model
+from ._bsgd import BudgetedSVC, load_model, save_model
 
 __all__ = ["BudgetedSVC", "load_model", "save_model"]

@@ -4,19 +4,31 @@ the three budget maintenance strategies (removal, projection, merging).
 Nothing here imports dask; :mod:`dkernel.svm._bsgd` decides what runs where. Every
 function trusts its input (validated by the estimator).
 
-Model state (see :func:`new_state`): support vectors ``SV`` (B+1, d) float64 with their
-squared norms ``sqn``, coefficients ``A`` (B+1, c) stored *unscaled* (the true coefficients
-are ``s * A`` with the global scale ``s = fs[0]``, so the shrink ``w <- (1 - eta lam) w`` is
-O(1) per step), the kernel matrix of the SVs ``K`` (B+1, B+1), the inverse ``M`` of
-``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented constant feature
-(also scaled by ``s``), float scalars ``fs = [s, ||w||^2, sum ||Delta||, ...]`` and integer
-scalars ``ist = [t, n_sv, n_maint, since_refresh]``.
+Model state (:class:`BSGDState`, made by :func:`new_state`): support vectors ``SV`` (B+1, d)
+float64 with their squared norms ``sqn``, coefficients ``A`` (B+1, c) stored *unscaled* (the
+true coefficients are ``s * A`` with the global scale ``s = fs[0]``, so the shrink
+``w <- (1 - eta alpha) w`` is O(1) per step), the kernel matrix of the SVs ``K`` (B+1, B+1),
+the inverse ``M`` of ``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented
+constant feature (also scaled by ``s``), float scalars
+``fs = [s, ||w||^2, sum ||Delta||, sum ||Delta||^2, S, W]`` and integer scalars
+``ist = [t, n_sv, n_maint, since_refresh]``.
+
+Averaged iterates (Polyak/ASGD averaging of the kernel expansion, on when ``avg_mode > 0``):
+``Abar`` (B+1, c) and ``bbar`` (c,) hold ``sum_t omega_t w_t`` in true units over the steps
+``t >= avg_start`` (``omega_t = 1``, or ``t - avg_start + 1`` for the linearly weighted
+average of Lacoste-Julien, Schmidt & Bach 2012), ``W = fs[5] = sum_t omega_t``; the averaged
+model is ``Abar / W``. The sum is kept lazily: ``S = fs[4] = sum_t omega_t s_t`` and
+``sref[j]`` is S when SV j's unscaled coefficient last changed, so SV j owes
+``A[j] (S - sref[j])`` (:func:`flush_average`); O(1) per step. Budget maintenance applies
+the same edit (the same merge weights, the same projection) to ``Abar``.
 
 The binary problem uses one column (labels -1/+1, hinge ``y f(x) < 1``); ``c >= 2`` columns
 use the Crammer-Singer multi-class hinge ``f_y - max_{r != y} f_r < 1``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -49,24 +61,78 @@ _GOLD_SCREEN = 10
 _GOLD_REFINE = 48
 _INVPHI = 0.6180339887498949
 
+# averaging modes
+AVG_OFF, AVG_UNIFORM, AVG_LINEAR = 0, 1, 2
+
 # indices into the scalar state arrays
-FS_SCALE, FS_WNORM2, FS_DEGR, FS_DEGR2 = 0, 1, 2, 3
+FS_SCALE, FS_WNORM2, FS_DEGR, FS_DEGR2, FS_SACC, FS_WSUM = 0, 1, 2, 3, 4, 5
 IS_T, IS_NSV, IS_NMAINT, IS_SINCE = 0, 1, 2, 3
 
 
-def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> tuple:
-    """Fresh, empty model state (see the module docstring)."""
+class BSGDState(NamedTuple):
+    """The learner's arrays (see the module docstring); passed to the numba functions as
+    ``*state`` in this order."""
+
+    SV: np.ndarray
+    sqn: np.ndarray
+    A: np.ndarray
+    K: np.ndarray
+    M: np.ndarray
+    b: np.ndarray
+    fs: np.ndarray
+    ist: np.ndarray
+    Abar: np.ndarray
+    bbar: np.ndarray
+    sref: np.ndarray
+
+    @property
+    def n_sv(self) -> int:
+        return int(self.ist[IS_NSV])
+
+    def copy(self) -> BSGDState:
+        return BSGDState(*(a.copy() for a in self))
+
+
+class BSGDConfig(NamedTuple):
+    """Scalar settings of :func:`sgd_chunk`, in its argument order (``*config``)."""
+
+    kind: int
+    gamma: float
+    degree: float
+    coef0: float
+    algo: int
+    alpha: float
+    eta0: float
+    radius: float
+    maint: int
+    icpt: float
+    ridge: float
+    pw: int
+    search: int
+    T: np.ndarray
+    budget: int
+    avg_mode: int
+    avg_start: int
+
+
+def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BSGDState:
+    """Fresh, empty model state with room for ``budget + 1`` SVs (see the module docstring)."""
     B1 = budget + 1
-    SV = np.zeros((B1, n_features))
-    sqn = np.zeros(B1)
-    A = np.zeros((B1, n_cols))
-    K = np.zeros((B1, B1))
-    M = np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1))
-    b = np.zeros(n_cols)
-    fs = np.zeros(4)
+    fs = np.zeros(6)
     fs[FS_SCALE] = 1.0
-    ist = np.zeros(4, dtype=np.int64)
-    return SV, sqn, A, K, M, b, fs, ist
+    return BSGDState(
+        SV=np.zeros((B1, n_features)),
+        sqn=np.zeros(B1),
+        A=np.zeros((B1, n_cols)),
+        K=np.zeros((B1, B1)),
+        M=np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1)),
+        b=np.zeros(n_cols),
+        fs=fs,
+        ist=np.zeros(4, dtype=np.int64),
+        Abar=np.zeros((B1, n_cols)),
+        bbar=np.zeros(n_cols),
+        sref=np.zeros(B1),
+    )
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -165,6 +231,17 @@ def merge_h(P, Q, R, L, pw, iters):
     if best_f > fh:
         return 0.25 * best_j, best_f
     return h, fh
+
+
+_LOOKUP_CACHE: dict[int, np.ndarray] = {}
+
+
+def lookup_table(pw: int) -> np.ndarray:
+    """The merge lookup table for exponent ``pw`` (2: rbf, 1: laplacian), built once per
+    process (tens of milliseconds) and cached."""
+    if pw not in _LOOKUP_CACHE:
+        _LOOKUP_CACHE[pw] = build_lookup(pw)
+    return _LOOKUP_CACHE[pw]
 
 
 #: Lookup table of the binary merge's argmax h over (m, k) (later budgeted-SVM work,
@@ -272,13 +349,48 @@ def _smallest(A, K, n_sv):
 
 
 @njit(cache=True, nogil=True)
-def _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M):
+def _flush(j, A, Abar, sref, sacc):
+    """Bring SV j's averaged sum up to date (see the module docstring)."""
+    dS = sacc - sref[j]
+    for i in range(A.shape[1]):
+        Abar[j, i] += A[j, i] * dS
+    sref[j] = sacc
+
+
+@njit(cache=True, nogil=True)
+def flush_average(A, Abar, sref, fs, n_sv):
+    """Bring every SV's averaged sum up to date: afterwards ``Abar[:n_sv]`` is exact."""
+    for j in range(n_sv):
+        _flush(j, A, Abar, sref, fs[FS_SACC])
+
+
+@njit(cache=True, nogil=True)
+def _joint(A, Abar, sref, fs, n_sv):
+    """``[s A, Abar / W]`` of the first n_sv SVs (after a flush): the iterate and the averaged
+    model side by side, so that maintenance keeps both close."""
+    flush_average(A, Abar, sref, fs, n_sv)
+    c = A.shape[1]
+    s = fs[FS_SCALE]
+    iw = 1.0 / fs[FS_WSUM]
+    C = np.empty((n_sv, 2 * c))
+    for j in range(n_sv):
+        for i in range(c):
+            C[j, i] = s * A[j, i]
+            C[j, c + i] = Abar[j, i] * iw
+    return C
+
+
+@njit(cache=True, nogil=True)
+def _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg):
     """Remove SV ``p`` by moving the last one into its slot. Returns the new count."""
     last = n_sv - 1
     if p != last:
         SV[p, :] = SV[last, :]
         sqn[p] = sqn[last]
         A[p, :] = A[last, :]
+        if avg:
+            Abar[p, :] = Abar[last, :]
+            sref[p] = sref[last]
         for j in range(n_sv):
             K[p, j] = K[last, j]
         for j in range(n_sv):
@@ -291,6 +403,8 @@ def _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M):
                 M[j, p] = M[j, last]
             M[p, p] = M[last, last]
     A[last, :] = 0.0
+    if avg:
+        Abar[last, :] = 0.0
     return last
 
 
@@ -336,9 +450,31 @@ def _inverse_add(M, K, n, kxx, ridge):
 # ----------------------------------------------------------------------------- maintenance
 @njit(cache=True, nogil=True)
 def maintain(
-    SV, sqn, A, K, M, fs, ist, maint, kind, gamma, degree, coef0, ridge, pw, search, T, budget
+    SV,
+    sqn,
+    A,
+    K,
+    M,
+    fs,
+    ist,
+    Abar,
+    sref,
+    avg,
+    maint,
+    kind,
+    gamma,
+    degree,
+    coef0,
+    ridge,
+    pw,
+    search,
+    T,
+    budget,
 ):
     """Bring the model from B+1 back to B SVs; return ||Delta||^2 in true units.
+
+    With ``avg`` true the averaged sums ``Abar`` get the same edit (merge weights,
+    projection, removal) after the SVs involved are flushed.
 
     removal: drop p = argmin ||a_j||^2 k_jj, ||Delta||^2 = ||a_p||^2 k_pp.  O(B).
     projection: a_j += a_p d_j with d = (K_-p + rI)^-1 k_-p,p read off the maintained
@@ -352,8 +488,15 @@ def maintain(
     c = A.shape[1]
     has_M = maint == PROJECT
     if maint == MERGE:
-        m, _ = _smallest(A, K, n_sv)
-        n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T)
+        if avg and fs[FS_WSUM] > 0.0:
+            # choose on the iterate and the averaged model together (true units)
+            C = _joint(A, Abar, sref, fs, n_sv)
+            m, _ = _smallest(C, K, n_sv)
+            n, h, dg = merge_partner(C, K, n_sv, m, pw, GOLDEN, T)
+            dg /= s * s
+        else:
+            m, _ = _smallest(A, K, n_sv)
+            n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T)
         k = max(K[m, n], 1e-300)
         L = np.log(k)
         u = 1.0 - h
@@ -361,9 +504,15 @@ def maintain(
         az = np.empty(c)
         for i in range(c):
             az[i] = A[m, i] * e1 + A[n, i] * e2
+        azbar = np.empty(c)
+        if avg:
+            _flush(m, A, Abar, sref, fs[FS_SACC])
+            _flush(n, A, Abar, sref, fs[FS_SACC])
+            for i in range(c):
+                azbar[i] = Abar[m, i] * e1 + Abar[n, i] * e2
         z = h * SV[m] + u * SV[n]
         last = n_sv - 1
-        n_sv = _swap_remove(n, SV, sqn, A, K, M, n_sv, has_M)
+        n_sv = _swap_remove(n, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
         if m == last:
             m = n
         SV[m, :] = z
@@ -371,6 +520,10 @@ def maintain(
         sqn[m] = zsq
         for i in range(c):
             A[m, i] = az[i]
+        if avg:
+            for i in range(c):
+                Abar[m, i] = azbar[i]
+            sref[m] = fs[FS_SACC]
         for j in range(n_sv):
             kz = kval(kind, gamma, degree, coef0, z, zsq, SV[j], sqn[j])
             K[m, j] = kz
@@ -378,9 +531,13 @@ def maintain(
         K[m, m] = kval(kind, gamma, degree, coef0, z, zsq, z, zsq)
         ist[IS_NSV] = n_sv
         return dg * s * s
-    p, v = _smallest(A, K, n_sv)
+    if avg and fs[FS_WSUM] > 0.0 and maint == REMOVE:
+        p, v = _smallest(_joint(A, Abar, sref, fs, n_sv), K, n_sv)
+        v /= s * s
+    else:
+        p, v = _smallest(A, K, n_sv)
     if maint == REMOVE:
-        ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M)
+        ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
         return v * s * s
     mpp = M[p, p]
     if not (mpp > 0.0) or ist[IS_SINCE] >= budget:
@@ -388,6 +545,8 @@ def maintain(
         ist[IS_SINCE] = 0
         mpp = M[p, p]
     ist[IS_SINCE] += 1
+    if avg:
+        flush_average(A, Abar, sref, fs, n_sv)
     dk = 0.0
     dd = 0.0
     a2 = 0.0
@@ -401,6 +560,9 @@ def maintain(
         dd += dj * dj
         for i in range(c):
             A[j, i] += dj * A[p, i]
+        if avg:
+            for i in range(c):
+                Abar[j, i] += dj * Abar[p, i]
     res = K[p, p] - dk - ridge * dd
     if res < 0.0:
         res = 0.0
@@ -413,7 +575,7 @@ def maintain(
         for j in range(n_sv):
             if j != p:
                 M[i, j] -= f * M[p, j]
-    ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M)
+    ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
     return a2 * res * s * s
 
 
@@ -451,12 +613,15 @@ def sgd_chunk(
     b,
     fs,
     ist,
+    Abar,
+    bbar,
+    sref,
     kind,
     gamma,
     degree,
     coef0,
     algo,
-    lam,
+    alpha,
     eta0,
     radius,
     maint,
@@ -466,16 +631,20 @@ def sgd_chunk(
     search,
     T,
     budget,
+    avg_mode,
+    avg_start,
 ):
     """One pass over the rows of X in the given order (the whole per-example loop).
 
     ``yi`` holds class indices (binary: 0 -> -1, 1 -> +1); ``w`` the sample weights (a
     weight scales the step). Per example: scores from the SVs (O(B d)), the shrink
-    ``s <- (1 - eta lam) s`` (O(1)), an SV added when the hinge is violated, budget
-    maintenance at B + 1, and the optional projection onto ``||w|| <= radius``.
+    ``s <- (1 - eta alpha) s`` (O(1)), an SV added when the hinge is violated, budget
+    maintenance at B + 1, the optional projection onto ``||w|| <= radius``, and, from step
+    ``avg_start`` on, the O(1) update of the averaged iterate (``avg_mode > 0``).
     """
     n = X.shape[0]
     c = A.shape[1]
+    avg = avg_mode != AVG_OFF
     krow = np.empty(budget + 1)
     f = np.empty(c)
     for ii in range(n):
@@ -484,7 +653,7 @@ def sgd_chunk(
         ist[IS_T] += 1
         t = ist[IS_T]
         if algo == PEGASOS:
-            eta = 1.0 / (lam * t)
+            eta = 1.0 / (alpha * t)
         elif algo == NORMA:
             eta = eta0 / np.sqrt(t)
         else:
@@ -513,12 +682,14 @@ def sgd_chunk(
                     best = f[i]
                     r = i
             viol = f[y] - best < 1.0
-        # shrink w <- (1 - eta lam) w through the global scale
-        if algo != PERCEPTRON and lam > 0.0:
-            fac = 1.0 - eta * lam
+        # shrink w <- (1 - eta alpha) w through the global scale
+        if algo != PERCEPTRON and alpha > 0.0:
+            fac = 1.0 - eta * alpha
             if fac <= 0.0:
                 A[:n_sv, :] = 0.0
                 b[:] = 0.0
+                if avg:  # the dropped SVs leave the average too (only at t = 1 for pegasos)
+                    Abar[:n_sv, :] = 0.0
                 n_sv = 0
                 ist[IS_NSV] = 0
                 s = 1.0
@@ -530,74 +701,134 @@ def sgd_chunk(
                 for i in range(c):
                     f[i] *= fac
                 if s < _MIN_SCALE:
+                    if avg:
+                        flush_average(A, Abar, sref, fs, n_sv)
                     A[:n_sv, :] *= s
                     b[:] *= s
                     s = 1.0
             fs[FS_SCALE] = s
-        if not viol or w[ii] <= 0.0:
-            continue
-        beta = eta * w[ii] / s
-        SV[n_sv, :] = x
-        sqn[n_sv] = xsq
-        A[n_sv, :] = 0.0
-        if c == 1:
-            A[n_sv, 0] = yy * beta
-            b[0] += yy * beta * icpt
-            gain = yy * f[0]
-        else:
-            A[n_sv, y] = beta
-            A[n_sv, r] = -beta
-            b[y] += beta * icpt
-            b[r] -= beta * icpt
-            gain = f[y] - f[r]
-        kxx = kval(kind, gamma, degree, coef0, x, xsq, x, xsq)
-        for j in range(n_sv):
-            K[n_sv, j] = krow[j]
-            K[j, n_sv] = krow[j]
-        K[n_sv, n_sv] = kxx
-        if radius > 0.0:
-            bt = beta * s
-            nb = 1.0 if c == 1 else 2.0
-            fs[FS_WNORM2] += 2.0 * bt * gain + nb * bt * bt * (kxx + icpt * icpt)
-        ok = True
-        if maint == PROJECT:
-            if n_sv == 0:
-                M[0, 0] = 1.0 / (kxx + ridge)
+        if viol and w[ii] > 0.0:
+            beta = eta * w[ii] / s
+            SV[n_sv, :] = x
+            sqn[n_sv] = xsq
+            A[n_sv, :] = 0.0
+            if avg:
+                Abar[n_sv, :] = 0.0
+                sref[n_sv] = fs[FS_SACC]
+            if c == 1:
+                A[n_sv, 0] = yy * beta
+                b[0] += yy * beta * icpt
+                gain = yy * f[0]
             else:
-                ok = _inverse_add(M, K, n_sv, kxx, ridge)
-        n_sv += 1
-        ist[IS_NSV] = n_sv
-        if not ok:
-            refresh_inverse(K, M, n_sv, ridge)
-            ist[IS_SINCE] = 0
-        if n_sv > budget:
-            d2 = maintain(
-                SV,
-                sqn,
-                A,
-                K,
-                M,
-                fs,
-                ist,
-                maint,
-                kind,
-                gamma,
-                degree,
-                coef0,
-                ridge,
-                pw,
-                search,
-                T,
-                budget,
-            )
-            fs[FS_DEGR] += np.sqrt(d2)
-            fs[FS_DEGR2] += d2
-            ist[IS_NMAINT] += 1
+                A[n_sv, y] = beta
+                A[n_sv, r] = -beta
+                b[y] += beta * icpt
+                b[r] -= beta * icpt
+                gain = f[y] - f[r]
+            kxx = kval(kind, gamma, degree, coef0, x, xsq, x, xsq)
+            for j in range(n_sv):
+                K[n_sv, j] = krow[j]
+                K[j, n_sv] = krow[j]
+            K[n_sv, n_sv] = kxx
             if radius > 0.0:
-                fs[FS_WNORM2] = exact_wnorm2(A, K, b, fs, ist[IS_NSV], icpt)
-        if radius > 0.0 and fs[FS_WNORM2] > radius * radius:
-            fs[FS_SCALE] *= radius / np.sqrt(fs[FS_WNORM2])
-            fs[FS_WNORM2] = radius * radius
+                bt = beta * s
+                nb = 1.0 if c == 1 else 2.0
+                fs[FS_WNORM2] += 2.0 * bt * gain + nb * bt * bt * (kxx + icpt * icpt)
+            ok = True
+            if maint == PROJECT:
+                if n_sv == 0:
+                    M[0, 0] = 1.0 / (kxx + ridge)
+                else:
+                    ok = _inverse_add(M, K, n_sv, kxx, ridge)
+            n_sv += 1
+            ist[IS_NSV] = n_sv
+            if not ok:
+                refresh_inverse(K, M, n_sv, ridge)
+                ist[IS_SINCE] = 0
+            if n_sv > budget:
+                d2 = maintain(
+                    SV,
+                    sqn,
+                    A,
+                    K,
+                    M,
+                    fs,
+                    ist,
+                    Abar,
+                    sref,
+                    avg,
+                    maint,
+                    kind,
+                    gamma,
+                    degree,
+                    coef0,
+                    ridge,
+                    pw,
+                    search,
+                    T,
+                    budget,
+                )
+                fs[FS_DEGR] += np.sqrt(d2)
+                fs[FS_DEGR2] += d2
+                ist[IS_NMAINT] += 1
+                if radius > 0.0:
+                    fs[FS_WNORM2] = exact_wnorm2(A, K, b, fs, ist[IS_NSV], icpt)
+            if radius > 0.0 and fs[FS_WNORM2] > radius * radius:
+                fs[FS_SCALE] *= radius / np.sqrt(fs[FS_WNORM2])
+                fs[FS_WNORM2] = radius * radius
+        if avg and t >= avg_start:
+            om = 1.0 if avg_mode == AVG_UNIFORM else float(t - avg_start + 1)
+            sc = om * fs[FS_SCALE]
+            fs[FS_SACC] += sc
+            fs[FS_WSUM] += om
+            if icpt > 0.0:
+                for i in range(c):
+                    bbar[i] += sc * b[i]
+
+
+@njit(cache=True, nogil=True)
+def reduce_to(
+    SV, sqn, A, K, M, fs, ist, target, maint, kind, gamma, degree, coef0, ridge, pw, search, T
+):
+    """Budget maintenance until at most ``target`` SVs are left (the combine step of the
+    distributed fit: a union of partial models brought down to B).
+
+    ``K`` must hold the kernel matrix of the ``ist[IS_NSV]`` SVs (and ``M`` its ridge inverse
+    for projection). Returns the sum of ||Delta|| and of ||Delta||^2 over the steps.
+    """
+    dg = 0.0
+    dg2 = 0.0
+    Abar = np.zeros((1, 1))
+    sref = np.zeros(1)
+    if maint == PROJECT:
+        refresh_inverse(K, M, ist[IS_NSV], ridge)
+        ist[IS_SINCE] = 0
+    while ist[IS_NSV] > target:
+        d2 = maintain(
+            SV,
+            sqn,
+            A,
+            K,
+            M,
+            fs,
+            ist,
+            Abar,
+            sref,
+            False,
+            maint,
+            kind,
+            gamma,
+            degree,
+            coef0,
+            ridge,
+            pw,
+            search,
+            T,
+            target,
+        )
+        dg += np.sqrt(d2)
+        dg2 += d2
+    return dg, dg2
 
 
 @njit(cache=True, nogil=True)

@@ -20,9 +20,10 @@ import concurrent.futures
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import dask
 import numpy as np
 
-from .._validation import DKernelError, report_nonfinite
+from .._validation import DKernelError, is_dask_array, report_nonfinite
 
 #: Rows of one virtual block (the unit of shuffling and of reading).
 BLOCK_ROWS = 1 << 16
@@ -66,47 +67,63 @@ def visit_order(
     return np.concatenate(parts)
 
 
-def _is_dask(a) -> bool:
-    return hasattr(a, "dask") and hasattr(a, "chunks")
+def class_indices(yb: np.ndarray, start: int, *, classes: np.ndarray) -> np.ndarray:
+    """Labels as indices into the sorted ``classes`` (int64); an unknown label raises,
+    named by its global row ``start + i``."""
+    try:
+        idx = np.searchsorted(classes, yb)
+    except TypeError:
+        raise DKernelError(
+            f"labels of type {yb.dtype} do not match the classes {classes.tolist()}"
+        ) from None
+    idx = np.clip(idx, 0, len(classes) - 1)
+    bad = classes[idx] != yb
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        bad_label = yb[i].item() if isinstance(yb[i], np.generic) else yb[i]
+        raise DKernelError(
+            f"y has label {bad_label!r} at row {start + i}, which is "
+            f"not one of the classes {classes.tolist()}"
+        )
+    return idx.astype(np.int64)
+
+
+def checked_rows(
+    Xb, yb, wb, start: int, *, y_map: Callable[[np.ndarray, int], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One row range as the learner wants it: X float64 C-ordered with NaN/inf reported by
+    global row, class indices, float64 weights; lengths checked."""
+    Xb = np.asarray(Xb)
+    if not np.issubdtype(Xb.dtype, np.number):
+        raise DKernelError(f"X must be numeric, got dtype {Xb.dtype}")
+    Xb = np.ascontiguousarray(Xb, dtype=np.float64)
+    report_nonfinite(Xb, name="X", row_offset=start)
+    yi = y_map(np.asarray(yb).ravel(), start)
+    wb = np.asarray(wb, dtype=np.float64).ravel()
+    if len(yi) != len(Xb) or len(wb) != len(Xb):
+        raise DKernelError(
+            f"rows {start}:{start + len(Xb)}: y or sample_weight length differs "
+            f"from X ({len(yi)}, {len(wb)} vs {len(Xb)})"
+        )
+    return Xb, np.ascontiguousarray(yi), np.ascontiguousarray(wb)
 
 
 def read_block(
-    X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray], np.ndarray]
+    X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray, int], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows ``task.start:task.stop`` of X (float64, C order), class indices and weights,
     in the task's order. NaN/inf are reported with the global row number."""
     sl = slice(task.start, task.stop)
-    if _is_dask(X):
-        import dask
-
-        parts = [X[sl]]
-        if _is_dask(y):
-            parts.append(y[sl])
-        if _is_dask(w):
-            parts.append(w[sl])
-        got = list(dask.compute(*parts))
-        Xb = got.pop(0)
-        yb = got.pop(0) if _is_dask(y) else np.asarray(y[sl])
-        wb = got.pop(0) if _is_dask(w) else np.asarray(w[sl])
-    else:
-        Xb = np.asarray(X[sl])
-        yb = np.asarray(y[sl])
-        wb = np.asarray(w[sl])
-    Xb = np.asarray(Xb)
-    if not np.issubdtype(Xb.dtype, np.number):
-        raise DKernelError(f"X must be numeric, got dtype {Xb.dtype}")
-    Xb = Xb.astype(np.float64, copy=False)
-    report_nonfinite(Xb, name="X", row_offset=task.start)
-    yi = y_map(np.asarray(yb).ravel(), task.start)
-    wb = np.asarray(wb, dtype=np.float64).ravel()
-    if len(yi) != len(Xb) or len(wb) != len(Xb):
-        raise DKernelError(
-            f"rows {task.start}:{task.stop}: y or sample_weight length differs "
-            f"from X ({len(yi)}, {len(wb)} vs {len(Xb)})"
-        )
+    parts = [a[sl] for a in (X, y, w)]
+    lazy = [i for i, a in enumerate(parts) if is_dask_array(a)]
+    if lazy:
+        got = dask.compute(*[parts[i] for i in lazy])
+        for i, v in zip(lazy, got):
+            parts[i] = v
+    Xb, yi, wb = checked_rows(parts[0], parts[1], parts[2], task.start, y_map=y_map)
     if task.order is not None:
         Xb, yi, wb = Xb[task.order], yi[task.order], wb[task.order]
-    return np.ascontiguousarray(Xb), np.ascontiguousarray(yi), np.ascontiguousarray(wb)
+    return np.ascontiguousarray(Xb), yi, wb
 
 
 def prefetch(reader: Callable[[Any], Any], tasks: list, depth: int = 2) -> Iterator[Any]:

@@ -1,0 +1,341 @@
+"""BSGD trained on every worker: rounds of local passes over fixed shards, merged by a tree.
+
+Design (``/work/shared/TRAINING-ON-WORKERS.md`` section 4; Zinkevich et al. 2010 for the
+averaging, Graf et al. 2005 for the rounds seeded by the global model):
+
+- **Shards** are fixed at fit start from the row chunks alone (``n_shards`` groups of
+  consecutive chunks), so the model never depends on how many workers there are. Each shard
+  is loaded once into the memory of one worker (one future per shard; values checked there,
+  labels mapped there) and never sent to the client.
+- **Rounds**: an epoch is ``n_rounds`` rounds; in a round every shard runs the numba BSGD
+  pass (:func:`~dkernel.svm._budget.sgd_chunk`) from the current global model over its next
+  ``1 / n_rounds`` of its rows, in an order drawn from ``SeedSequence([seed, epoch, shard])``.
+  One ``client.submit`` per shard: the model travels to the data, not the reverse.
+- **Combine** (:func:`combine`): the partial models are merged by
+  :func:`~dkernel.runtime._tree.tree_reduce` (fan-in ``split_every``): the union of their SVs
+  with coefficients weighted by ``n_k / sum n`` (the global scale folded in; the SVs of the
+  round's start model that a shard left untouched are identical in every partial model and
+  are summed into one), then budget maintenance down to B, choosing merges on the iterate
+  and the averaged iterate together. The root seeds the next round; the client waits only
+  for the last root. Tasks are pure functions of their inputs, so a lost result is
+  recomputed identically from lineage.
+
+The Pegasos clock ``t`` of a shard starts at the global clock and counts its own steps; the
+combined clock is the weighted mean (the average of K shards that each took H steps is a
+Pegasos iterate at ``t0 + H`` with K-row mini-batch gradients).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import dask
+import numpy as np
+
+from .._validation import is_dask_array
+from ..runtime._timing import _timer
+from ..runtime._tree import TreeNode, tree_reduce
+from . import _budget as nb
+from ._stream import checked_rows, class_indices
+
+logger = logging.getLogger(__name__)
+
+
+class Partial(NamedTuple):
+    """A model in transit (small: O(B d)); coefficients in true units (scale folded in).
+
+    ``A``/``b``: the iterate; ``Abar``/``bbar``: ``sum_t omega_t w_t`` and ``W`` the weight
+    total (the averaged model is ``Abar / W``); ``t``: the Pegasos clock; ``n``: rows behind
+    this partial model in its round (its weight in the combine); ``n_maint``, ``degr``,
+    ``degr2``: maintenance steps so far and the sums of ``||Delta||`` and ``||Delta||^2``.
+    """
+
+    SV: np.ndarray
+    A: np.ndarray
+    b: np.ndarray
+    Abar: np.ndarray
+    bbar: np.ndarray
+    W: float
+    t: float
+    n: int
+    n_maint: int
+    degr: float
+    degr2: float
+
+
+def empty_partial(n_features: int, n_cols: int) -> Partial:
+    """The model before any step."""
+    z = np.zeros((0, n_cols))
+    return Partial(
+        np.zeros((0, n_features)),
+        z,
+        np.zeros(n_cols),
+        z,
+        np.zeros(n_cols),
+        0.0,
+        0.0,
+        0,
+        0,
+        0.0,
+        0.0,
+    )
+
+
+def partial_from_state(state: nb.BSGDState, *, n: int = 0) -> Partial:
+    """A state as a Partial (flushes the averaged sums)."""
+    m = state.n_sv
+    nb.flush_average(state.A, state.Abar, state.sref, state.fs, m)
+    s = float(state.fs[nb.FS_SCALE])
+    return Partial(
+        SV=state.SV[:m].copy(),
+        A=s * state.A[:m],
+        b=s * state.b,
+        Abar=state.Abar[:m].copy(),
+        bbar=state.bbar.copy(),
+        W=float(state.fs[nb.FS_WSUM]),
+        t=float(state.ist[nb.IS_T]),
+        n=int(n),
+        n_maint=int(state.ist[nb.IS_NMAINT]),
+        degr=float(state.fs[nb.FS_DEGR]),
+        degr2=float(state.fs[nb.FS_DEGR2]),
+    )
+
+
+def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
+    """A learner state (room for B + 1 SVs, scale 1) holding the Partial's model."""
+    m, d = p.SV.shape
+    c = p.A.shape[1]
+    st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
+    st.SV[:m] = p.SV
+    st.sqn[:m] = np.einsum("ij,ij->i", p.SV, p.SV)
+    st.A[:m] = p.A
+    st.b[:] = p.b
+    st.Abar[:m] = p.Abar
+    st.bbar[:] = p.bbar
+    st.fs[nb.FS_WSUM] = p.W
+    st.fs[nb.FS_DEGR] = p.degr
+    st.fs[nb.FS_DEGR2] = p.degr2
+    st.ist[nb.IS_T] = round(p.t)
+    st.ist[nb.IS_NSV] = m
+    st.ist[nb.IS_NMAINT] = p.n_maint
+    if m:
+        st.K[:m, :m] = nb.kernel_matrix(p.SV, p.SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+    if cfg.maint == nb.PROJECT:
+        nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
+    if cfg.radius > 0:
+        st.fs[nb.FS_WNORM2] = nb.exact_wnorm2(st.A, st.K, st.b, st.fs, m, cfg.icpt)
+    return st
+
+
+def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
+    """Tasks carry the config without the 320 KB merge table; each process builds its own."""
+    if cfg.search == nb.LOOKUP and cfg.T.shape[0] != nb.LOOKUP_M:
+        return cfg._replace(T=nb.lookup_table(int(cfg.pw)))
+    return cfg
+
+
+def load_shard(Xs, ys, ws, start: int, classes: np.ndarray):
+    """A shard's rows as the learner wants them (runs on a worker; values checked here)."""
+    return checked_rows(Xs, ys, ws, start, y_map=functools.partial(class_indices, classes=classes))
+
+
+def shard_round(
+    data,
+    model: Partial,
+    cfg: nb.BSGDConfig,
+    *,
+    seed: int,
+    epoch: int,
+    rnd: int,
+    n_rounds: int,
+    shard: int,
+    shuffle: bool,
+    carry: bool,
+) -> Partial:
+    """One shard's pass over its rows of round ``rnd`` of ``epoch``, from ``model``.
+
+    ``carry``: this partial model keeps the start model's maintenance counters (exactly one
+    shard per round does, so the combined counters are totals).
+    """
+    Xk, yk, wk = data
+    nk = len(yk)
+    if shuffle:
+        order = np.random.default_rng(np.random.SeedSequence([seed, epoch, shard])).permutation(nk)
+    else:
+        order = np.arange(nk)
+    idx = order[rnd * nk // n_rounds : (rnd + 1) * nk // n_rounds]
+    cfg = _with_table(cfg)
+    st = state_from_partial(model, cfg)
+    if not carry:
+        st.fs[nb.FS_DEGR] = st.fs[nb.FS_DEGR2] = 0.0
+        st.ist[nb.IS_NMAINT] = 0
+    if len(idx):
+        Xr = np.ascontiguousarray(Xk[idx])
+        nb.sgd_chunk(Xr, yk[idx], wk[idx], *st, *cfg)
+    return partial_from_state(st, n=len(idx))
+
+
+def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfig) -> Partial:
+    """Weighted union of partial models, brought down to the budget (the tree's combine).
+
+    Weights ``n_k / sum n`` on the iterates, the averaged sums, their weight totals and the
+    clocks; SVs that are bit-identical are summed into one; then budget maintenance (merge,
+    removal or projection as configured) until B SVs remain, each step chosen on the
+    iterate and the averaged model ``Abar / W`` stacked, so that both stay close.
+    """
+    total = float(sum(p.n for p in children))
+    if total <= 0:
+        rho = np.full(len(children), 1.0 / len(children))
+    else:
+        rho = np.array([p.n / total for p in children])
+    c = children[0].A.shape[1]
+    SV = np.concatenate([p.SV for p in children])
+    A = np.concatenate([r * p.A for r, p in zip(rho, children)])
+    Abar = np.concatenate([r * p.Abar for r, p in zip(rho, children)])
+    W = float(sum(r * p.W for r, p in zip(rho, children)))
+    b = sum(r * p.b for r, p in zip(rho, children))
+    bbar = sum(r * p.bbar for r, p in zip(rho, children))
+    t = float(sum(r * p.t for r, p in zip(rho, children)))
+    n_maint = sum(p.n_maint for p in children)
+    degr = sum(p.degr for p in children)
+    degr2 = sum(p.degr2 for p in children)
+    if len(SV):
+        SV, inv = np.unique(SV, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        A = _sum_rows(A, inv, len(SV))
+        Abar = _sum_rows(Abar, inv, len(SV))
+    m = len(SV)
+    B = int(cfg.budget)
+    if m > B:
+        cfg = _with_table(cfg)
+        wn = W if W > 0 else 1.0
+        C = np.ascontiguousarray(np.hstack([A, Abar / wn]))
+        K = np.zeros((m, m))
+        K[:, :] = nb.kernel_matrix(SV, SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+        M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
+        SVc = np.ascontiguousarray(SV)
+        sqn = np.einsum("ij,ij->i", SVc, SVc)
+        fs = np.zeros(6)
+        fs[nb.FS_SCALE] = 1.0
+        ist = np.zeros(4, dtype=np.int64)
+        ist[nb.IS_NSV] = m
+        dg, dg2 = nb.reduce_to(
+            SVc, sqn, C, K, M, fs, ist, B, cfg.maint, cfg.kind, cfg.gamma, cfg.degree,
+            cfg.coef0, cfg.ridge, cfg.pw, nb.GOLDEN, cfg.T,
+        )  # fmt: skip
+        SV, A, Abar = SVc[:B].copy(), C[:B, :c].copy(), C[:B, c:] * wn
+        n_maint += m - B
+        degr += dg
+        degr2 += dg2
+    return Partial(SV, A, b, Abar, bbar, W, t, int(total), n_maint, degr, degr2)
+
+
+def _sum_rows(V: np.ndarray, inv: np.ndarray, m: int) -> np.ndarray:
+    out = np.zeros((m, V.shape[1]))
+    np.add.at(out, inv, V)
+    return out
+
+
+class ShardPlan(NamedTuple):
+    """Row ranges ``[starts[k], stops[k])`` of the shards (whole chunks each)."""
+
+    starts: list[int]
+    stops: list[int]
+
+
+def plan_shards(chunks: tuple[int, ...], n_shards: int) -> ShardPlan:
+    """``n_shards`` groups of consecutive chunks with about equal row counts (at most one
+    shard per chunk). Depends on the chunking only."""
+    bounds = np.r_[0, np.cumsum(chunks)]
+    n = int(bounds[-1])
+    k = max(1, min(int(n_shards), len(chunks)))
+    # cut at the chunk boundary nearest to each equal-rows target
+    cuts = [0]
+    for j in range(1, k):
+        target = j * n / k
+        i = int(np.argmin(np.abs(bounds - target)))
+        if bounds[i] > bounds[cuts[-1]]:
+            cuts.append(i)
+    cuts.append(len(chunks))
+    starts = [int(bounds[a]) for a in cuts[:-1]]
+    stops = [int(bounds[b]) for b in cuts[1:]]
+    keep = [i for i in range(len(starts)) if stops[i] > starts[i]]
+    return ShardPlan([starts[i] for i in keep], [stops[i] for i in keep])
+
+
+def fit_rounds(
+    X,
+    y,
+    w,
+    *,
+    classes: np.ndarray,
+    cfg: nb.BSGDConfig,
+    start: Partial,
+    chunks: tuple[int, ...],
+    n_shards: int,
+    n_rounds: int,
+    n_epochs: int,
+    split_every: int,
+    seed: int,
+    shuffle: bool,
+    client: Any,
+    log: Callable[[str], None] | None = None,
+) -> Partial:
+    """Train ``n_epochs`` epochs of ``n_rounds`` rounds over fixed shards; the final model.
+
+    ``client``: a distributed client (shards in worker memory, one task per shard per round,
+    the tree on the workers) or None (the same computation here, for NumPy input and tests;
+    the result is identical).
+    """
+    plan = plan_shards(chunks, n_shards)
+    light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+    comb = functools.partial(combine, cfg=light)
+
+    def sl(a, i):
+        return a[plan.starts[i] : plan.stops[i]]
+
+    with _timer("bsgd shards", logger):
+        loads = [
+            dask.delayed(load_shard, pure=True)(
+                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes
+            )
+            for i in range(len(plan.starts))
+        ]
+        if client is not None:
+            data = client.compute(loads)
+        else:
+            data = (
+                list(dask.compute(*loads, scheduler="sync"))
+                if any(is_dask_array(a) for a in (X, y, w))
+                else [
+                    load_shard(sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes)
+                    for i in range(len(plan.starts))
+                ]
+            )
+    model: Any = start
+    for epoch in range(n_epochs):
+        for rnd in range(n_rounds):
+            kw: dict[str, Any] = dict(
+                seed=seed, epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle
+            )
+            if client is not None:
+                leaves = [
+                    client.submit(
+                        shard_round, data[k], model, light, shard=k, carry=k == 0, pure=False, **kw
+                    )
+                    for k in range(len(data))
+                ]
+            else:
+                leaves = [
+                    shard_round(data[k], model, cfg, shard=k, carry=k == 0, **kw)
+                    for k in range(len(data))
+                ]
+            model = tree_reduce(client, leaves, comb, split_every=split_every, seed=seed)
+    with _timer("bsgd rounds", logger):
+        result = model.result() if client is not None else model
+    if log is not None:
+        log(f"{len(plan.starts)} shards x {n_rounds} rounds x {n_epochs} epochs")
+    return result

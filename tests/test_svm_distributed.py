@@ -1,0 +1,197 @@
+"""BudgetedSVC on the workers: rounds over fixed shards, the merge tree, determinism, and the
+sequential algorithm kept bit for bit."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from dkernel.data import make_checkerboard, write_arrays
+from dkernel.svm import BudgetedSVC, _bsgd
+from dkernel.svm import _budget as nb
+from dkernel.svm._distributed import Partial, combine, empty_partial, plan_shards
+
+
+def _board(n, seed=0):
+    X, y = make_checkerboard(n, n_cells=2, random_state=seed)
+    return X - 1.0, y
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.support_vectors_, b.support_vectors_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.t_ == b.t_ and a.n_maintenance_ == b.n_maintenance_
+
+
+# Model fingerprints of the one-pass algorithm before averaging, epochs and distributed
+# training were added (same seed, same data): the sequential path must not move.
+_PINNED = {
+    "merge": (700, 75, 0.6970566165917305, 138.2169489212854, 2.0125825545112694),
+    "project": (700, 74, 1.0351881473652895, 617.4756552206209, 1.769410573235363),
+    "remove": (700, 135, 1.428571428571429, 35.71428571428572, 3.68969001801001),
+}
+
+
+@pytest.mark.parametrize("maintenance", sorted(_PINNED))
+def test_sequential_one_pass_is_unchanged(maintenance):
+    X, y = _board(700)
+    clf = BudgetedSVC(
+        budget=25,
+        maintenance=maintenance,
+        gamma=2.0,
+        alpha=1e-3,
+        max_iter=1,
+        average=False,
+        distributed=False,
+        random_state=3,
+    ).fit(X, y)
+    t, n_maint, coef_sum, coef_abs, sv_sum = _PINNED[maintenance]
+    assert (clf.t_, clf.n_maintenance_) == (t, n_maint)
+    assert float(clf.dual_coef_.sum()) == pytest.approx(coef_sum, rel=1e-12)
+    assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(coef_abs, rel=1e-12)
+    assert float(clf.support_vectors_.sum()) == pytest.approx(sv_sum, rel=1e-12)
+
+
+def test_sequential_multiclass_epochs_unchanged():
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    clf = BudgetedSVC(
+        budget=40, gamma=0.05, alpha=1e-4, max_iter=2, average=False, random_state=1
+    ).fit(X[:600], y[:600])
+    assert (clf.t_, clf.n_maintenance_) == (1200, 191)
+    assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(3515.2087071442984, rel=1e-12)
+
+
+def test_plan_shards_follows_the_chunks_only():
+    p = plan_shards((100, 100, 100, 100, 50), 2)
+    assert p.starts == [0, 200] and p.stops == [200, 450]
+    assert plan_shards((100,) * 3, 16).starts == [0, 100, 200]  # at most one per chunk
+    assert plan_shards((7,), 4).stops == [7]
+
+
+def test_combine_weights_sums_duplicates_and_keeps_the_budget(rng):
+    cfg = BudgetedSVC(budget=4, gamma=0.5, alpha=1e-2)._config(
+        BudgetedSVC(gamma=0.5)._kernel_spec(None), 1e-2, 100
+    )
+    shared = rng.normal(size=(2, 2))
+
+    def part(extra, a, n):
+        SV = np.vstack([shared, extra])
+        A = np.full((len(SV), 1), a)
+        return Partial(SV, A, np.zeros(1), 2 * A, np.zeros(1), 2.0, 10.0, n, 1, 0.5, 0.25)
+
+    p1 = part(rng.normal(size=(1, 2)), 1.0, 30)
+    p2 = part(rng.normal(size=(1, 2)), 3.0, 10)
+    out = combine([p1, p2, empty_partial(2, 1)], None, cfg=cfg)
+    # weights 3/4 and 1/4; the shared SVs summed into one each: 0.75 * 1 + 0.25 * 3
+    assert out.SV.shape == (4, 2) and out.n == 40
+    got = {tuple(r): a for r, a in zip(out.SV, out.A[:, 0])}
+    for r in shared:
+        assert got[tuple(r)] == pytest.approx(1.5)
+    assert got[tuple(p1.SV[2])] == pytest.approx(0.75)
+    np.testing.assert_allclose(out.Abar, 2 * out.A)
+    assert out.W == pytest.approx(2.0) and out.t == pytest.approx(10.0)
+    assert out.n_maint == 2
+    # over budget: merged down to B, the degradation counted
+    small = combine([p1, p2], None, cfg=cfg._replace(budget=2))
+    assert small.SV.shape == (2, 2) and small.n_maint == 2 + 2 and small.degr > 0.5
+
+
+def _fit_kw(**kw):
+    return (
+        dict(
+            budget=40, gamma=2.0, alpha=1e-4, max_iter=2, n_rounds=3, split_every=2, random_state=0
+        )
+        | kw
+    )
+
+
+def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_client):
+    X, y = _board(6000)
+    Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
+    here = BudgetedSVC(distributed=True, n_shards=4, **_fit_kw()).fit(Xd, yd)
+    assert here.distributed_ and here.t_ == 12000
+    ds = write_arrays(
+        tmp_path / "b.zarr",
+        [(X, y)],
+        n=6000,
+        n_features=2,
+        dtype=np.float64,
+        chunk_rows=1000,
+        has_y=True,
+        attrs={},
+    )
+    client = local_cluster_client
+    with client.as_current():
+        # auto: dask input and a client -> distributed
+        on_workers = BudgetedSVC(n_shards=4, **_fit_kw()).fit(Xd, yd)
+        from_store = BudgetedSVC(n_shards=4, **_fit_kw()).fit(str(ds.path))
+        D = on_workers.decision_function(ds.path)  # blockwise on the workers, lazy
+        assert D.npartitions == 6
+        np.testing.assert_allclose(D.compute(), here.decision_function(X), rtol=1e-12)
+    assert on_workers.distributed_
+    _same(here, on_workers)
+    _same(here, from_store)
+    # the chunking fixes the shards: 2 or 4 shards are different models
+    other = BudgetedSVC(distributed=True, n_shards=2, **_fit_kw()).fit(Xd, yd)
+    assert not np.array_equal(other.dual_coef_, here.dual_coef_)
+
+
+def test_distributed_fit_never_reads_rows_on_the_client(monkeypatch, local_cluster_client):
+    def no_reads(*a, **k):
+        raise AssertionError("a row block was read on the client")
+
+    monkeypatch.setattr(_bsgd, "read_block", no_reads)
+    X, y = _board(3000)
+    with local_cluster_client.as_current():
+        clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(
+            da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
+        )
+    assert clf.distributed_ and clf.score(X, y) > 0.85
+
+
+def test_distributed_accuracy_close_to_sequential_and_partial_fit_continues(tmp_path):
+    X, y = _board(16000)
+    Xt, yt = _board(4000, seed=1)
+    kw = dict(budget=50, gamma=2.0, max_iter=1, random_state=0)
+    seq = BudgetedSVC(distributed=False, **kw).fit(X, y)
+    dist = BudgetedSVC(distributed=True, n_shards=8, n_rounds=4, **kw).fit(
+        da.from_array(X, chunks=(2000, 2)), da.from_array(y, chunks=2000)
+    )
+    assert dist.n_maintenance_ > 0 and dist.support_vectors_.shape[0] <= 50
+    assert dist.score(Xt, yt) >= seq.score(Xt, yt) - 0.02
+    assert dist.score(Xt, yt) > 0.9
+    # the merged state keeps learning, and survives a save/load round trip
+    dist.save(tmp_path / "m.npz")
+    back = BudgetedSVC.load(tmp_path / "m.npz")
+    a = dist.partial_fit(Xt[:500], yt[:500]).decision_function(Xt)
+    b = back.partial_fit(Xt[:500], yt[:500]).decision_function(Xt)
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_averaging_beats_the_last_iterate_on_digits():
+    """The defaults (5 epochs, last-epoch average) against the paper's one pass; and the
+    average against the last iterate of the same 5 epochs (seeds 0-2)."""
+    X, y = load_digits(return_X_y=True)
+    sd = X.std(axis=0)
+    X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+    def acc(**kw):
+        return np.mean(
+            [
+                BudgetedSVC(budget=50, gamma=1 / 64, random_state=s, **kw)
+                .fit(X[:1200], y[:1200])
+                .score(X[1200:], y[1200:])
+                for s in range(3)
+            ]
+        )
+
+    default = acc()
+    assert default >= acc(max_iter=1, average=False, alpha=1e-3) + 0.01
+    assert default >= acc(average=False) - 0.005
+    assert (
+        nb.AVG_LINEAR
+        == BudgetedSVC()._config(BudgetedSVC()._kernel_spec(None, gamma=1.0), 1e-3, 10).avg_mode
+    )
