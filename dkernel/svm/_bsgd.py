@@ -40,7 +40,7 @@ _PREDICT_ROWS = 8192
 _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row chunk.
-_DEFAULT_SHARDS = 16
+_DEFAULT_SHARDS = 8
 
 
 def _active_client():
@@ -99,9 +99,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         1 for the one-pass streaming algorithm of the paper.
     average : bool or int, default=True
         Return the averaged iterate (Polyak/ASGD averaging of the kernel expansion) instead
-        of the last one: True averages from the second epoch on (from step ``n_samples + 1``;
-        with ``max_iter=1`` from the start), an int ``k`` from step ``k`` on (as
-        ``SGDClassifier``'s ``average``), False not at all. Steps are weighted by their
+        of the last one: True averages over the last epoch (the second half of the pass when
+        ``max_iter=1``), an int ``k`` from step ``k`` on (as ``SGDClassifier``'s ``average``; in a
+        distributed fit steps count on the merged model's clock, ``n_samples / n_shards``
+        per epoch), False not at all. Steps are weighted by their
         index counted from the start of averaging (``w_bar = sum_t t w_t / sum_t t``;
         Lacoste-Julien, Schmidt & Bach 2012), so late iterates count most. Training goes on
         from the last iterate (``partial_fit`` too).
@@ -118,13 +119,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         else False.
     n_shards : int or None, default=None
         Shards of a distributed fit: groups of consecutive row chunks (NumPy input: blocks
-        of 65536 rows). None: 16 (at most one per chunk). Fixed by the data's chunking, so
+        of 65536 rows). None: 8 (at most one per chunk). Fixed by the data's chunking, so
         the model does not depend on the number of workers; use at least as many shards as
         workers.
     n_rounds : int, default=8
         Rounds per epoch of a distributed fit (each shard passes over 1/n_rounds of its
         rows per round, then the partial models are merged).
-    split_every : int, default=4
+    split_every : int, default=2
         Fan-in of the merge tree of a distributed fit.
     random_state : int, RandomState or None
     verbose : int, default=0
@@ -221,7 +222,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         distributed="auto",
         n_shards=None,
         n_rounds=8,
-        split_every=4,
+        split_every=2,
         random_state=None,
         verbose=0,
     ):
@@ -402,7 +403,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
         spec = self._resolve_spec(X)
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
-        cfg = self._config(spec, alpha, n)
         n_cols = 1 if len(classes) == 2 else len(classes)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
@@ -410,6 +410,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         level = logging.INFO if self.verbose else logging.DEBUG
         if use_dist:
             chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))
+            n_shards = int(self.n_shards or _DEFAULT_SHARDS)
+            # the merged model's clock advances by the mean shard's rows per epoch
+            k = len(dist.plan_shards(tuple(int(c) for c in chunks), n_shards).starts)
+            cfg = self._config(spec, alpha, max(1, round(n / k)))
             with _timer("bsgd distributed fit", logger, level):
                 part = dist.fit_rounds(
                     X,
@@ -419,7 +423,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                     cfg=cfg,
                     start=dist.empty_partial(d, n_cols),
                     chunks=tuple(int(c) for c in chunks),
-                    n_shards=int(self.n_shards or _DEFAULT_SHARDS),
+                    n_shards=n_shards,
                     n_rounds=int(self.n_rounds),
                     n_epochs=int(self.max_iter),
                     split_every=int(self.split_every),
@@ -430,6 +434,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 )
             state = dist.state_from_partial(part, cfg)
         else:
+            cfg = self._config(spec, alpha, n)
             state = nb.new_state(int(self.budget), d, n_cols, cfg.maint)
             y_map = _label_map(classes)
             for epoch in range(int(self.max_iter)):
