@@ -1,5 +1,6 @@
 #!/bin/bash
-# make test-hpc: prove examples/slurm_batch.sh on a real, one-node SLURM on this machine.
+# make test-hpc: prove examples/slurm_batch.sh on a real, one-node SLURM on this machine, then
+# the dask-jobqueue route (workers submitted as SLURM jobs by dkernel --cluster <slurm yaml>).
 #
 # Needs root on Debian/Ubuntu (installs slurm-wlm and munge with apt when missing); skipped
 # with a message elsewhere. Everything it starts (munged, slurmctld, slurmd) runs from a
@@ -194,4 +195,46 @@ print(json.dumps({"kmeans_ari": r["kmeans"].get("ari"), "svm_test_accuracy":
 sys.exit(0 if all(checks.values()) else 1)
 EOF
 grep -q "$NT workers up" "$OUT" || { echo "test-hpc: expected $NT workers" >&2; exit 1; }
-say "PASS: examples/slurm_batch.sh ran every step on SLURM $(sinfo -V | cut -d' ' -f2)"
+say "batch job passed"
+
+# ---------------------------------------------------------------- the dask-jobqueue route
+# dkernel on the "login node" submits its workers as SLURM jobs (cluster-configs/slurm.yaml,
+# sized to this node), and scores the held-out store with the batch job's model.
+cat >"$W/jobqueue.yaml" <<EOF
+cluster:
+  kind: slurm
+  options:
+    queue: test
+    cores: 1
+    processes: 1
+    memory: 2GB
+    walltime: "00:10:00"
+    interface: lo
+    local_directory: $W/run
+    log_directory: $W/run/dask-logs
+  scale:
+    jobs: $NT
+  wait_for_workers: $NT
+EOF
+DASK_CONFIG="$W/dask-config" timeout 300 "$PY" -m dkernel --no-progress --cluster "$W/jobqueue.yaml" \
+    svm predict "$W/run/train-results/svm-model.npz" "$W/run/test.zarr" --name jobqueue \
+    --summary "$W/run/jobqueue.json" >/dev/null
+"$PY" - "$W/run/jobqueue.json" "$W/run/train-results/svm-test.json" <<'EOF'
+import json
+import sys
+
+jq, batch = (json.load(open(p, encoding="utf-8")) for p in sys.argv[1:3])
+ok = jq["n_samples"] == 5000 and jq["accuracy"] == batch["accuracy"]
+print(("ok   " if ok else "FAIL ") + f"jobqueue workers: held-out accuracy {jq['accuracy']} "
+      f"(batch job: {batch['accuracy']})")
+sys.exit(0 if ok else 1)
+EOF
+left=""
+for _ in $(seq 30); do   # the client closed its cluster: the worker jobs are cancelled
+    left=$(squeue -h -o %i)
+    [ -z "$left" ] && break
+    sleep 1
+done
+[ -z "$left" ] || { echo "test-hpc: worker jobs still queued: $left" >&2; exit 1; }
+say "jobqueue route passed (worker jobs gone)"
+say "PASS: slurm_batch.sh ran every step and jobqueue workers scored, on SLURM $(sinfo -V | cut -d' ' -f2)"
