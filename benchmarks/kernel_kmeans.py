@@ -297,13 +297,16 @@ def section_scaling(args, out):
                         model.fit(path)
                         return np.asarray(model.predict(path).compute())
 
+                    w0 = sum(client.run(time.process_time).values())
                     pred, cost = measure(run)
+                    worker_cpu = sum(client.run(time.process_time).values()) - w0
                     r = {
                         "n": n,
                         "d": 50,
                         "workers": workers,
                         **cost,
                         "client_cpu_frac": cost["cpu_s"] / cost["wall_s"],
+                        "worker_cpu_s": worker_cpu,
                         "timings": model.timings_,
                         "per_iter_ms": 1e3 * model.timings_["iterations"] / model.n_iter_,
                         "support": int(model.center_support_.shape[0]),
@@ -315,6 +318,7 @@ def section_scaling(args, out):
                     log(
                         f"  n={n:,} workers={workers}: fit + predict {r['wall_s']:.1f} s, "
                         f"client CPU {r['cpu_s']:.1f} s ({100 * r['client_cpu_frac']:.0f} %), "
+                        f"workers' CPU {worker_cpu:.1f} s, "
                         f"{r['per_iter_ms']:.1f} ms/iteration, labels pass "
                         f"{model.timings_['labels']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB "
                         f"({r['peak_above_start_mib']:.0f} above start)"
@@ -446,13 +450,14 @@ def render(out: dict, stem: str) -> None:
             "workers.\n"
         )
         L.append(
-            "| n | workers | fit + predict (s) | client CPU | per iteration (ms) | labels pass (s) | peak RSS (MiB) | above start (MiB) | labels |"
+            "| n | workers | fit + predict (s) | client CPU | workers' CPU (s) | per iteration (ms) "
+            "| labels pass (s) | peak RSS (MiB) | above start (MiB) | labels |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in sc:
             L.append(
                 f"| {r['n']:,} | {r['workers']} | {r['wall_s']:.1f} | {100 * r['client_cpu_frac']:.0f} % | "
-                f"{r['per_iter_ms']:.1f} | {r['timings']['labels']:.1f} | {r['peak_rss_mib']:.0f} | "
+                f"{r.get('worker_cpu_s', float('nan')):.1f} | {r['per_iter_ms']:.1f} | {r['timings']['labels']:.1f} | {r['peak_rss_mib']:.0f} | "
                 f"{r['peak_above_start_mib']:.0f} | {r['labels_digest']} |"
             )
         L.append("")

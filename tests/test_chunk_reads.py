@@ -78,9 +78,23 @@ def test_minibatch_with_given_gamma_and_init(store, reads):
     _assert_reads(reads, 2)
 
 
+def test_minibatch_prefetch_groups(store, reads, monkeypatch):
+    # batches in 3 groups of 4 (the sample rides on the first), prefetched, none beyond
+    # max_iter: 3 reads of each chunk, then one labels pass
+    from dkernel.cluster import _minibatch
+
+    monkeypatch.setattr(_minibatch, "_PREFETCH_BYTES", 4 * 100 * 4 * 4)  # 4 batches
+    m = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
+    m.fit(store)
+    _assert_reads(reads, 4)
+    monkeypatch.setattr(_minibatch, "_PREFETCH_BYTES", 64 << 20)
+    ref = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
+    np.testing.assert_array_equal(ref.fit(store).labels_, m.labels_)  # grouping-independent
+
+
 def test_kernel_kmeans(store, reads, scheduler):
     # fit: X read once (kept for the diagonal, seeding, Lloyd and the support); predict once
-    m = KernelKMeans(2, max_iter=5, random_state=0).fit(store)
+    m = KernelKMeans(2, max_iter=2, random_state=0).fit(store)
     _assert_reads(reads, 1)
     m.predict(store).compute()
     _assert_reads(reads, 1)

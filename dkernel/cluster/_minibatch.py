@@ -328,11 +328,13 @@ class MiniBatchKernelKMeans(
                 need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
                 head = self._init_sample(n, b, rng) if need else None
             # one read of the touched chunks gives the seeding sample, which is also the
-            # median heuristic's sample, and the first group of batches
+            # median heuristic's sample, and the first group of batches; batch indices
+            # come from their own generator, so the grouping cannot change the model
+            batch_rng = np.random.RandomState(rng.randint(0, 2**31 - 1))
             batches = _batch_stream(
                 n,
                 b,
-                rng,
+                batch_rng,
                 fetch,
                 X.shape[1],
                 dtype,
