@@ -59,22 +59,3 @@ def scheduler(request):
         client = request.getfixturevalue("local_cluster_client")
         with client.as_current(), dask.config.set(scheduler=client):
             yield client
-
-
-@pytest.fixture
-def process_cluster():
-    """A LocalCluster with worker processes (for killed-worker tests); function scope."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        env={"NUMBA_NUM_THREADS": "1"},
-    )
-    client = Client(cluster, set_as_default=False)
-    with client.as_current(), dask.config.set(scheduler=client):
-        yield client
-    client.close()
-    cluster.close()

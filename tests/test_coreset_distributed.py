@@ -1,11 +1,6 @@
-"""Distributed coresets: two-pass and merge-reduce on both schedulers, a killed worker."""
+"""Distributed coresets: two-pass and merge-reduce on both schedulers (killed workers: test_faults)."""
 
 from __future__ import annotations
-
-import os
-import signal
-import threading
-import time
 
 import dask.array as da
 import numpy as np
@@ -90,35 +85,6 @@ def test_zarr_store_input(rng, tmp_path, scheduler):
     c = distributed_coreset(ds.path, None, 150, method="merge-reduce", random_state=0)
     assert c.source_size == 5000 and c.classes == (-1, 1)
     assert c.X.dtype == np.float32
-
-
-def _kill_when_busy(client, pids, killed):
-    """Kill (SIGKILL) the first worker seen processing a task; pids fetched beforehand."""
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        busy = [w for w, tasks in client.processing().items() if tasks and w in pids]
-        if busy:
-            os.kill(pids[busy[0]], signal.SIGKILL)
-            killed.append(pids[busy[0]])
-            return
-        time.sleep(0.02)
-
-
-@pytest.mark.parametrize("method", ["merge-reduce", "two-pass"])
-def test_killed_worker_gives_identical_coreset(process_cluster, tmp_path, method):
-    from dkernel.data import make_gauss
-
-    client = process_cluster
-    ds = make_gauss(20000, random_state=0, store=str(tmp_path / "g.zarr"), chunk_rows=2500)
-    ref = distributed_coreset(ds.path, None, 300, method=method, random_state=7)
-    pids = client.run(os.getpid)
-    killed: list[int] = []
-    th = threading.Thread(target=_kill_when_busy, args=(client, pids, killed))
-    th.start()
-    again = distributed_coreset(ds.path, None, 300, method=method, random_state=7)
-    th.join()
-    assert killed, "no worker was killed during the build"
-    assert _same(ref, again)
 
 
 def test_bad_input(rng, tmp_path):
