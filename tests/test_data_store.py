@@ -474,3 +474,39 @@ def test_ingest_dask_bad_input(tmp_path, xy):
         Xd = da.from_array(X, chunks=20)
         ingest(Xd[Xd[:, 0] > 0], tmp_path / "s.zarr")  # unknown chunk sizes
     assert _siblings(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- sparse, sizes
+
+
+def test_ingest_sparse_matrix_block_by_block(tmp_path, rng):
+    import scipy.sparse as sp
+
+    X = sp.random(57, 6, density=0.2, format="csc", random_state=0, dtype=np.float64)
+    y = rng.integers(0, 2, size=57)
+    ds = ingest(X, tmp_path / "s.zarr", y=y, chunk_rows=10)
+    np.testing.assert_array_equal(ds.X.compute(), X.toarray())
+    np.testing.assert_array_equal(ds.y.compute(), y)
+    bad = X.tocsr()
+    bad.data[3] = np.nan
+    row = int(np.searchsorted(bad.indptr, 3, side="right")) - 1
+    with pytest.raises(DKernelError, match=f"X contains NaN or inf at row {row}"):
+        ingest(bad, tmp_path / "n.zarr")
+    with pytest.raises(DKernelError, match="y must be a dense 1-D array"):
+        ingest(X, tmp_path / "m.zarr", y=sp.csr_matrix(y))
+    assert sorted(os.listdir(tmp_path)) == ["s.zarr"]
+
+
+def test_absurd_sizes_are_refused_before_allocating(tmp_path):
+    from dkernel.data import draw_indices, sample_rows
+
+    X = np.zeros((200, 2))
+    with pytest.raises(DKernelError, match="refusing to allocate"):
+        sample_rows(X, 10**12, random_state=0)
+    with pytest.raises(DKernelError, match="drawing size=1000000000000 row indices"):
+        draw_indices(200, 10**12)
+    path = tmp_path / "wide.svm"
+    path.write_text("1 100000000:1\n-1 1:2\n", encoding="utf-8")  # a LIBSVM index of 10^8
+    with pytest.raises(DKernelError, match=r"one chunk of X \(.* x 100000000 columns\)"):
+        ingest(path, tmp_path / "w.zarr")
+    assert sorted(os.listdir(tmp_path)) == ["wide.svm"]
