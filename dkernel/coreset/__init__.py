@@ -1,5 +1,6 @@
 """SVM coresets (Tukan, Baykal, Feldman & Rus, 2020): sensitivity sampling, merge-and-reduce
-across Dask workers, two-pass distributed sampling and a streaming tree.
+across Dask workers, two-pass distributed sampling and a streaming tree; coresets for kernel
+k-means (:func:`kernel_kmeans_coreset`).
 
 A coreset (S, v) of a labelled set P is a small weighted subset whose SVM cost
 F(S, w) approximates F(P, w) for every w; train any estimator taking ``sample_weight`` on it
@@ -8,6 +9,7 @@ with :meth:`Coreset.fit`.
 
 from ._coreset import Coreset, coreset_cost, merge, svm_coreset, uniform_coreset
 from ._distributed import distributed_coreset
+from ._kmeans import kernel_kmeans_coreset
 from ._sensitivity import svm_sensitivity
 from ._store import uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
@@ -17,6 +19,7 @@ __all__ = [
     "StreamingCoreset",
     "coreset_cost",
     "distributed_coreset",
+    "kernel_kmeans_coreset",
     "merge",
     "svm_coreset",
     "svm_sensitivity",

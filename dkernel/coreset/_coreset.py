@@ -47,8 +47,9 @@ class Coreset:
     ----------
     X : ndarray of shape (m', n_features)
         The sampled rows (m' <= m distinct points; duplicates are merged into one weight).
-    y : ndarray of shape (m',)
-        Their labels, as given (one-vs-rest coresets hold -1/+1).
+    y : ndarray of shape (m',) or None
+        Their labels, as given (one-vs-rest coresets hold -1/+1); None for an unlabelled
+        (kernel k-means) coreset.
     weight : ndarray of shape (m',)
         v(p) = u(p) * count(p) / (m q(p)).
     sensitivity : ndarray of shape (m',)
@@ -66,7 +67,7 @@ class Coreset:
     """
 
     X: np.ndarray
-    y: np.ndarray
+    y: np.ndarray | None
     weight: np.ndarray
     sensitivity: np.ndarray
     total_sensitivity: float
@@ -91,6 +92,8 @@ class Coreset:
     @property
     def signs(self) -> np.ndarray:
         """Labels as -1/+1 (``classes[1]`` is +1)."""
+        if self.y is None:
+            raise DKernelError("an unlabelled (kernel k-means) coreset has no SVM labels")
         return np.where(self.y == self.classes[1], 1.0, -1.0)
 
     def cost(self, coef, intercept=0.0) -> float:
@@ -197,14 +200,16 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
     """
     if not isinstance(a, Coreset) or not isinstance(b, Coreset):
         raise DKernelError("merge takes two Coreset objects")
+    if (a.y is None) != (b.y is None):
+        raise DKernelError("cannot merge a labelled coreset with an unlabelled one")
     if a.X.shape[1] != b.X.shape[1]:
         raise DKernelError(f"cannot merge coresets with {a.X.shape[1]} and {b.X.shape[1]} features")
     if a.C != b.C:
         raise DKernelError(f"cannot merge coresets built for C={a.C} and C={b.C}")
-    classes = _merge_classes(a, b)
+    classes = a.classes if a.y is None else _merge_classes(a, b)
     return Coreset(
         X=np.concatenate([a.X, b.X]),
-        y=np.concatenate([a.y, b.y]),
+        y=None if a.y is None or b.y is None else np.concatenate([a.y, b.y]),
         weight=np.concatenate([a.weight, b.weight]),
         sensitivity=np.concatenate([a.sensitivity, b.sensitivity]),
         total_sensitivity=a.total_sensitivity + b.total_sensitivity,
@@ -216,8 +221,8 @@ def merge(a: Coreset, b: Coreset) -> Coreset:
 
 
 def _merge_classes(a: Coreset, b: Coreset) -> tuple:
-    la = set(np.unique(a.y).tolist()) | set(a.classes)
-    lb = set(np.unique(b.y).tolist()) | set(b.classes)
+    la = set(np.unique(np.asarray(a.y)).tolist()) | set(a.classes)
+    lb = set(np.unique(np.asarray(b.y)).tolist()) | set(b.classes)
     labels = sorted(la | lb)
     if len(labels) > 2:
         raise DKernelError(f"cannot merge coresets with labels {labels}: more than two classes")
@@ -277,6 +282,16 @@ def _draw(q, u, m, rng):
     return uniq, weight
 
 
+def _distribution(X1, ys, u, *, C, k, rng, mix, opt=None, tol=0.005):
+    """The sampling distribution q of rows ``X1`` (bias column last), with gamma and the
+    sensitivity info; trusts its input."""
+    with _timer("sensitivities", logger):
+        gamma, info = _sensitivities(X1, ys, u, C=C, k=k, rng=rng, opt=opt, tol=tol)
+    U = float(u.sum())
+    loss = None if info.w is None else point_costs(X1, ys, u, C, info.w, U)
+    return _mixture_q(gamma, float(gamma.sum()), loss, info.upper, u, U, mix), gamma, info
+
+
 def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=None):
     """Sensitivity sampling on trusted input (``ys`` in {-1, +1}); y of the result is ys.
 
@@ -284,14 +299,11 @@ def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=Non
     hinge weight is then ``C * U_total / U(rows)`` so its cost is its share of the global one.
     """
     mix = mix or Mixture()
-    U = float(u.sum())
-    C_node = C if U_total is None else C * float(U_total) / U
-    X1 = _with_bias(X)
-    with _timer("sensitivities", logger):
-        gamma, info = _sensitivities(X1, ys, u, C=C_node, k=k, rng=rng, opt=opt, tol=tol)
+    C_node = C if U_total is None else C * float(U_total) / float(u.sum())
+    q, gamma, info = _distribution(
+        _with_bias(X), ys, u, C=C_node, k=k, rng=rng, mix=mix, opt=opt, tol=tol
+    )
     t = float(gamma.sum())
-    loss = None if info.w is None else point_costs(X1, ys, u, C_node, info.w, U)
-    q = _mixture_q(gamma, t, loss, info.upper, u, U, mix)
     idx, weight = _draw(q, u, m, rng)
     return Coreset(
         X=X[idx],

@@ -1,0 +1,84 @@
+"""Kernel k-means coresets: sensitivity bound, unbiased cost, fitting the estimators."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from dkernel._validation import DKernelError
+from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
+from dkernel.cluster._common import _NumericOracle
+from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
+from dkernel.coreset._kmeans import kernel_kmeans_sensitivity
+from dkernel.kernels import resolve_kernel
+
+
+def _blobs(rng, n=600):
+    centers = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    return np.vstack([c + rng.normal(size=(n // 3, 2)) for c in centers])
+
+
+def _feature_cost(X, Y, u, gamma):
+    """sum_p u(p) min_c |phi(p) - phi(c)|^2 for centres at rows Y (rbf: k(x, x) = 1)."""
+    K = np.exp(-gamma * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+    return float(u @ (2.0 - 2.0 * K).min(1))
+
+
+def test_sensitivity_bounds_the_share_of_any_centres(rng):
+    X = _blobs(rng, 150)
+    u = rng.uniform(0.5, 2.0, len(X))
+    spec = resolve_kernel("rbf", 0.5, 3, 1.0, None, n_features=2)
+    oracle = _NumericOracle(spec)
+    seeds = np.array([0, 60, 120])
+    gamma, labels = kernel_kmeans_sensitivity(X, seeds, u, oracle)
+    assert gamma.sum() == pytest.approx(1.0 + 3)  # cost share + one per cluster
+    assert labels.shape == (len(X),) and set(labels.tolist()) <= {0, 1, 2}
+    # the bound of the sensitivity framework (up to its constant): for random centre sets,
+    # a point's share u d^2 / cost stays within a small multiple of gamma
+    for _ in range(50):
+        Y = X[rng.choice(len(X), 3, replace=False)] + rng.normal(scale=0.5, size=(3, 2))
+        K = np.exp(-0.5 * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+        share = u * (2.0 - 2.0 * K).min(1) / _feature_cost(X, Y, u, 0.5)
+        assert (share <= 8.0 * gamma).all()
+
+
+def test_cost_estimate_unbiased(rng):
+    X = _blobs(rng)
+    Y = X[[5, 250, 480]]
+    full = _feature_cost(X, Y, np.ones(len(X)), 0.5)
+    vals = [
+        _feature_cost(
+            (S := kernel_kmeans_coreset(X, 60, 3, gamma=0.5, random_state=s)).X, Y, S.weight, 0.5
+        )
+        for s in range(200)
+    ]
+    assert abs(np.mean(vals) - full) < 4 * np.std(vals) / np.sqrt(len(vals))
+
+
+def test_fit_kernel_kmeans_estimators(rng):
+    X = _blobs(rng)
+    S = kernel_kmeans_coreset(X, 120, 3, gamma=0.5, random_state=0)
+    assert S.y is None and S.info["method"] == "kernel-kmeans" and len(S) <= 120
+    assert S.weight.sum() == pytest.approx(len(X), rel=0.3)
+    for est in (
+        KernelKMeans(n_clusters=3, gamma=0.5, random_state=0),
+        MiniBatchKernelKMeans(n_clusters=3, gamma=0.5, batch_size=64, random_state=0),
+    ):
+        fitted = S.fit(est)
+        # the three blobs are recovered from 120 weighted rows
+        assert adjusted_rand_score(np.repeat([0, 1, 2], 200), fitted.predict(X)) > 0.95
+
+
+def test_errors(rng):
+    X = _blobs(rng)
+    S = kernel_kmeans_coreset(X, 50, 3, gamma=0.5, random_state=0)
+    with pytest.raises(DKernelError, match="no SVM labels"):
+        S.reduce(10)
+    with pytest.raises(DKernelError, match="unlabelled"):
+        merge(S, svm_coreset(X, np.arange(len(X)) % 2, 20, random_state=0))
+    assert len(merge(S, S)) == 2 * len(S)
+    with pytest.raises(DKernelError, match="n_clusters must be <= 600"):
+        kernel_kmeans_coreset(X, 50, 601)
+    with pytest.raises(DKernelError, match="m=601 exceeds"):
+        kernel_kmeans_coreset(X, 601, 3)
