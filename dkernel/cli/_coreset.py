@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", choices=_METHODS, default="two-pass")
     p.add_argument("--C", type=float, default=1.0, help="hinge weight C of the SVM cost")
     p.add_argument(
-        "--beta", type=float, default=0.0, help="mixture weight of uniform sampling in [0, 1]"
+        "--beta", type=float, default=0.3, help="mixture weight of uniform sampling in [0, 1]"
     )
     p.add_argument("--split-every", type=int, default=2, help="merge-reduce fan-in")
     p.add_argument("--leaf-size", type=int, default=None, help="rows per merge-reduce leaf")
