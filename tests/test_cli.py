@@ -154,7 +154,7 @@ def test_python_dash_m_help():
 
 
 def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
-    """Steps 1-2 of the demo on 20000 rows, on the shared in-process cluster (--cluster)."""
+    """Steps 1-2 of the demo on 10000 rows (its minimum), on the shared in-process cluster."""
     cfg = cli_cluster
     summary_path = tmp_path / "summary.json"
     argv = [
@@ -162,7 +162,7 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
         str(cfg),
         "demo",
         "--rows",
-        "20000",
+        "10000",
         "--workdir",
         str(tmp_path / "w"),
         "--only",
@@ -176,12 +176,12 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
     assert "same rows under another chunking: True" in out
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     data = summary["data"]
-    assert data["rows"] == 20000 and data["reproducible_across_chunking"] is True
+    assert data["rows"] == 10000 and data["reproducible_across_chunking"] is True
     assert data["batch_ms"] > 0 and data["seconds"] > 0
     assert summary["kernels"]["blocks"] >= 1 and summary["kernels"]["gamma"] > 0
     assert summary["total_seconds"] > 0
     ds = open_dataset(tmp_path / "w" / "checkerboard.zarr")
-    assert ds.n_samples == 20000 and ds.attrs["classes"] == [-1, 1]
+    assert ds.n_samples == 10000 and ds.attrs["classes"] == [-1, 1]
 
 
 def test_examples_are_valid():

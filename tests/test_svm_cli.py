@@ -131,7 +131,7 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
         cluster_cfg,
         "demo",
         "--rows",
-        "20000",
+        "10000",
         "--workdir",
         str(tmp_path / "w"),
         "--only",
@@ -147,5 +147,5 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
     out = capsys.readouterr().out
     assert "test accuracy on 20,000 fresh rows" in out
     svm = json.loads(summary_path.read_text(encoding="utf-8"))["svm"]
-    assert svm["rows"] == 20000 and svm["n_support_vectors"] == 100
+    assert svm["rows"] == 10000 and svm["n_support_vectors"] == 100
     assert svm["test_accuracy"] > 0.9
