@@ -139,7 +139,7 @@ from dkernel.runtime import get_client, progress
 from dkernel.svm import BudgetedSVC
 
 workdir = tempfile.mkdtemp(prefix="dkernel-bsgd-")
-X, y = make_checkerboard(40_000, random_state=0)
+X, y = make_checkerboard(20_000, random_state=0)
 X_test, y_test = make_checkerboard(5_000, random_state=1)
 csv = os.path.join(workdir, "checkerboard.csv")
 np.savetxt(csv, np.column_stack([X, y]), delimiter=",", fmt=["%.6f", "%.6f", "%d"])
@@ -275,7 +275,7 @@ print(f"full-data optimum F(P, w*) = {opt:.3f}")""",
     ),
     (
         "code",
-        """sizes = [50, 100, 200, 400]
+        """sizes = [50, 100, 400]
 seeds = range(3)
 err = {"sensitivity": [], "uniform": []}
 for m in sizes:
