@@ -121,6 +121,10 @@ def measure(fn):
 
 
 # ------------------------------------------------------------------ methods
+#: Extra MiniBatchKernelKMeans parameters (``--quick`` shortens the fit).
+MBKK_KW: dict = {}
+
+
 def fit_method(method: str, X, k: int, gamma: float, seed: int) -> tuple[np.ndarray, dict]:
     from sklearn.cluster import KMeans, MiniBatchKMeans
     from sklearn.kernel_approximation import Nystroem
@@ -129,7 +133,7 @@ def fit_method(method: str, X, k: int, gamma: float, seed: int) -> tuple[np.ndar
 
     info: dict = {}
     if method == "mbkk":
-        model = MiniBatchKernelKMeans(k, gamma=gamma, random_state=seed)
+        model = MiniBatchKernelKMeans(k, gamma=gamma, random_state=seed, **MBKK_KW)
         _, cost = measure(lambda: model.fit(X))
         labels = model.labels_
         info = {
@@ -585,6 +589,8 @@ def main(argv=None) -> int:
     p.add_argument("--merge", action="store_true", help="keep the other sections of the .json")
     p.add_argument("--render-only", action="store_true", help="re-render .md/.png from the .json")
     args = p.parse_args(argv)
+    if args.quick:
+        MBKK_KW["max_iter"] = 20
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "kernel_kmeans" + ("_quick" if args.quick else ""))
     out: dict = {}
