@@ -1,0 +1,208 @@
+"""Checkpoints of an iterative fit: one file, written atomically, tied to its parameters.
+
+A checkpoint is a single ``.npz`` file: every NumPy array of the state is an entry, and one
+more entry (``__dkernel_meta__``) holds the rest as JSON, with a fingerprint of the fit's
+parameters. It is written to a hidden sibling and renamed over the old file (``os.replace``,
+after an ``fsync``), so a process killed at any moment leaves the previous checkpoint or the
+new one, never a torn file. Loading checks the fingerprint: a checkpoint of another fit is
+refused instead of resumed.
+
+Examples
+--------
+>>> import os, tempfile, numpy as np
+>>> from dkernel.runtime import load_checkpoint, save_checkpoint
+>>> path = os.path.join(tempfile.mkdtemp(), "fit.ckpt.npz")
+>>> params = {"n_clusters": 3, "random_state": 0}
+>>> save_checkpoint(path, {"centers": np.zeros((3, 2)), "n_iter": 7}, params=params)
+>>> state = load_checkpoint(path, params=params)
+>>> state["n_iter"], state["centers"].shape
+(7, (3, 2))
+>>> load_checkpoint(path + ".missing", params=params) is None
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+import zipfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from .._validation import DKernelError
+
+#: Version of the checkpoint layout.
+CHECKPOINT_FORMAT = 1
+_META = "__dkernel_meta__"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with NumPy scalars (and tuples) made plain; raises on anything else."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise DKernelError(
+        f"checkpoint values must be NumPy arrays or JSON-like, got {type(value).__name__}"
+    )
+
+
+def fingerprint(params: Mapping[str, Any]) -> str:
+    """SHA-256 of the parameters as canonical JSON (objects without JSON form by ``repr``)."""
+
+    def plain(v):
+        try:
+            return _jsonable(v)
+        except DKernelError:
+            return repr(v)
+
+    text = json.dumps({str(k): plain(v) for k, v in params.items()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def save_checkpoint(
+    path: str | os.PathLike, state: Mapping[str, Any], *, params: Mapping[str, Any]
+) -> None:
+    """Write ``state`` atomically to ``path`` (a ``.npz`` file), tied to ``params``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file; its folder must exist.
+    state : mapping of str to ndarray or JSON-like value
+        Arrays are stored as ``.npz`` entries; other values (ints, floats, strings, lists,
+        dicts such as ``Generator.bit_generator.state``) as JSON.
+    params : mapping
+        The parameters the state belongs to (e.g. ``estimator.get_params()``); their
+        fingerprint is stored and checked by :func:`load_checkpoint`.
+    """
+    path = os.path.abspath(os.fspath(path))
+    folder, base = os.path.split(path)
+    if not os.path.isdir(folder):
+        raise DKernelError(f"folder {folder!r} for the checkpoint does not exist")
+    arrays: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for key, value in state.items():
+        if not isinstance(key, str) or not key or key == _META:
+            raise DKernelError(f"checkpoint keys must be non-empty strings, got {key!r}")
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise DKernelError(f"checkpoint array {key!r} has dtype object")
+            arrays[key] = value
+        else:
+            values[key] = _jsonable(value)
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "dkernel_version": __version__,
+        "fingerprint": fingerprint(params),
+        "time": time.time(),
+        "values": values,
+    }
+    arrays[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    _remove_stale_temps(folder, base)
+    tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove_stale_temps(folder: str, base: str) -> None:
+    """Delete temporary files of saves killed before their rename (dead pid, or a day old)."""
+    prefix = f".{base}.tmp-"
+    for name in os.listdir(folder):
+        if not name.startswith(prefix):
+            continue
+        pid_text = name[len(prefix) :].split("-", 1)[0]
+        path = os.path.join(folder, name)
+        try:
+            old = time.time() - os.stat(path).st_mtime > 86400
+        except OSError:
+            continue
+        if old or (pid_text.isdigit() and not _pid_alive(int(pid_text))):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def load_checkpoint(
+    path: str | os.PathLike, *, params: Mapping[str, Any], on_mismatch: str = "raise"
+) -> dict[str, Any] | None:
+    """The state saved at ``path``, or None when there is no checkpoint.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    params : mapping
+        The parameters of the fit that wants to resume; they must have the fingerprint
+        the checkpoint was saved with.
+    on_mismatch : {"raise", "ignore"}, default="raise"
+        A checkpoint of other parameters: raise a ``DKernelError``, or return None (start
+        over; the next save replaces it).
+
+    Returns
+    -------
+    dict or None
+        Arrays and values as saved.
+
+    Raises
+    ------
+    DKernelError
+        The file is not a dkernel checkpoint or is damaged, or (``on_mismatch="raise"``)
+        it was saved for other parameters.
+    """
+    if on_mismatch not in ("raise", "ignore"):
+        raise DKernelError(f"on_mismatch must be 'raise' or 'ignore', got {on_mismatch!r}")
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if _META not in data.files:
+                raise DKernelError(f"{path!r} is not a dkernel checkpoint")
+            meta = json.loads(data[_META].tobytes().decode())
+            arrays = {k: data[k] for k in data.files if k != _META}
+    except DKernelError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise DKernelError(f"checkpoint {path!r} cannot be read ({exc})") from None
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise DKernelError(f"checkpoint {path!r} has format {meta.get('format')!r}")
+    if meta.get("fingerprint") != fingerprint(params):
+        if on_mismatch == "ignore":
+            return None
+        raise DKernelError(
+            f"checkpoint {path!r} was saved by a fit with other parameters; "
+            "remove it or use the parameters it was saved with"
+        )
+    return {**meta.get("values", {}), **arrays}
