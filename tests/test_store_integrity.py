@@ -136,3 +136,18 @@ def test_write_array_is_verified_like_the_data(store):
     open_dataset(ds.path)  # X and y are whole
     with pytest.raises(DKernelError, match="array 'labels' is missing chunk 1"):
         open_dataset(ds.path).read("labels")
+
+
+def test_cli_fit_on_a_corrupt_store_is_one_line(tmp_path, cli_cluster, capsys):
+    """The error is raised in a worker's read task and still reaches the CLI as one line."""
+    X = np.random.default_rng(0).standard_normal((400, 2))
+    ds = ingest(X, tmp_path / "c.zarr", chunk_rows=100)
+    path = _chunk_file(ds, "X", 3)
+    raw = bytearray(open(path, "rb").read())
+    raw[len(raw) // 2] ^= 0xFF
+    open(path, "wb").write(bytes(raw))
+    argv = ["--cluster", cli_cluster, "kmeans", ds.path, "--n-clusters", "2", "--gamma", "1"]
+    assert main([*argv, "--max-iter", "2", "--batch-size", "50"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "array 'X', chunk 3 (rows 300-399) is corrupt" in err[0]
+    assert "labels" not in os.listdir(ds.path)
