@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import subprocess
 import sys
@@ -123,3 +124,17 @@ def test_prints_in_a_plain_terminal_process_without_logging():
 
 def test_not_a_notebook_here():
     assert in_notebook() is False
+
+
+def test_notebook_bar_when_in_jupyter_with_ipywidgets(monkeypatch):
+    from tqdm.std import tqdm as std_tqdm
+
+    from dkernel.runtime import _progress
+
+    monkeypatch.setattr(_progress, "in_notebook", lambda: True)
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        assert _progress._bar_class() is notebook_tqdm
+    monkeypatch.setattr(_progress.importlib.util, "find_spec", lambda name: None)
+    assert _progress._bar_class() is std_tqdm  # no ipywidgets: text bar, no warning
