@@ -75,9 +75,8 @@ def _parse_gamma(text: str) -> str | float:
         ) from None
 
 
-def _build_model(args, ds):
-    """The estimator the arguments describe, its parameters checked (no cluster yet)."""
-    from ..cluster import KernelKMeans, MiniBatchKernelKMeans
+def _parse_flags(args) -> tuple[int | None, str | float, str | float]:
+    """``tau``, learning rate and gamma option, every flag checked that needs no data."""
     from ..data import check_array_name
 
     check_array_name(args.labels_name, what="--labels-name")
@@ -89,10 +88,17 @@ def _build_model(args, ds):
             raise DKernelError(f"{flag} must be >= 1, got {value}")
     if tau is not None and tau < 1:
         raise DKernelError(f"--tau must be >= 1 or 'none', got {tau}")
-    if not 1 <= args.n_clusters <= ds.n_samples:
-        raise DKernelError(f"--n-clusters must be in [1, {ds.n_samples}], got {args.n_clusters}")
     if isinstance(gamma_opt, float) and not (np.isfinite(gamma_opt) and gamma_opt > 0):
         raise DKernelError(f"--gamma must be > 0, 'median' or 'select', got {gamma_opt}")
+    return tau, rate, gamma_opt
+
+
+def _build_model(args, ds, tau, rate, gamma_opt):
+    """The estimator the arguments describe, its parameters checked (no cluster yet)."""
+    from ..cluster import KernelKMeans, MiniBatchKernelKMeans
+
+    if not 1 <= args.n_clusters <= ds.n_samples:
+        raise DKernelError(f"--n-clusters must be in [1, {ds.n_samples}], got {args.n_clusters}")
     gamma = gamma_opt if isinstance(gamma_opt, float) else None
     common: dict[str, Any] = dict(
         kernel=args.kernel, gamma=gamma, max_iter=args.max_iter, random_state=args.seed
@@ -104,7 +110,7 @@ def _build_model(args, ds):
             args.n_clusters, batch_size=args.batch_size, tau=tau, learning_rate=rate, **common
         )
     model._check_params(ds.n_samples)  # kernel names and the rest, before a cluster starts
-    return model, tau, rate, gamma_opt
+    return model
 
 
 def run_kmeans(args) -> int:
@@ -113,8 +119,9 @@ def run_kmeans(args) -> int:
     from ..cluster import select_gamma
     from ..data import open_dataset, write_array
 
+    tau, rate, gamma_opt = _parse_flags(args)
     ds = open_dataset(args.store)
-    model, tau, rate, gamma_opt = _build_model(args, ds)
+    model = _build_model(args, ds, tau, rate, gamma_opt)
     with cluster_session(args.cluster) as client:
         print(f"dashboard: {client.dashboard_link}", flush=True)
         t0 = time.perf_counter()
