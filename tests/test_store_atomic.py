@@ -214,3 +214,12 @@ def test_interrupted_array_swap_is_completed_by_open(store):
     shutil.move(final, _debris(final, "new", _dead_pid()))
     got = open_dataset(store.path).read("labels")
     assert (got.compute() == 5).all() and _hidden(store.path) == []
+
+
+def test_sigterm_handler_is_restored(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    ingest(np.ones((4, 2)), tmp_path / "s.zarr")
+    write_array(open_dataset(tmp_path / "s.zarr"), "labels", np.ones(4))
+    with pytest.raises(DKernelError):
+        ingest(np.ones((4, 2)), tmp_path / "s.zarr")  # exists
+    assert signal.getsignal(signal.SIGTERM) is before

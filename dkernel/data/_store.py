@@ -269,7 +269,11 @@ class StoreWriter:
 
     def __enter__(self) -> StoreWriter:
         self._signals.__enter__()
-        self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
+        try:
+            self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def add(self, name, *, n, tail_shape=(), dtype, chunk_rows, compressors="default"):
