@@ -7,7 +7,12 @@ import pytest
 
 from dkernel._validation import DKernelError
 from dkernel.coreset import svm_sensitivity
-from dkernel.coreset._kernels import _sensitivity_bound, _weighted_kmeans, _weighted_kmeanspp
+from dkernel.coreset._kernels import (
+    _kmeanspp_partitions,
+    _sensitivity_bound,
+    _weighted_kmeanspp,
+    _weighted_means,
+)
 from dkernel.coreset._sensitivity import _cluster_bound, _with_bias
 from dkernel.coreset._solver import coarse_svm, svm_objective
 
@@ -93,7 +98,14 @@ def test_kmeanspp_reference(rng):
 def test_kmeans_means_and_bound_reference(rng):
     Z = rng.normal(size=(40, 2))
     u = rng.uniform(0.1, 1.0, 40)
-    labels, centers, cu = _weighted_kmeans(Z, u, 3, np.array([0.2, 0.5, 0.9]), 2)
+    seeds, parts = _kmeanspp_partitions(Z, u, np.array([2, 3]), np.array([0.2, 0.5, 0.9]))
+    assert seeds.tolist() == _weighted_kmeanspp(Z, u, 3, np.array([0.2, 0.5, 0.9])).tolist()
+    for kk, labels in zip((2, 3), parts):  # each partition: nearest of the first kk seeds
+        d = ((Z[:, None, :] - Z[seeds[:kk]][None, :, :]) ** 2).sum(-1)
+        np.testing.assert_array_equal(labels, d.argmin(1))
+    labels = parts[1]
+    centers, cu = Z[seeds].copy(), np.zeros(3)
+    _weighted_means(Z, u, labels, centers, cu)
     for c in range(centers.shape[0]):
         sel = labels == c
         assert cu[c] == pytest.approx(u[sel].sum())

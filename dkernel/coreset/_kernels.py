@@ -40,8 +40,23 @@ def _weighted_kmeanspp(X, u, k, uniforms):
     ``uniforms`` holds ``k`` draws from U[0, 1) (made by the caller's seeded generator, so
     the result is reproducible). Stops early when every point coincides with a seed.
     """
+    seeds, _ = _kmeanspp_partitions(X, u, np.array([k]), uniforms)
+    return seeds
+
+
+@njit(cache=True, nogil=True)
+def _kmeanspp_partitions(X, u, ks, uniforms):
+    """Weighted k-means++ seeding up to ``ks[-1]`` seeds, with the nearest-seed partition
+    after the first ``ks[i]`` seeds for every i (free: the seeding keeps them anyway).
+
+    ``ks`` is increasing; returns ``(seeds, labels)`` with ``labels[i]`` the partition for
+    ``min(ks[i], seeds found)`` seeds.
+    """
     n = X.shape[0]
+    k = ks[-1]
     seeds = np.empty(k, dtype=np.int64)
+    labels = np.zeros((ks.shape[0], n), dtype=np.int64)
+    lab = np.zeros(n, dtype=np.int64)
     cum = np.empty(n)
     acc = 0.0
     for i in range(n):
@@ -53,6 +68,9 @@ def _weighted_kmeanspp(X, u, k, uniforms):
     tmp = np.empty(n)
     n_seeds = 1
     for j in range(1, k):
+        for g in range(ks.shape[0]):
+            if ks[g] == n_seeds:
+                labels[g] = lab
         acc = 0.0
         for i in range(n):
             acc += u[i] * d2[i]
@@ -61,29 +79,16 @@ def _weighted_kmeanspp(X, u, k, uniforms):
             break
         s = _pick(cum, uniforms[j] * acc)
         seeds[n_seeds] = s
-        n_seeds += 1
         _sq_dist_to(X, X[s], tmp)
         for i in range(n):
             if tmp[i] < d2[i]:
                 d2[i] = tmp[i]
-    return seeds[:n_seeds]
-
-
-@njit(cache=True, nogil=True)
-def _assign(X, centers, labels):
-    """Nearest centre of every row (squared Euclidean)."""
-    n, d = X.shape
-    k = centers.shape[0]
-    for i in range(n):
-        best, arg = np.inf, 0
-        for c in range(k):
-            s = 0.0
-            for j in range(d):
-                t = X[i, j] - centers[c, j]
-                s += t * t
-            if s < best:
-                best, arg = s, c
-        labels[i] = arg
+                lab[i] = n_seeds
+        n_seeds += 1
+    for g in range(ks.shape[0]):
+        if ks[g] >= n_seeds:
+            labels[g] = lab
+    return seeds[:n_seeds], labels
 
 
 @njit(cache=True, nogil=True)
@@ -103,34 +108,6 @@ def _weighted_means(X, u, labels, centers, cluster_u):
         if tot[c] > 0.0:
             for j in range(d):
                 centers[c, j] = sums[c, j] / tot[c]
-
-
-@njit(cache=True, nogil=True)
-def _lloyd(X, u, seeds, n_iter):
-    """``n_iter`` weighted Lloyd steps from the centres ``X[seeds]``.
-
-    Returns ``(labels, centers, cluster_u)``; the centres are the clusters' weighted means
-    (the paper's c_y^(i)), so they are consistent with the labels.
-    """
-    n, d = X.shape
-    kk = seeds.shape[0]
-    centers = np.empty((kk, d))
-    for c in range(kk):
-        centers[c] = X[seeds[c]]
-    labels = np.empty(n, dtype=np.int64)
-    cluster_u = np.zeros(kk)
-    for _ in range(n_iter):
-        _assign(X, centers, labels)
-        _weighted_means(X, u, labels, centers, cluster_u)
-    _assign(X, centers, labels)
-    _weighted_means(X, u, labels, centers, cluster_u)
-    return labels, centers, cluster_u
-
-
-@njit(cache=True, nogil=True)
-def _weighted_kmeans(X, u, k, uniforms, n_iter):
-    """Weighted k-means++ seeding plus ``n_iter`` Lloyd steps (see :func:`_lloyd`)."""
-    return _lloyd(X, u, _weighted_kmeanspp(X, u, k, uniforms), n_iter)
 
 
 @njit(cache=True, nogil=True)

@@ -13,18 +13,15 @@ from .._validation import DKernelError, check_finite_2d, check_sample_weight, ch
 from ..runtime import _timer
 from ._kernels import (
     _bounds_from_geometry,
-    _lloyd,
+    _kmeanspp_partitions,
     _sensitivity_bound,
     _sq_dist_to_centres,
-    _weighted_kmeanspp,
+    _weighted_means,
 )
 from ._solver import coarse_svm
 
 logger = logging.getLogger(__name__)
 
-#: Lloyd steps after the k-means++ seeding (the bound holds for any partition; a few steps
-#: tighten it).
-_LLOYD_STEPS = 2
 #: Largest cluster count per label tried by default (the grid ends at min(sqrt(n), this)).
 _K_MAX = 64
 
@@ -69,9 +66,11 @@ class Geometry(NamedTuple):
 def _cluster_geometry(X1, ys, u, *, C, opt, U_total, k, rng) -> Geometry:
     """Per label, k-means++ clusters of y x and each row's :class:`Geometry`.
 
-    With ``k=None`` every count of :func:`k_grid` is tried on one k-means++ seeding (its
-    first k seeds) and the partition with the smallest total sensitivity at ``opt`` is kept
-    (the bound holds for any partition, so ``opt`` may be an estimate here).
+    With ``k=None`` every count of :func:`k_grid` is tried on one k-means++ seeding: the
+    nearest-seed partition after its first k seeds (kept by the seeding itself), with the
+    clusters' weighted means as centres; the partition with the smallest total sensitivity
+    at ``opt`` is kept (the bound holds for any partition, so ``opt`` may be an estimate
+    here). O(n d k_max) in all.
     """
     n = X1.shape[0]
     d2, cu = np.empty(n), np.empty(n)
@@ -83,10 +82,16 @@ def _cluster_geometry(X1, ys, u, *, C, opt, U_total, k, rng) -> Geometry:
         Z = np.ascontiguousarray(sign * X1[rows, :-1])
         uz = np.ascontiguousarray(u[rows])
         ks = k_grid(rows.size, k)
-        seeds = _weighted_kmeanspp(Z, uz, int(ks[-1]), rng.random(int(ks[-1])))
+        seeds, partitions = _kmeanspp_partitions(Z, uz, ks, rng.random(int(ks[-1])))
         best_total, out, dist = np.inf, np.empty(rows.size), np.empty(rows.size)
-        for kk in np.unique(np.minimum(ks, seeds.size)):
-            labels, centers, cluster_u = _lloyd(Z, uz, seeds[:kk], _LLOYD_STEPS)
+        for labels in partitions:
+            centers = Z[seeds].copy()
+            cluster_u = np.zeros(seeds.size)
+            _weighted_means(Z, uz, labels, centers, cluster_u)
+            used = cluster_u > 0.0
+            if not used.all():  # partitions of fewer seeds: drop the clusters not in use
+                remap = np.cumsum(used) - 1
+                labels, centers, cluster_u = remap[labels], centers[used], cluster_u[used]
             total = _sensitivity_bound(Z, uz, labels, centers, cluster_u, C, opt, U_total, out)
             if total < best_total:
                 best_total, best_k = total, centers.shape[0]
