@@ -214,3 +214,14 @@ def test_pbs_job_runs_every_step_on_one_host(job_data, tmp_path):
     assert res.returncode == 0, out
     assert "2 worker(s) x 1 thread(s) on 1 host(s)" in out and "2 workers up" in out
     _check_results(job_data, out)
+
+
+def test_test_hpc_skips_without_root(tmp_path):
+    """make test-hpc on a machine where it cannot install/run SLURM says so and passes."""
+    fake = tmp_path / "id"
+    fake.write_text("#!/bin/sh\necho 1000\n", encoding="utf-8")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    res = subprocess.run(["bash", TEST_HPC], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    assert "test-hpc: skipped (needs root on Debian/Ubuntu" in res.stdout
