@@ -50,6 +50,8 @@ def test_python_dash_m_version():
         (["kmeans", "s.zarr", "--bogus"], "--bogus", None),
         (["svm", "train", "--budgett", "5"], "--budgett", "did you mean --budget?"),
         (["ingest", "a.csv", "b.zarr", "--overwrit"], None, None),  # a prefix: accepted
+        (["-vv", "kmeans", "s.zarr"], None, None),  # short flags together: accepted
+        (["kmeans", "s.zarr", "-x"], "-x", None),
         (
             ["ingest", "a.svm", "b.zarr", "--zero_based"],
             "--zero_based",

@@ -67,6 +67,8 @@ class _Parser(argparse.ArgumentParser):
                 opt.startswith("--") and any(k.startswith(opt) for k in known if len(opt) > 2)
             ):
                 continue
+            if not opt.startswith("--") and opt[:2] in known:  # -vv, -n5: short flags
+                continue
             out.append(tok)
         return out
 
