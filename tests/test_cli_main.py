@@ -159,3 +159,13 @@ def test_progress_flag_turns_bars_on_and_off(tmp_path, capsys):
     # default: off when stderr is not a terminal (pytest captures it)
     assert main(["ingest", str(src), str(tmp_path / "c.zarr")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_zero_based_libsvm_error_names_the_flag(tmp_path, capsys):
+    src = tmp_path / "d.svm"
+    src.write_text("1 1:0.5\n-1 0:2 3:1\n", encoding="utf-8")
+    assert main(["ingest", str(src), str(tmp_path / "d.zarr")]) == 2
+    line = _error_line(capsys)
+    assert "line 2: bad feature index '0' (indices are 1-based)" in line
+    assert line.endswith("a zero-based file needs --zero-based"), line
+    assert main(["ingest", str(src), str(tmp_path / "d.zarr"), "--zero-based"]) == 0

@@ -146,6 +146,8 @@ def _cli_message(msg: str, args: argparse.Namespace) -> str:
     """Speak of the CLI's flags where the library's error names a keyword argument."""
     if hasattr(args, "overwrite"):
         msg = msg.replace("pass overwrite=True", "pass --overwrite")
+    if hasattr(args, "zero_based"):
+        msg = msg.replace("zero_based=True (--zero-based in the CLI)", "--zero-based")
     return msg
 
 
