@@ -49,8 +49,11 @@ ALGORITHM_CODES = {"pegasos": PEGASOS, "norma": NORMA, "perceptron": PERCEPTRON}
 # maintenance strategies
 REMOVE, PROJECT, MERGE = 0, 1, 2
 MAINTENANCE_CODES = {"remove": REMOVE, "project": PROJECT, "merge": MERGE}
-# merge searches: golden section for every partner, or a lookup table to screen partners
-GOLDEN, LOOKUP = 0, 1
+# merge searches: golden section for every partner, a lookup table to screen partners, or
+# golden section for the NEAR_PARTNERS partners of largest kernel value only (the merge tree)
+GOLDEN, LOOKUP, NEAR = 0, 1, 2
+#: Partners screened by the NEAR search (those with the largest k(x_m, x_n)).
+NEAR_PARTNERS = 32
 
 #: Ridge added to the SV kernel matrix for projection: (K + ridge I)^-1.
 PROJECT_RIDGE = 1e-6
@@ -285,7 +288,8 @@ def merge_partner(A, K, n_sv, m, pw, search, T):
     """Best merge partner of SV ``m``: (n, h, degradation^2 in unscaled units).
 
     Every partner is screened (golden section with few iterations, or the lookup table for
-    one-column models with same-sign coefficients); the chosen one is refined to ~1e-9.
+    one-column models with same-sign coefficients; ``search == NEAR``: only the
+    ``NEAR_PARTNERS`` partners nearest in feature space); the chosen one is refined to ~1e-9.
     Degradation ||a_m phi_m + a_n phi_n - a_z phi_z||^2 = P + R + 2 Q k - F(h) (closed form).
     """
     c = A.shape[1]
@@ -294,7 +298,16 @@ def merge_partner(A, K, n_sv, m, pw, search, T):
     P = 0.0
     for i in range(c):
         P += A[m, i] * A[m, i]
-    for n in range(n_sv):
+    near = search == NEAR and n_sv - 1 > NEAR_PARTNERS
+    n_try = n_sv
+    cand = np.empty(0, dtype=np.int64)
+    if near:
+        krow = -K[m, :n_sv]
+        krow[m] = np.inf
+        cand = np.argsort(krow)[:NEAR_PARTNERS]
+        n_try = NEAR_PARTNERS
+    for jj in range(n_try):
+        n = cand[jj] if near else jj
         if n == m:
             continue
         Q = 0.0
@@ -492,7 +505,7 @@ def maintain(
             # choose on the iterate and the averaged model together (true units)
             C = _joint(A, Abar, sref, fs, n_sv)
             m, _ = _smallest(C, K, n_sv)
-            n, h, dg = merge_partner(C, K, n_sv, m, pw, GOLDEN, T)
+            n, h, dg = merge_partner(C, K, n_sv, m, pw, NEAR if search == NEAR else GOLDEN, T)
             dg /= s * s
         else:
             m, _ = _smallest(A, K, n_sv)

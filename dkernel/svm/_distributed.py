@@ -122,7 +122,7 @@ def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
     st.ist[nb.IS_NSV] = m
     st.ist[nb.IS_NMAINT] = p.n_maint
     if m:
-        st.K[:m, :m] = nb.kernel_matrix(p.SV, p.SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+        st.K[:m, :m] = _gram(p.SV, st.sqn[:m], cfg)
     if cfg.maint == nb.PROJECT:
         nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
     if cfg.radius > 0:
@@ -213,24 +213,33 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
         cfg = _with_table(cfg)
         wn = W if W > 0 else 1.0
         C = np.ascontiguousarray(np.hstack([A, Abar / wn]))
-        K = np.zeros((m, m))
-        K[:, :] = nb.kernel_matrix(SV, SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
-        M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
         SVc = np.ascontiguousarray(SV)
         sqn = np.einsum("ij,ij->i", SVc, SVc)
+        K = _gram(SVc, sqn, cfg)
+        M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
         fs = np.zeros(6)
         fs[nb.FS_SCALE] = 1.0
         ist = np.zeros(4, dtype=np.int64)
         ist[nb.IS_NSV] = m
         dg, dg2 = nb.reduce_to(
             SVc, sqn, C, K, M, fs, ist, B, cfg.maint, cfg.kind, cfg.gamma, cfg.degree,
-            cfg.coef0, cfg.ridge, cfg.pw, nb.GOLDEN, cfg.T,
+            cfg.coef0, cfg.ridge, cfg.pw, nb.NEAR, cfg.T,
         )  # fmt: skip
         SV, A, Abar = SVc[:B].copy(), C[:B, :c].copy(), C[:B, c:] * wn
         n_maint += m - B
         degr += dg
         degr2 += dg2
     return Partial(SV, A, b, Abar, bbar, W, t, int(total), n_maint, degr, degr2)
+
+
+def _gram(SV: np.ndarray, sqn: np.ndarray, cfg: nb.BSGDConfig) -> np.ndarray:
+    """Kernel matrix of the SVs (RBF through BLAS: a model's K is rebuilt every round)."""
+    if cfg.kind == nb.RBF:
+        D = sqn[:, None] + sqn[None, :] - 2.0 * (SV @ SV.T)
+        np.maximum(D, 0.0, out=D)
+        np.fill_diagonal(D, 0.0)
+        return np.ascontiguousarray(np.exp(-cfg.gamma * D))
+    return nb.kernel_matrix(SV, SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
 
 
 def _sum_rows(V: np.ndarray, inv: np.ndarray, m: int) -> np.ndarray:
