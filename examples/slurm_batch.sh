@@ -133,8 +133,7 @@ import sys
 from distributed import Client
 
 with Client(scheduler_file=sys.argv[1], timeout="20s") as client:
-    client.retire_workers(close_workers=True)  # workers first: no "lost scheduler" noise
-    client.shutdown()
+    client.shutdown()  # the scheduler closes the workers (their nannies exit, no restart)
 EOF
     fi
     for pid in "${PIDS[@]}"; do
