@@ -327,10 +327,15 @@ def test_worker_memory_below_its_resting_use_is_refused_before_work():
     assert time.perf_counter() - t0 < 10
 
 
-def test_pause_guard_unpauses_a_worker_with_nothing_to_spill():
+def test_pause_guard_unpauses_a_worker_with_nothing_to_spill(tmp_path):
     """An in-process worker whose limit is below the process's memory pauses at once and
     never resumes (nothing to spill); the guard turns pausing off and the work finishes."""
     from distributed import Client, LocalCluster
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.data import make_rings
+
+    ds = make_rings(2000, random_state=0, store=str(tmp_path / "r.zarr"), chunk_rows=500)
 
     cluster = LocalCluster(
         n_workers=1,
@@ -353,7 +358,9 @@ def test_pause_guard_unpauses_a_worker_with_nothing_to_spill():
             fut.result(timeout=0.5)
         client.register_plugin(PauseGuard(timeout=0.3, interval=0.1))
         assert fut.result(timeout=10) == 3
-        assert client.submit(sum, [3, 4]).result(timeout=10) == 7
+        with dask.config.set(scheduler=client):  # a fit under the tiny limit finishes
+            km = MiniBatchKernelKMeans(2, batch_size=64, max_iter=3, random_state=0).fit(ds.X)
+        assert km.labels_.shape == (2000,)
     finally:
         client.close()
         cluster.close()
