@@ -186,6 +186,9 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     # --interface lo: the scheduler listened on the loopback address; its file is gone after
     assert "Scheduler at:     tcp://127.0.0.1:" in (job_dir / "scheduler.log").read_text("utf-8")
     assert not (job_dir / "scheduler.json").exists()
+    # a clean stop: client.shutdown() closes scheduler and workers, no nanny errors
+    for log in ("scheduler.log", "workers.log"):
+        assert " - ERROR - " not in (job_dir / log).read_text("utf-8"), log
 
 
 @pytest.mark.slow
