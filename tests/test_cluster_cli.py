@@ -122,3 +122,20 @@ def test_demo_step_rings(tmp_path, local_cluster_client, capsys):
     assert out["kernel_kmeans_s"] > 0 and out["inertia"] > 0
     printed = capsys.readouterr().out
     assert "scikit-learn KMeans" in printed and "MiniBatchKernelKMeans" in printed
+
+
+def test_killed_workers_are_one_error_line(rings_store, cluster_cfg, capsys, monkeypatch):
+    """A task lost to dying workers (memory, most often) is a one-line error, not a trace."""
+    from distributed import KilledWorker
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    def die(self, X, *a, **k):
+        raise KilledWorker("take-rows-123", None, 3)
+
+    monkeypatch.setattr(MiniBatchKernelKMeans, "fit", die)
+    argv = ["--cluster", cluster_cfg, "kmeans", rings_store, "--n-clusters", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "task 'take-rows-123' was lost: 4 workers died" in err[0]
+    assert "memory_limit" in err[0] and "labels" not in os.listdir(rings_store)

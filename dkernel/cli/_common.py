@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from .._validation import DKernelError
+
 
 def _is_address(cluster: str) -> bool:
     return "://" in cluster
@@ -28,8 +30,13 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
     """A connected client for the ``--cluster`` option; closes what it started.
 
     SIGTERM is handled like Ctrl-C inside, so a killed command still closes the cluster
-    it started (no orphaned worker processes).
+    it started (no orphaned worker processes). A task lost to repeated worker deaths
+    (``KilledWorker``: most often workers out of memory) becomes a one-line ``DKernelError``.
     """
+    # imported here, not with the module: the parser (and ``--help``) must not pay for
+    # distributed's import
+    from distributed import KilledWorker
+
     from ..data._atomic import terminate_as_interrupt
     from ..runtime import get_client
 
@@ -38,6 +45,13 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
         owns = cluster is None or not _is_address(cluster)
         try:
             yield client
+        except KilledWorker as exc:
+            last = getattr(exc.last_worker, "address", exc.last_worker)
+            raise DKernelError(
+                f"task {exc.task!r} was lost: {exc.allowed_failures + 1} workers died running "
+                f"it (the last {last}); workers killed for exceeding their memory_limit are "
+                "the usual cause: give them more memory or use smaller chunks"
+            ) from None
         finally:
             cl = client.cluster if owns else None
             client.close()
