@@ -384,13 +384,20 @@ def test_in_memory_variants_refuse_large_stores(digits, what):
     X, _ = digits
     Xd = da.from_array(X, chunks=(100, -1))
     kw = dict(_params(), max_data_bytes=X.nbytes // 2)
+    extra = {"tau=None": {"tau": None}, "knn": {"kernel": "knn", "gamma": None}}.get(what, {})
+
+    def run(X, limit):
+        m = MiniBatchKernelKMeans(**{**kw, **extra, "max_data_bytes": limit})
+        return m.partial_fit(X) if what == "partial_fit" else m.fit(X)
+
     with pytest.raises(DKernelError, match="raise max_data_bytes"):
-        if what == "tau=None":
-            MiniBatchKernelKMeans(**{**kw, "tau": None}).fit(Xd)
-        elif what == "knn":
-            MiniBatchKernelKMeans(**{**kw, "kernel": "knn", "gamma": None}).fit(Xd)
-        else:
-            MiniBatchKernelKMeans(**kw).partial_fit(Xd)
+        run(Xd, X.nbytes // 2)
+    # at or under the limit, X is read once (values checked) and the model is NumPy's
+    a, b = run(Xd, X.nbytes), run(X, X.nbytes // 2)
+    if what == "knn":  # transductive: the training labels
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+    else:
+        np.testing.assert_array_equal(a.predict(X), b.predict(X))
     # the default (truncated) fit streams batches: no limit applies
     m = MiniBatchKernelKMeans(**kw).fit(Xd)
     np.testing.assert_array_equal(m.labels_, MiniBatchKernelKMeans(**_params()).fit(X).labels_)

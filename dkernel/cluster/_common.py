@@ -300,7 +300,7 @@ class _KernelCentersMixin:
     def _labels_and_distances(self, X, is_dask: bool):
         """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask)."""
         res = self._assign_all(X, is_dask)
-        res = np.asarray(res.compute() if is_dask else res)
+        res = np.asarray(res.compute() if is_dask_array(res) else res)
         return res[:, 0].astype(np.int64), res[:, 1]
 
     def _center_args(self):
