@@ -223,3 +223,18 @@ def test_sigterm_handler_is_restored(tmp_path):
     with pytest.raises(DKernelError):
         ingest(np.ones((4, 2)), tmp_path / "s.zarr")  # exists
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_overwrite_replaces_only_stores(tmp_path):
+    """``overwrite`` must never delete a folder that is not a dataset store."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "thesis.tex").write_text("years of work", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    for target in (docs, tmp_path / "notes.txt"):
+        with pytest.raises(DKernelError, match="refusing to replace .* not a dkernel dataset"):
+            ingest(np.ones((4, 2)), target, overwrite=True)
+    assert (docs / "thesis.tex").read_text(encoding="utf-8") == "years of work"
+    (tmp_path / "empty").mkdir()
+    assert ingest(np.ones((4, 2)), tmp_path / "empty", overwrite=True).n_samples == 4
+    assert sorted(os.listdir(tmp_path)) == ["docs", "empty", "notes.txt"]

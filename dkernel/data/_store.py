@@ -254,9 +254,7 @@ class StoreWriter:
 
     def __init__(self, store, *, overwrite: bool = False):
         self.path = os.path.abspath(os.fspath(store))
-        _atomic.recover(self.path)
-        if os.path.exists(self.path) and not overwrite:
-            raise DKernelError(f"{self.path!r} already exists; pass overwrite=True to replace it")
+        _check_target(self.path, overwrite)
         parent = os.path.dirname(self.path) or "."
         if not os.path.isdir(parent):
             raise DKernelError(f"folder {parent!r} does not exist")
@@ -339,6 +337,33 @@ class StoreWriter:
         self.group.attrs.update(meta)
         _atomic.commit(self.tmp, self.path)
         self.committed = True
+
+
+def _check_target(path: str, overwrite: bool) -> None:
+    """A store may be written at ``path``: absent, or (with ``overwrite``) a store to replace.
+
+    An interrupted earlier write of ``path`` is finished or undone first.
+    """
+    _atomic.recover(path)
+    if not os.path.lexists(path):
+        return
+    if not overwrite:
+        raise DKernelError(f"{path!r} already exists; pass overwrite=True to replace it")
+    if not _replaceable(path):
+        raise DKernelError(
+            f"refusing to replace {path!r}: it is not a dkernel dataset store "
+            "(overwrite only replaces stores, or empty folders)"
+        )
+
+
+def _replaceable(path: str) -> bool:
+    """True for an empty folder or a dkernel store (a zarr group with a ``format``)."""
+    if os.path.isdir(path) and not os.listdir(path):
+        return True
+    try:
+        return "format" in zarr.open_group(path, mode="r").attrs
+    except Exception:  # a file, a foreign folder, unreadable metadata
+        return False
 
 
 def _check_chunk_bytes(name: str, chunk_rows: int, tail_shape, dtype) -> None:
@@ -626,8 +651,7 @@ def ingest(
     if format is not None and format not in ("npz", "csv", "svmlight"):
         raise DKernelError(f"unknown format {format!r}; use 'npz', 'csv' or 'svmlight'")
     dest = os.path.abspath(os.fspath(store))
-    if os.path.exists(dest) and not overwrite:
-        raise DKernelError(f"{dest!r} already exists; pass overwrite=True to replace it")
+    _check_target(dest, overwrite)
     if chunk_rows is not None:
         check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
     check_scalar(n_features, "n_features", kind=(int, np.integer), low=1, allow_none=True)
