@@ -619,8 +619,12 @@ def ingest(
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
         Folder of the new zarr group (``X``, optional ``y``, attributes ``n``, ``d``,
-        ``classes``, ``source``, ``dtype``, ``chunk_rows``). The write is atomic: it goes
-        to a hidden sibling folder that is renamed into place only when complete.
+        ``classes``, ``source``, ``dtype``, ``chunk_rows``). Every array records a CRC-32
+        per chunk (its manifest), which :func:`open_dataset` and every read check. The
+        write is atomic: it goes to a hidden sibling folder ``.NAME.tmp-*`` that becomes
+        the store only when complete; Ctrl-C, SIGTERM or an error removes it, and the
+        temporary folders of earlier runs that were killed (dead process, or older than a
+        day) are removed when the next write of ``NAME`` starts.
     y : array, optional
         Labels when ``source`` is an array.
     chunk_rows : int, optional
@@ -638,7 +642,12 @@ def ingest(
     n_features : int, optional
         LIBSVM width when the file does not reach the last feature.
     overwrite : bool, default=False
-        Replace an existing store (atomically).
+        Replace an existing store (never a folder that is not one). The swap never leaves
+        ``NAME`` missing for good: the complete new store is first renamed
+        ``.NAME.new-*`` (from then on the write counts as done), the old one moved to
+        ``.NAME.old-*``, the new one to ``NAME``, and the old one deleted. If the process
+        dies in between, the next :func:`open_dataset` (or write) of ``NAME`` completes
+        the swap; a lone ``.NAME.old-*`` without ``NAME`` is moved back.
     compressors : "default", None or zarr codecs
         ``None`` stores chunks uncompressed (fastest random batch reads).
 
