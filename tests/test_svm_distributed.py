@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+from dkernel._validation import DKernelError
 from dkernel.data import make_checkerboard, write_arrays
 from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb
@@ -195,3 +196,20 @@ def test_averaging_beats_the_last_iterate_on_digits():
         nb.AVG_LINEAR
         == BudgetedSVC()._config(BudgetedSVC()._kernel_spec(None, gamma=1.0), 1e-3, 10).avg_mode
     )
+
+
+def test_distributed_weights_and_bad_values_are_checked_on_the_shards():
+    X, y = _board(2000)
+    w = np.zeros(2000)
+    w[::2] = 1.0
+    Xd, yd = da.from_array(X, chunks=(500, 2)), da.from_array(y, chunks=500)
+    clf = BudgetedSVC(distributed=True, **_fit_kw(max_iter=1)).fit(Xd, yd, sample_weight=w)
+    assert {tuple(r) for r in clf.support_vectors_} - {tuple(r) for r in X} != set()  # merged
+    # zero-weight rows never enter: with a budget above the violations no merge happens
+    big = BudgetedSVC(distributed=True, **_fit_kw(max_iter=1, budget=2000, alpha=1e-2))
+    big.fit(Xd, yd, sample_weight=w)
+    assert {tuple(r) for r in big.support_vectors_} <= {tuple(r) for r in X[::2]}
+    Xbad = X.copy()
+    Xbad[1234, 1] = np.nan
+    with pytest.raises(DKernelError, match="NaN at row 1234, column 1"):
+        BudgetedSVC(distributed=True, **_fit_kw()).fit(da.from_array(Xbad, chunks=(500, 2)), yd)

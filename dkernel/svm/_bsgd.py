@@ -418,7 +418,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 part = dist.fit_rounds(
                     X,
                     y,
-                    w,
+                    None if sample_weight is None else w,
                     classes=classes,
                     cfg=cfg,
                     start=dist.empty_partial(d, n_cols),

@@ -138,7 +138,10 @@ def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
 
 
 def load_shard(Xs, ys, ws, start: int, classes: np.ndarray):
-    """A shard's rows as the learner wants them (runs on a worker; values checked here)."""
+    """A shard's rows as the learner wants them (runs on a worker; values checked here).
+    ``ws=None``: unit weights, made here rather than shipped."""
+    if ws is None:
+        ws = np.ones(len(ys))
     return checked_rows(Xs, ys, ws, start, y_map=functools.partial(class_indices, classes=classes))
 
 
@@ -297,18 +300,18 @@ def fit_rounds(
 
     ``client``: a distributed client (shards in worker memory, one task per shard per round,
     the tree on the workers) or None (the same computation here, for NumPy input and tests;
-    the result is identical).
+    the result is identical). ``w=None``: unit weights.
     """
     plan = plan_shards(chunks, n_shards)
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
     comb = functools.partial(combine, cfg=light)
 
     def sl(a, i):
-        return a[plan.starts[i] : plan.stops[i]]
+        return None if a is None else a[plan.starts[i] : plan.stops[i]]
 
     with _timer("bsgd shards", logger):
         loads = [
-            dask.delayed(load_shard, pure=True)(
+            dask.delayed(load_shard, pure=False)(
                 sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes
             )
             for i in range(len(plan.starts))
