@@ -219,6 +219,30 @@ EOF
 DASK_CONFIG="$W/dask-config" timeout 300 "$PY" -m dkernel --no-progress --cluster "$W/jobqueue.yaml" \
     svm predict "$W/run/train-results/svm-model.npz" "$W/run/test.zarr" --name jobqueue \
     --summary "$W/run/jobqueue.json" >/dev/null
+DASK_CONFIG="$W/dask-config" timeout 300 "$PY" - "$W/jobqueue.yaml" <<'EOF'
+import os
+import sys
+
+from dkernel.runtime import get_client
+
+
+def settings():
+    import numba
+
+    return os.environ.get("NUMBA_NUM_THREADS"), numba.config.NUMBA_NUM_THREADS
+
+
+client = get_client(sys.argv[1])
+try:
+    got = client.run(settings)
+finally:
+    cluster = client.cluster
+    client.close()
+    cluster.close()
+ok = len(got) > 0 and all(v == ("1", 1) for v in got.values())
+print(("ok   " if ok else "FAIL ") + f"jobqueue workers' NUMBA_NUM_THREADS: {sorted(got.values())}")
+sys.exit(0 if ok else 1)
+EOF
 "$PY" - "$W/run/jobqueue.json" "$W/run/train-results/svm-test.json" <<'EOF'
 import json
 import sys
