@@ -102,10 +102,10 @@ def test_ingest_and_info_say_they_do_not_use_cluster(tmp_path, npz, capsys):
     # --cluster accepted before or after the command; neither starts a cluster
     assert main(["--cluster", "tcp://127.0.0.1:1", "ingest", str(npz), store]) == 0
     err = capsys.readouterr().err
-    assert "ingest reads and writes in this process; it does not use --cluster" in err
+    assert "ingest runs in this process, without a Dask cluster; --cluster tcp://" in err
     assert main(["info", store, "--cluster", "cluster-configs/local.yaml"]) == 0
     captured = capsys.readouterr()
-    assert "info reads and writes in this process; it does not use --cluster" in captured.err
+    assert "info runs in this process, without a Dask cluster; --cluster cl" in captured.err
     assert _json_out(captured.out)["n_samples"] == 200
 
 

@@ -45,8 +45,8 @@ def _no_cluster_note(args, command: str) -> None:
     """``ingest``/``info`` run in this process: say so when ``--cluster`` was given."""
     if getattr(args, "cluster", None):
         print(
-            f"dkernel: note: {command} reads and writes in this process; it does not use "
-            f"--cluster {args.cluster}",
+            f"dkernel: note: {command} runs in this process, without a Dask cluster; "
+            f"--cluster {args.cluster} is not used",
             file=sys.stderr,
         )
 
