@@ -56,6 +56,14 @@ def test_csv_middle_label_column_and_real_targets(tmp_path):
     assert ds.y.dtype == np.float64 and ds.attrs["classes"] is None
 
 
+def test_csv_header_and_real_valued_labels(tmp_path):
+    src = _write(tmp_path / "d.csv", "a,target,b\n1,1,2\n3,0.25,4\n")
+    ds = ingest(src, tmp_path / "d.zarr", label_column=1)
+    assert ds.y.dtype == np.float64 and ds.attrs["classes"] is None
+    np.testing.assert_array_equal(ds.y.compute(), [1.0, 0.25])
+    assert scan_csv(str(src), label_column=1) == (2, 3, True, False)
+
+
 def test_csv_no_labels(tmp_path):
     src = _write(tmp_path / "d.csv", "x,y\n1,2\n3,4\n")
     ds = ingest(src, tmp_path / "d.zarr", label_column=None)

@@ -79,12 +79,12 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
                 if not width:
                     tokens = line.rstrip("\n").split(delimiter)
                     width = len(tokens)
+                    if label_column is not None and -width <= label_column < width:
+                        lab = label_column % width
                     if lineno == 1 and not _all_numeric(tokens):
                         header = True
                         continue
                     _floats(tokens, path, lineno)  # the first row: a precise error early
-                    if label_column is not None and -width <= label_column < width:
-                        lab = label_column % width
                 n += 1
                 if lab is None or not integral:
                     continue
