@@ -41,6 +41,8 @@ _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row chunk.
 _DEFAULT_SHARDS = 8
+#: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
+_STREAM_ALPHA = 1e-4
 
 
 def _active_client():
@@ -75,8 +77,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         perceptron, where ``alpha`` is ignored, i.e. 0).
     alpha : float or None, default=None
         Regularisation (the paper's lambda; as ``alpha`` of scikit-learn's
-        ``SGDClassifier``): > 0 for pegasos, >= 0 for norma. None: ``1 / n_samples`` of the
-        first fit (``C = 1`` in SVC's terms), recorded in ``alpha_``.
+        ``SGDClassifier``): > 0 for pegasos, >= 0 for norma. None: ``1 / (4 n_samples)`` in
+        :meth:`fit` (``C = 4`` in SVC's terms), ``1e-4`` in a first :meth:`partial_fit`;
+        recorded in ``alpha_``.
     eta0 : float, default=1.0
         Step size of norma and perceptron (> 0).
     radius : float or None, default=None
@@ -495,6 +498,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.n_iter_ = n_iter
         self.t_ = int(ist[nb.IS_T])
         self._clock = int(ist[nb.IS_T])
+        self._avg_start = int(cfg.avg_start)
         self.n_maintenance_ = int(ist[nb.IS_NMAINT])
         nm = max(1, self.n_maintenance_)
         self.weight_degradation_ = float(fs[nb.FS_DEGR]) / nm if self.n_maintenance_ else 0.0
@@ -505,7 +509,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """One pass over the rows of X in the given order, continuing the current model.
 
         Always sequential (the order is the caller's). With ``alpha=None`` the first call
-        fixes ``alpha_ = 1 / n_samples`` of its batch.
+        fixes ``alpha_ = 1e-4`` (``SGDClassifier``'s default: a stream's length is not
+        known); after :meth:`fit`, ``alpha_`` of the fit is kept. With ``average`` on, a
+        first call averages from its first step; later calls go on with the running
+        average (its weights keep growing with the step count).
 
         Parameters
         ----------
@@ -536,14 +543,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             if len(cls) < 2:
                 raise DKernelError(f"classes has one class only ({cls.tolist()}); need at least 2")
             spec = self._resolve_spec(X)
-            alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
+            alpha = float(self.alpha) if self.alpha is not None else _STREAM_ALPHA
             cfg = self._config(spec, alpha, n)._replace(avg_start=1)
             state = nb.new_state(int(self.budget), d, 1 if len(cls) == 2 else len(cls), cfg.maint)
             n_iter = 0
         else:
             cls = self.classes_
             spec = self._spec
-            cfg = self._config(spec, self.alpha_, n)._replace(avg_start=1)
+            cfg = self._config(spec, self.alpha_, n)._replace(avg_start=self._avg_start)
             state = self._current_state(cfg)
             n_iter = self.n_iter_
         plan = block_plan(n, seed=0, epoch=0, shuffle=False, block_rows=int(self._block_rows))
@@ -671,6 +678,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             setattr(est, k, fitted[k])
         est.distributed_ = bool(fitted.get("distributed_", False))
         est._clock = int(fitted.get("clock", est.t_))
+        est._avg_start = int(fitted.get("avg_start", 1))
         est._spec = KernelSpec(
             fitted["kernel"],
             fitted["gamma_"],

@@ -80,6 +80,7 @@ def model_header(est) -> dict[str, Any]:
             "n_features_in_": int(est.n_features_in_),
             "distributed_": bool(getattr(est, "distributed_", False)),
             "clock": int(getattr(est, "_clock", est.t_)),
+            "avg_start": int(getattr(est, "_avg_start", 1)),
             "kernel": est._spec.kernel,
             "degree": est._spec.degree,
             "coef0": est._spec.coef0,
