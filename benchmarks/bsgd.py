@@ -39,7 +39,21 @@ import tempfile
 import time
 import tracemalloc
 
+import dask.array as da
+import matplotlib
 import numpy as np
+from distributed import Client, LocalCluster
+from sklearn.kernel_approximation import Nystroem
+from sklearn.linear_model import SGDClassifier
+from sklearn.pipeline import make_pipeline
+
+from dkernel.data import make_checkerboard, write_arrays
+from dkernel.svm import BudgetedSVC
+from dkernel.svm import _budget as nb
+from dkernel.svm._distributed import Partial, combine
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATASETS = ("ijcnn1", "a9a", "letter", "usps", "pendigits")
@@ -105,7 +119,6 @@ def _worker_maxrss_mib() -> float:
 
 def _warm_worker() -> int:
     """Load the numba kernels (compiled and cached on disk) before timing."""
-    from dkernel.svm import _budget as nb
 
     st = nb.new_state(4, 2, 1, nb.MERGE)
     X = np.random.default_rng(0).normal(size=(16, 2))
@@ -134,7 +147,6 @@ def measure_cluster(client, fn):
 
 
 def cluster(n_workers: int):
-    from distributed import Client, LocalCluster
 
     lc = LocalCluster(
         n_workers=n_workers,
@@ -159,7 +171,6 @@ def summarise(rows: list[dict]) -> dict:
 
 # ----------------------------------------------------------------------------- methods
 def fit_bsgd(X, y, Xt, yt, *, seed, client=None, **kw):
-    from dkernel.svm import BudgetedSVC
 
     clf = BudgetedSVC(random_state=seed, **kw)
     if client is None:
@@ -171,9 +182,6 @@ def fit_bsgd(X, y, Xt, yt, *, seed, client=None, **kw):
 
 
 def fit_nystroem(X, y, Xt, yt, *, B, gamma, seed):
-    from sklearn.kernel_approximation import Nystroem
-    from sklearn.linear_model import SGDClassifier
-    from sklearn.pipeline import make_pipeline
 
     model = make_pipeline(
         Nystroem(n_components=B, gamma=gamma, random_state=seed),
@@ -192,7 +200,6 @@ def fit_nystroem(X, y, Xt, yt, *, B, gamma, seed):
 
 # ----------------------------------------------------------------------------- sections
 def section_main(args) -> dict:
-    import dask.array as da
 
     out: dict = {}
     B = 500
@@ -250,7 +257,6 @@ def section_budget(args) -> list[dict]:
 
 
 def section_scaling(args) -> dict:
-    from dkernel.data import make_checkerboard, write_arrays
 
     n = 100_000 if args.quick else 1_000_000
     B, gamma = 200, 8.0
@@ -301,9 +307,6 @@ def section_scaling(args) -> dict:
 
 def section_tree(args) -> dict:
     """Measured costs feeding the on-paper model of the merge tree (see the report)."""
-    from dkernel.svm import BudgetedSVC
-    from dkernel.svm import _budget as nb
-    from dkernel.svm._distributed import Partial, combine
 
     rng = np.random.default_rng(0)
     B, d = 1000, 50
@@ -496,10 +499,6 @@ def report(results: dict, out: str) -> None:
 
 
 def plots(results: dict, out: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     rows = results.get("budget")
     if rows:
