@@ -279,7 +279,7 @@ def section_scaling(args, out):
     from dkernel.data import make_rings
 
     sizes = [20_000, 50_000] if args.quick else [400_000, 1_000_000]
-    max_iter = 10 if args.quick else 200  # the default
+    max_iter = 10 if args.quick else 100  # the default
     tmp = tempfile.mkdtemp(prefix="kkm-scaling-")
     res = []
     try:
@@ -445,7 +445,7 @@ def render(out: dict, stem: str) -> None:
     sc = out.get("scaling")
     if sc:
         L.append(
-            "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 1024, tau = 200, 200 iterations)\n"
+            "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 1024, tau = 200, 100 iterations)\n"
         )
         L.append(
             "Fit + predict of a store path on a LocalCluster of worker processes with 1 thread "
@@ -489,7 +489,7 @@ def render(out: dict, stem: str) -> None:
     if q:
         L.append("## Quality: shared datasets at the gamma `select_gamma` picks (label-free)\n")
         L.append(
-            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, 200 "
+            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, 100 "
             "iterations); `nystroem_kmeans` = Nystroem(1000) + KMeans(n_init=1); "
             "`minibatch_kmeans` = scikit-learn MiniBatchKMeans(batch_size=1024) on the raw "
             f"features; `full` = KernelKMeans (n <= {FULL_BATCH_MAX_N:,}). Data as float32.\n"

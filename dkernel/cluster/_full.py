@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import numbers
-from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -186,9 +185,9 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 else heat_kernel(X_rows, params["n_neighbors"], params["t"])
             )
             self._spec, self.gamma_ = None, None
-            oracle: Any = _GraphOracle(self._graph)
+            oracle = _GraphOracle(self._graph)
             diag = oracle.diag(np.arange(n))
-            Kop: Any = _GraphProduct(self._graph, oracle)
+            Kop = _GraphProduct(self._graph, oracle)
             sample = np.sort(draw_indices(n, size, rng, replace=False))
             sample_w = w[sample]
         else:
@@ -294,7 +293,7 @@ def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0):
     dist = np.empty(n)
     _nb.assign_nearest(diag, np.ascontiguousarray(KZ), norms, labels, dist)
     inertia = float(np.dot(w, dist))
-    history: list[float] = []
+    history = []
     n_iter = 0
     for it in range(max_iter):
         for j in range(k):

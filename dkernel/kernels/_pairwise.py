@@ -356,7 +356,7 @@ class _SingleThreadBLAS:
     waits for a descheduled helper thread takes many times longer.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._depth = 0
         self._saved: list = []
