@@ -208,6 +208,8 @@ def test_float32_store(scheduler, tmp_path):
     Xn = np.asarray(ds.X.compute())
     ref = MiniBatchKernelKMeans(3, batch_size=128, tau=50, max_iter=10, random_state=0).fit(Xn)
     np.testing.assert_array_equal(m.labels_, ref.labels_)
+    # the kernels ran on centred rows; the support holds the rows themselves
+    assert {tuple(r) for r in m.center_support_} <= {tuple(r) for r in Xn}
 
 
 def test_nan_in_dask_input_names_row_and_column(digits, scheduler):

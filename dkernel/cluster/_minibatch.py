@@ -44,17 +44,20 @@ _PREFETCH_BYTES = 64 << 20
 class _Window:
     """One center's sliding window over recent batches (oldest first).
 
-    ``pts``/``sq``/``count``: per batch, its points (rows as given, or indices), their
-    squared norms after centring (None for kernels without norms) and how many; ``c``:
+    ``pts``/``pc``/``sq``/``count``: per batch, its points (rows as given, or indices),
+    the same rows as the kernel calls take them (centred by the oracle's ``mu``; the same
+    arrays when nothing is centred), their squared norms (None for kernels without
+    norms) and how many; ``c``:
     the coefficients of all points, flat; ``gram``: the kernel matrix of the window's
     points (float64), kept across iterations so that the center norm ``c^T G c`` needs
     no kernel evaluation.
     """
 
-    __slots__ = ("c", "count", "gram", "norm", "pts", "seen", "sq")
+    __slots__ = ("c", "count", "gram", "norm", "pc", "pts", "seen", "sq")
 
-    def __init__(self, pts, sq, gram):
+    def __init__(self, pts, pc, sq, gram):
         self.pts = [pts]
+        self.pc = [pc]
         self.sq = [sq]
         self.count = [len(pts)]
         self.c = np.ones(len(pts))
@@ -426,18 +429,17 @@ class MiniBatchKernelKMeans(
         for j in range(len(Z)):
             sq = None if z_sq is None else z_sq[j : j + 1]
             gram = oracle.kernel_p(Zc[j : j + 1], sq)
-            wins.append(_Window(Z[j : j + 1], sq, gram))
+            wins.append(_Window(Z[j : j + 1], Zc[j : j + 1], sq, gram))
         return wins
 
     def _stack(self, oracle=None):
-        """Stacked support (centred by ``oracle`` when given), its squared norms, the
-        per-center segment pointers and the coefficients: one copy per iteration."""
-        pts = [p for win in self._windows for p in win.pts]
-        S = np.concatenate(pts)
+        """Stacked support (as the kernel calls take it when ``oracle`` is given, the rows
+        as given otherwise), its squared norms, the per-center segment pointers and the
+        coefficients: one copy per iteration."""
+        which = "pts" if oracle is None else "pc"
+        S = np.concatenate([p for win in self._windows for p in getattr(win, which)])
         S_sq = None
         if oracle is not None:
-            if oracle.mu is not None:
-                S -= oracle.mu  # a fresh array: centred in place
             if self._windows[0].sq[0] is not None:
                 S_sq = np.concatenate([q for win in self._windows for q in win.sq])
         ptr = np.zeros(len(self._windows) + 1, dtype=np.int64)
@@ -510,8 +512,9 @@ class MiniBatchKernelKMeans(
             win.gram, win.c = G, c
             win.norm = max(float(_nb.bilinear(G, c, c)), 0.0)
             sq = None if x_sq is None else x_sq[rows]
-            del win.pts[:n_drop], win.sq[:n_drop], win.count[:n_drop]
+            del win.pts[:n_drop], win.pc[:n_drop], win.sq[:n_drop], win.count[:n_drop]
             win.pts.append(Xb[rows])
+            win.pc.append(Xc[rows] if Xc is not Xb else win.pts[-1])
             win.sq.append(sq)
             win.count.append(len(rows))
             if inner_new is not None and Kbb is not None:
