@@ -198,12 +198,33 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
         assert not errors, (log, errors)
 
 
+FAKE_PBSDSH = r"""#!/bin/bash
+# stands in for pbsdsh: runs the program here, as if on the node of index -n
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -n) echo "fake pbsdsh: node index $2" >>"$FAKE_PBSDSH_LOG"; shift 2 ;;
+        --) shift; break ;;
+        *) shift ;;
+    esac
+done
+echo "fake pbsdsh: $*" >>"$FAKE_PBSDSH_LOG"
+exec "$@"
+"""
+
+
 @pytest.mark.slow
-def test_pbs_job_runs_every_step_on_one_host(job_data, tmp_path):
+def test_pbs_job_runs_every_step_on_two_hosts(job_data, tmp_path):
+    """Two hosts of one CPU each: one worker here, one started through pbsdsh."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pbsdsh").write_text(FAKE_PBSDSH, encoding="utf-8")
+    (bin_dir / "pbsdsh").chmod(0o755)
     nodefile = tmp_path / "nodefile"
-    nodefile.write_text("localhost\nlocalhost\n", encoding="utf-8")
+    nodefile.write_text("node-a\nnode-b\n", encoding="utf-8")
     env = _env(tmp_path)
     env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        FAKE_PBSDSH_LOG=str(tmp_path / "pbsdsh.log"),
         PBS_NODEFILE=str(nodefile),
         PBS_JOBID="77.pbs",
         PBS_O_WORKDIR=str(job_data),
@@ -222,7 +243,9 @@ def test_pbs_job_runs_every_step_on_one_host(job_data, tmp_path):
     )
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
-    assert "2 worker(s) x 1 thread(s) on 1 host(s)" in out and "2 workers up" in out
+    assert "2 worker(s) x 1 thread(s) on 2 host(s)" in out and "2 workers up" in out
+    log = (tmp_path / "pbsdsh.log").read_text(encoding="utf-8")
+    assert "node index 1" in log and "-m dask worker" in log and "--nworkers 1" in log
     _check_results(job_data, out)
 
 
