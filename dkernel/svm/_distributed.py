@@ -317,7 +317,13 @@ def fit_rounds(
             for i in range(len(plan.starts))
         ]
         if client is not None:
-            data = client.compute(loads)
+            # spread the shards over the workers (round-robin; placement never changes the
+            # model); each round's task then runs where its shard lives
+            addrs = sorted(client.scheduler_info()["workers"])
+            data = [
+                client.compute(ld, workers=[addrs[k % len(addrs)]], allow_other_workers=True)
+                for k, ld in enumerate(loads)
+            ]
         else:
             data = (
                 list(dask.compute(*loads, scheduler="sync"))
