@@ -60,6 +60,8 @@ PAPER_T_OVER_N = {
 #: Certified-gap target and iteration cap of the SVM solve on a coreset and on the full data.
 TRAIN_TOL, TRAIN_ITER = 1e-4, 1500
 FULL_TOL, FULL_ITER = 1e-6, 6000
+#: No stop on a slow round: the solves run to their certified gap or iteration cap.
+STALL = 0.0
 PARTS = ("table", "tn", "tiled", "beyond", "distributed", "buildtime")
 
 
@@ -89,7 +91,7 @@ def solve(X, ys, u, C, *, tol=TRAIN_TOL, max_iter=TRAIN_ITER):
 
     if np.unique(ys).size < 2:  # one class: w = 0, bias = the label is optimal
         return np.r_[np.zeros(X.shape[1]), ys[0]], 0.0, 0.0
-    s = coarse_svm(with_bias(X), ys, u, C, tol=tol, max_iter=max_iter)
+    s = coarse_svm(with_bias(X), ys, u, C, tol=tol, max_iter=max_iter, stall=STALL)
     return s.w, s.upper, s.lower
 
 

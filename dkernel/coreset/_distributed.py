@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 _METHODS = ("two-pass", "merge-reduce")
 #: Rows of the uniform sample the coarse solve of the two-pass build runs on.
 _SAMPLE_ROWS = 20000
+#: L-BFGS iterations at most of a block's certificate solve (warm-started at the sample's w).
+_BLOCK_ITERS = 100
 #: Smallest default leaf; the default is max(16 m, this) rows.
 _MIN_LEAF = 32768
 #: Inner nodes of the tree keep m * _INNER_FACTOR * levels draws.
@@ -98,19 +100,40 @@ def tree_reduce(leaves: Sequence[Any], combine: Callable, split_every: int) -> A
 
 
 # ----------------------------------------------------------------------------- two-pass
-def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, seed, start, stop):
-    """Pass 1 of a block: the certificate's pieces at ``w`` and the clustering's geometry.
+def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
+    """Pass 1 of a block: the certificate's pieces and the clustering's geometry.
 
-    Returns ``(stats, (geometry, hinge))``: stats = (hinge sum, dual aggregates, class
-    counts) go to the client; the per-row geometry and hinge stay on the worker.
+    Returns ``(stats, (geometry, hinge))``: stats = (hinge sum at ``w``, dual aggregates at
+    ``w``, class counts, the block's certified share) go to the client; the per-row
+    geometry and hinge stay on the worker. The block's share is a certified lower bound of
+    min_v [U_b / U |v|^2 / 2 + C hinge_b(v)], from its own coarse solve warm-started at
+    ``w``; the shares of a partition add up to a lower bound of the whole optimum (a min of
+    a sum is at least the sum of the mins), which a solution from a sample cannot certify
+    on its own (its dual point is off by the sampling noise of n terms).
     """
     X1, ys = _block(Xb, yb, pos, start)
-    u = np.ones(len(ys))
+    n_b = len(ys)
+    u = np.ones(n_b)
     hinge = np.maximum(1.0 - ys * (X1 @ w), 0.0)
+    share = 0.0  # one label: the bias alone fits it, a share of 0 is its bound
+    if np.unique(ys).size == 2:
+        sol = coarse_svm(
+            X1,
+            ys,
+            u,
+            C * U / n_b,
+            tol=tol,
+            max_iter=_BLOCK_ITERS,
+            w0=w,
+            widths=(0.1,),
+            round_iters=25,
+        )
+        share = sol.lower * n_b / U
     stats = (
         float(hinge.sum()),
         _local_aggregates(X1, ys, u, C, w),
         np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
+        share,
     )
     geom = _cluster_geometry(
         X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=_node_rng(seed, start, stop, _LEAF)
@@ -167,7 +190,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
     with _timer("two-pass: certificate and clustering", logger):
         state = [
             delayed(_block_geometry, nout=2)(
-                a, b, pos, w, C, opt_est, U, k, seed, int(bounds[i]), int(bounds[i + 1])
+                a, b, pos, w, C, opt_est, U, k, tol, seed, int(bounds[i]), int(bounds[i + 1])
             )
             for i, (a, b) in enumerate(zip(xb, yb))
         ]
@@ -181,7 +204,9 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
         )
     reg = 0.5 * float(w[:-1] @ w[:-1])
     upper = reg + C * sum(s[0] for s in stats)
-    lower = min(_dual_bound(np.sum([s[1] for s in stats], axis=0)), upper)
+    # the better of two certified bounds: the dual point at w, the blocks' shares
+    dual = _dual_bound(np.sum([s[1] for s in stats], axis=0))
+    lower = min(max(dual, sum(s[3] for s in stats)), upper)
     if not lower > 0:
         raise DKernelError("the coarse SVM solve found no positive lower bound")
     logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)

@@ -102,26 +102,39 @@ def _dual_bound(agg) -> float:
     return best
 
 
-def coarse_svm(X1, ys, u, C, *, tol: float = 0.005, max_iter: int = 600, w0=None) -> CoarseSolution:
+def coarse_svm(
+    X1,
+    ys,
+    u,
+    C,
+    *,
+    tol: float = 0.005,
+    max_iter: int = 600,
+    w0=None,
+    widths: tuple[float, ...] = _SMOOTHING,
+    round_iters: int = 50,
+    stall: float = _STALL,
+) -> CoarseSolution:
     """Approximate SVM solution with a certified lower bound on one in-memory block.
 
-    L-BFGS runs over the Huber continuation (:data:`_SMOOTHING`, 30 iterations on each
-    wide smoothing), then in rounds of 50 iterations on the narrowest one until the certified
-    ratio ``upper / lower <= 1 + tol``, a round improves the cost by less than
-    :data:`_STALL` (relative), or ``max_iter`` iterations in all. The lower bound is valid
-    whichever stop is met. The result does not depend on any random state (same input, same
-    output, bit for bit).
+    L-BFGS runs over the Huber continuation ``widths`` (30 iterations on each but the
+    last), then in rounds of ``round_iters`` iterations on the last one until the certified
+    ratio ``upper / lower <= 1 + tol``, a round improves the cost by less than ``stall``
+    (relative; 0 never stops there), or ``max_iter`` iterations in all. The lower bound is valid
+    whichever stop is met. A warm start ``w0`` near the optimum needs no continuation:
+    ``widths=(0.1,)`` and short rounds certify it in a few dozen iterations. The result
+    does not depend on any random state (same input, same output, bit for bit).
     """
     w = np.zeros(X1.shape[1]) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
     used = 0
-    for h in _SMOOTHING[:-1]:
+    for h in widths[:-1]:
         w = _lbfgs(w, X1, ys, u, C, h, 30)
         used += 30
-    h = _SMOOTHING[-1]
+    h = widths[-1]
     previous = np.inf
     while True:
-        w = _lbfgs(w, X1, ys, u, C, h, 50)
-        used += 50
+        w = _lbfgs(w, X1, ys, u, C, h, round_iters)
+        used += round_iters
         upper = svm_objective(X1, ys, u, C, w)
         lower = min(_dual_bound(_local_aggregates(X1, ys, u, C, w)), upper)
         if upper <= (1.0 + tol) * lower or used >= max_iter or upper >= (1.0 - _STALL) * previous:
