@@ -258,3 +258,49 @@ def test_test_hpc_skips_without_root(tmp_path):
     res = subprocess.run(["bash", TEST_HPC], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
     assert "test-hpc: skipped (needs root on Debian/Ubuntu" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("slurm", "expected"),
+    [
+        ({"SLURM_NTASKS": "2", "SLURM_MEM_PER_NODE": "4000"}, "2 worker(s) x 1 thread(s), 1800MB"),
+        (
+            {"SLURM_NTASKS": "4", "SLURM_CPUS_PER_TASK": "2", "SLURM_MEM_PER_CPU": "1000"},
+            "4 worker(s) x 2 thread(s), 1800MB",
+        ),
+        (
+            {
+                "SLURM_NTASKS": "6",
+                "SLURM_JOB_NUM_NODES": "3",
+                "SLURM_TASKS_PER_NODE": "2(x3)",
+                "SLURM_MEM_PER_NODE": "8000",
+            },
+            "6 worker(s) x 1 thread(s), 3600MB",
+        ),
+        ({"SLURM_NTASKS": "3"}, "3 worker(s) x 1 thread(s), auto"),
+    ],
+)
+def test_slurm_sizing_and_cleanup_when_the_scheduler_fails(tmp_path, slurm, expected):
+    """Workers sized from the allocation's variables; a scheduler step that dies ends the job
+    with an error (no hang) and the cleanup trap still runs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\necho 'srun: broken' >&2\nexit 1\n", "utf-8")
+    (bin_dir / "srun").chmod(0o755)
+    data = tmp_path / "d.csv"
+    data.write_text("1,2,1\n", encoding="utf-8")
+    env = _env(tmp_path)
+    env.update(slurm, PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", SLURM_JOB_ID="9")
+    res = subprocess.run(
+        ["bash", SLURM, "--timeout", "20", str(data)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = res.stdout + res.stderr
+    workers, limit = expected.split(", ")
+    assert f"{workers}, memory limit {limit} each" in out, out
+    assert res.returncode == 1 and "scheduler died" in out and "srun: broken" in out
+    assert "cluster stopped (exit 1)" in out
