@@ -78,6 +78,12 @@ def test_minibatch_with_given_gamma_and_init(store, reads):
     _assert_reads(reads, 2)
 
 
+def test_minibatch_untruncated_reads_once(store, reads):
+    # tau=None holds X (under max_data_bytes): one read; sample, batches, labels from memory
+    MiniBatchKernelKMeans(2, batch_size=100, tau=None, max_iter=5, random_state=0).fit(store)
+    _assert_reads(reads, 1)
+
+
 def test_minibatch_prefetch_groups(store, reads, monkeypatch):
     # batches in 3 groups of 4 (the sample rides on the first), prefetched, none beyond
     # max_iter: 3 reads of each chunk, then one labels pass

@@ -300,7 +300,7 @@ class MiniBatchKernelKMeans(
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         self._rng = rng
         b = min(self.batch_size, n)
-        X_rows = None
+        X_rows = X_mem = None
         with _timer("setup", logger) as t_setup:
             sample = None
             if self._is_graph():
@@ -319,14 +319,19 @@ class MiniBatchKernelKMeans(
 
                 head = self._init_sample(n, b, rng) if isinstance(self.init, str) else None
             else:
-                if is_dask:
+                if self.tau is None:  # the untruncated update holds X: one read, up front
+                    X_mem = _gather_checked(
+                        X, is_dask, dtype, self.max_data_bytes, "tau=None (no truncation)"
+                    )
+                if is_dask and X_mem is None:
 
                     def fetch(idx):
                         return _fetch_checked(X, idx, dtype)
                 else:
+                    X_local = X if X_mem is None else X_mem
 
                     def fetch(idx):
-                        return np.ascontiguousarray(X[idx], dtype=dtype)
+                        return np.ascontiguousarray(X_local[idx], dtype=dtype)
 
                 need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
                 head = self._init_sample(n, b, rng) if need else None
@@ -341,7 +346,7 @@ class MiniBatchKernelKMeans(
                 fetch,
                 X.shape[1],
                 dtype,
-                prefetch=is_dask and not self._is_graph(),
+                prefetch=is_dask and X_mem is None and not self._is_graph(),
                 max_batches=self.max_iter,
                 head=head,
             )
@@ -369,13 +374,7 @@ class MiniBatchKernelKMeans(
         try:
             with _timer("iterations", logger) as t_iter, _ONE_BLAS_THREAD:
                 if self.tau is None:
-                    X_all = (
-                        np.arange(n)
-                        if oracle.graph
-                        else _gather_checked(
-                            X, is_dask, dtype, self.max_data_bytes, "tau=None (no truncation)"
-                        )
-                    )
+                    X_all = np.arange(n) if oracle.graph else X_mem
                     self._windows = None  # partial_fit after this fit starts afresh
                     labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
                 else:
