@@ -16,16 +16,16 @@ Which build to use:
 - ``"merge-reduce"``: a tree over the leaves (fan-in ``split_every``); no pass needs all the
   data at once, each node sees only its children's coresets, so it suits data larger than
   the cluster's memory and composes with streaming (:class:`StreamingCoreset`). Inner nodes
-  keep ``m * 3 * levels`` draws so the error stays close to one level's.
+  keep ``m * 3 * levels`` draws so the error stays close to one level's. The tree is
+  :func:`dkernel.runtime._tree.tree_reduce`, the package's one tree; a node's seed comes
+  from its row range, derived from its (level, index).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import numbers
-from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
 
 import dask
 import dask.array as da
@@ -36,6 +36,7 @@ from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
 from ..data import Dataset, open_dataset, take_rows
 from ..runtime import _timer
+from ..runtime._tree import TreeNode, tree_levels, tree_reduce
 from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_m, _check_mixture, _draw, merge
 from ._kernels import _bounds_from_geometry
 from ._sensitivity import _base_seed, _cluster_geometry, check_C
@@ -77,26 +78,6 @@ def _block(Xb, yb, pos, offset):
     X1[:, :-1] = Xb
     X1[:, -1] = 1.0
     return X1, _signs(yb, pos)
-
-
-def tree_reduce(leaves: Sequence[Any], combine: Callable, split_every: int) -> Any:
-    """A ``dask.delayed`` tree over ``leaves``: ``combine(children, level, index)`` at every
-    node with more than one child (fan-in ``split_every``); a lone child passes up as it is.
-
-    Node (level, index) covers leaves ``[index * split_every**level, (index + 1) *
-    split_every**level)``, so the combine can derive the node's row range (and its seed).
-    """
-    nodes = list(leaves)
-    level = 0
-    while len(nodes) > 1:
-        level += 1
-        nodes = [
-            nodes[j]
-            if len(nodes[j : j + split_every]) == 1
-            else delayed(combine)(nodes[j : j + split_every], level, j // split_every)
-            for j in range(0, len(nodes), split_every)
-        ]
-    return nodes[0]
 
 
 # ----------------------------------------------------------------------------- two-pass
@@ -326,12 +307,22 @@ def _node(children, draws, k, U_total, mix, seed, start, stop) -> Coreset:
     )
 
 
+def _combine(children, node: TreeNode, *, bounds, split_every, m, inner, k, U_total, mix, seed):
+    """The tree's combine: node (level, idx) covers leaves [idx f^level, (idx + 1) f^level),
+    whose row range seeds it; the root draws m, inner nodes ``inner``."""
+    n_leaves = len(bounds) - 1
+    span = split_every**node.level
+    first, last = node.idx * span, min((node.idx + 1) * span, n_leaves)
+    draws = m if last - first == n_leaves else inner
+    return _node(children, draws, k, U_total, mix, seed, int(bounds[first]), int(bounds[last]))
+
+
 def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every):
     n = int(X.shape[0])
     xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
     bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
     n_leaves = len(xb)
-    levels = math.ceil(math.log(n_leaves) / math.log(split_every)) if n_leaves > 1 else 0
+    levels = tree_levels(n_leaves, split_every)
     inner = m * _INNER_FACTOR * max(levels, 1)
     leaves = [
         delayed(_leaf)(
@@ -350,14 +341,19 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every):
         for i, (a, b) in enumerate(zip(xb, yb))
     ]
 
-    def combine(children, level, index):
-        span = split_every**level
-        first, last = index * span, min((index + 1) * span, n_leaves)
-        draws = m if last - first == n_leaves else inner
-        return _node(children, draws, k, float(n), mix, seed, int(bounds[first]), int(bounds[last]))
-
+    combine = partial(
+        _combine,
+        bounds=bounds,
+        split_every=split_every,
+        m=m,
+        inner=inner,
+        k=k,
+        U_total=float(n),
+        mix=mix,
+        seed=seed,
+    )
     with _timer("merge-reduce tree", logger):
-        (root,) = dask.compute(tree_reduce(leaves, combine, split_every))
+        (root,) = dask.compute(tree_reduce(None, leaves, combine, split_every=split_every))
     return Coreset(
         X=root.X,
         y=root.y,
