@@ -169,3 +169,9 @@ def test_zero_based_libsvm_error_names_the_flag(tmp_path, capsys):
     assert "line 2: bad feature index '0' (indices are 1-based)" in line
     assert line.endswith("a zero-based file needs --zero-based"), line
     assert main(["ingest", str(src), str(tmp_path / "d.zarr"), "--zero-based"]) == 0
+
+
+def test_command_option_before_the_command_is_explained(capsys):
+    assert main(["--n-clusters", "3", "kmeans", "s.zarr"]) == 2
+    line = _error_line(capsys)
+    assert "--n-clusters is an option of a command: put it after the command" in line, line

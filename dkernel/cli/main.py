@@ -39,7 +39,13 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         unknown = self._unknown_options(self._seen_args or [])
-        if unknown and not message.startswith("unrecognized arguments"):
+        misplaced = self._misplaced_options(self._seen_args or [])
+        if misplaced and not unknown:
+            message = (
+                f"{misplaced[0]} is an option of a command: put it after the command "
+                f"(dkernel COMMAND ... {misplaced[0]})"
+            )
+        elif unknown and not message.startswith("unrecognized arguments"):
             message = "unrecognized arguments: " + " ".join(unknown)
         if message.startswith("unrecognized arguments"):
             message += self._suggestion(unknown or message.split(":", 1)[1].split())
@@ -70,6 +76,27 @@ class _Parser(argparse.ArgumentParser):
             if not opt.startswith("--") and opt[:2] in known:  # -vv, -n5: short flags
                 continue
             out.append(tok)
+        return out
+
+    def _misplaced_options(self, args: Sequence[str]) -> list[str]:
+        """Options of a subcommand given before it (``dkernel --n-clusters 3 kmeans``)."""
+        commands = {
+            name
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices
+        }
+        if not commands:
+            return []
+        own = set(self._option_string_actions)
+        known = set(self._known())
+        out = []
+        for tok in args:
+            if tok in commands or tok == "--":
+                break
+            opt = tok.split("=", 1)[0]
+            if tok.startswith("-") and opt not in own and opt in known:
+                out.append(opt)
         return out
 
     def _suggestion(self, unknown: Sequence[str]) -> str:
