@@ -28,3 +28,19 @@ def test_dashboard_status_page_renders():
     assert "needs bokeh" not in page.lower()
     assert "bokeh" in page.lower()  # the Bokeh document that draws the status plots
     assert "<html" in page.lower()
+
+
+def test_embedded_client_dashboard_renders(monkeypatch):
+    """The link dkernel's own entry point (get_client) logs opens a working dashboard."""
+    from dkernel.runtime import get_client
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    client = get_client(n_workers=1, processes=False)
+    try:
+        with urllib.request.urlopen(client.dashboard_link, timeout=30) as resp:
+            page = resp.read().decode("utf-8", "replace")
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    assert "needs bokeh" not in page.lower() and "bokeh" in page.lower()
