@@ -520,6 +520,7 @@ def plot(out: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     panels = []
     if out.get("headline"):
@@ -549,6 +550,7 @@ def plot(out: dict, path: str) -> None:
                     label=method,
                 )
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("wall (s)")
         ax.set_ylabel("ARI")
         ax.set_title(title)
@@ -571,8 +573,11 @@ def plot(out: dict, path: str) -> None:
         ax.set_ylabel("fit + predict (s)")
         ax.set_title("store, d = 50")
         ax.legend(fontsize=7)
-    for name in names:
-        scatter(axes.pop(0), [r for r in q["rows"] if r["dataset"] == name], name)
+    for i, name in enumerate(names):
+        ax = axes.pop(0)
+        scatter(ax, [r for r in q["rows"] if r["dataset"] == name], name)
+        if i == 0:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
