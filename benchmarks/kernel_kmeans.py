@@ -10,9 +10,9 @@ Sections (``--sections``, comma-separated; each adds its part to the one report)
   the shapes the fit uses; the floor of a fit is its kernel entries times that cost.
   Seconds. (``headline`` runs it when it is not selected.)
 - ``scaling``: zarr stores of rings, n = 400k and 10^6, d = 50 (k = 3, defaults
-  otherwise): fit + predict on a LocalCluster of 1 and of 2 worker processes (1 thread
-  each); wall, client CPU, peak RSS (client + workers), identical labels, per-iteration
-  time (flat in n). About 3-4 minutes on 2 cores.
+  otherwise): fit + predict on 1 and on 2 worker processes (1 thread each, scheduler in
+  its own process); wall, client CPU, workers' CPU, peak RSS (client + workers),
+  identical labels, per-iteration time (flat in n). About 3 minutes on 2 cores.
 - ``quality``: pendigits, letter, usps, mnist_partial, fashion_mnist (70k): mini-batch
   kernel k-means, Nystroem(1000) + KMeans, scikit-learn MiniBatchKMeans and full-batch
   ``KernelKMeans`` (n <= 12000), at the gamma ``select_gamma`` picks without labels;
@@ -71,29 +71,30 @@ def load(data_dir: str, name: str, *, join_test: bool):
 
 
 class RSS:
-    """Peak resident memory of this process and its children, sampled every 20 ms."""
+    """Peak summed resident memory of this process and the processes ``pids`` (the
+    workers), sampled every 50 ms from a thread (handles looked up once: the sampling
+    costs well under 1 % of a core)."""
 
-    def __init__(self):
+    def __init__(self, pids=()):
         import psutil
 
-        self.proc = psutil.Process()
+        self.procs = [psutil.Process()] + [psutil.Process(p) for p in pids]
         self.peak = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def total(self) -> int:
-        tot = self.proc.memory_info().rss
-        for c in self.proc.children(recursive=True):
+        tot = 0
+        for p in self.procs:
             try:
-                tot += c.memory_info().rss
+                tot += p.memory_info().rss
             except Exception:
                 pass
         return tot
 
     def _run(self):
-        while not self._stop.is_set():
+        while not self._stop.wait(0.05):
             self.peak = max(self.peak, self.total())
-            time.sleep(0.02)
 
     def __enter__(self):
         self.base = self.total()
@@ -104,11 +105,13 @@ class RSS:
     def __exit__(self, *exc):
         self._stop.set()
         self._t.join()
+        self.peak = max(self.peak, self.total())
 
 
-def measure(fn):
-    """``fn()`` with wall time, CPU time of this process (all threads) and peak RSS."""
-    with RSS() as mem:
+def measure(fn, pids=()):
+    """``fn()`` with wall time, CPU time of this process (all threads) and the peak RSS
+    of this process plus ``pids``."""
+    with RSS(pids) as mem:
         c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -252,19 +255,36 @@ def section_headline(args, out):
 
 # ------------------------------------------------------------------ scaling
 def _cluster(n_workers: int):
+    """Scheduler and ``n_workers`` workers (1 thread each) in their own processes, as in a
+    deployment: the client process runs the client only, so its CPU time is the
+    client's. Falls back to a LocalCluster (scheduler in this process) if the
+    experimental SubprocessCluster cannot start."""
     from distributed import Client, LocalCluster
+    from distributed.deploy.subprocess import SubprocessCluster
 
     env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        env=env,
-    )
+    try:
+        cluster = SubprocessCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            dashboard_address=None,
+            worker_kwargs={"env": env},
+        )
+        where = "subprocess"
+    except Exception as exc:  # pragma: no cover - depends on the platform
+        log(f"  SubprocessCluster failed ({exc}); LocalCluster (scheduler in this process)")
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            env=env,
+        )
+        where = "in-process"
     client = Client(cluster)
+    client.wait_for_workers(n_workers, timeout=120)
     client.run(_warm_worker)  # imports and numba compilation outside the timing
-    return cluster, client
+    return cluster, client, where
 
 
 def _warm_worker():
@@ -291,8 +311,14 @@ def section_scaling(args, out):
             stores[n] = path
             log(f"  store n={n:,}: written in {time.perf_counter() - t0:.1f} s")
         _warm_worker()
+        tiny = os.path.join(tmp, "tiny.zarr")
+        make_rings(4000, n_rings=3, n_features=50, random_state=0, store=tiny, chunk_rows=1000)
         for workers in (1, 2):
-            cluster, client = _cluster(workers)
+            cluster, client, where = _cluster(workers)
+            pids = list(client.run(os.getpid).values())
+            # first store read and first tasks on the workers, outside the timing
+            warm = MiniBatchKernelKMeans(3, max_iter=2, random_state=0).fit(tiny)
+            warm.predict(tiny).compute()
             try:
                 for n in sizes:
                     model = MiniBatchKernelKMeans(3, max_iter=max_iter, random_state=0)
@@ -302,7 +328,7 @@ def section_scaling(args, out):
                         return np.asarray(model.predict(path).compute())
 
                     w0 = sum(client.run(time.process_time).values())
-                    pred, cost = measure(run)
+                    pred, cost = measure(run, pids)
                     worker_cpu = sum(client.run(time.process_time).values()) - w0
                     r = {
                         "n": n,
@@ -310,6 +336,7 @@ def section_scaling(args, out):
                         "workers": workers,
                         **cost,
                         "client_cpu_frac": cost["cpu_s"] / cost["wall_s"],
+                        "scheduler": where,
                         "worker_cpu_s": worker_cpu,
                         "timings": model.timings_,
                         "per_iter_ms": 1e3 * model.timings_["iterations"] / model.n_iter_,
@@ -448,10 +475,11 @@ def render(out: dict, stem: str) -> None:
             "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 1024, tau = 200, 100 iterations)\n"
         )
         L.append(
-            "Fit + predict of a store path on a LocalCluster of worker processes with 1 thread "
-            "each (nothing persisted: every pass reads the chunks). Client CPU = CPU time of "
-            "the client process (all its threads) over the wall time. Peak RSS = client + "
-            "workers.\n"
+            "Fit + predict of a store path on worker processes with 1 thread each (nothing "
+            "persisted: every pass reads the chunks); the scheduler runs in its own process "
+            "(SubprocessCluster). Client CPU = CPU time of the client process (all its "
+            "threads) over the wall time. Peak RSS = client + worker processes (sampled "
+            "every 50 ms; nannies and scheduler not counted).\n"
         )
         L.append(
             "| n | workers | fit + predict (s) | client CPU | workers' CPU (s) | per iteration (ms) "
