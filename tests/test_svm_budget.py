@@ -138,7 +138,7 @@ def test_merge_h_matches_dense_grid(rng, c, signs):
         st = _state(rng, 15, 2, c, nb.MERGE, signs=signs)
         A, K = st[2], st[3]
         m = int(np.argmin((A**2).sum(1)))
-        n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.GOLDEN, np.zeros((2, 2)), 0)
+        n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.GOLDEN, np.zeros((2, 2)))
         h_ref, dg_ref = _grid_merge(A, K, m, n)
         assert abs(h - h_ref) < 1e-4
         assert dg == pytest.approx(dg_ref, rel=1e-6, abs=1e-12)
@@ -153,7 +153,7 @@ def test_merge_lookup_refines_to_grid(rng):
         st = _state(rng, 15, 2, 1, nb.MERGE, signs="positive")
         A, K = st[2], st[3]
         m = int(np.argmin((A**2).sum(1)))
-        n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.LOOKUP, T, 0)
+        n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.LOOKUP, T)
         h_ref, dg_ref = _grid_merge(A, K, m, n)
         assert abs(h - h_ref) < 1e-4
         assert dg == pytest.approx(dg_ref, rel=1e-6, abs=1e-12)

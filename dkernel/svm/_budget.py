@@ -11,9 +11,7 @@ true coefficients are ``s * A`` with the global scale ``s = fs[0]``, so the shri
 the inverse ``M`` of ``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented
 constant feature (also scaled by ``s``), float scalars
 ``fs = [s, ||w||^2, sum ||Delta||, sum ||Delta||^2, S, W]`` and integer scalars
-``ist = [t, n_sv, n_maint, since_refresh, first]``: the SVs before ``first`` are frozen
-(never chosen by maintenance; a distributed round keeps the start model there), and the
-budget counts the SVs from ``first`` on.
+``ist = [t, n_sv, n_maint, since_refresh]``.
 
 Averaged iterates (Polyak/ASGD averaging of the kernel expansion, on when ``avg_mode > 0``):
 ``Abar`` (B+1, c) and ``bbar`` (c,) hold ``sum_t omega_t w_t`` in true units over the steps
@@ -71,7 +69,7 @@ AVG_OFF, AVG_UNIFORM, AVG_LINEAR = 0, 1, 2
 
 # indices into the scalar state arrays
 FS_SCALE, FS_WNORM2, FS_DEGR, FS_DEGR2, FS_SACC, FS_WSUM = 0, 1, 2, 3, 4, 5
-IS_T, IS_NSV, IS_NMAINT, IS_SINCE, IS_FIRST = 0, 1, 2, 3, 4
+IS_T, IS_NSV, IS_NMAINT, IS_SINCE = 0, 1, 2, 3
 
 
 class BSGDState(NamedTuple):
@@ -133,7 +131,7 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         M=np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1)),
         b=np.zeros(n_cols),
         fs=fs,
-        ist=np.zeros(5, dtype=np.int64),
+        ist=np.zeros(4, dtype=np.int64),
         Abar=np.zeros((B1, n_cols)),
         bbar=np.zeros(n_cols),
         sref=np.zeros(B1),
@@ -286,13 +284,12 @@ def _lookup_h(T, m, k):
 
 
 @njit(cache=True, nogil=True)
-def merge_partner(A, K, n_sv, m, pw, search, T, first):
+def merge_partner(A, K, n_sv, m, pw, search, T):
     """Best merge partner of SV ``m``: (n, h, degradation^2 in unscaled units).
 
-    Every partner from index ``first`` on is screened (golden section with few iterations,
-    or the lookup table for one-column models with same-sign coefficients;
-    ``search == NEAR``: only the ``NEAR_PARTNERS`` partners nearest in feature space); the
-    chosen one is refined to ~1e-9.
+    Every partner is screened (golden section with few iterations, or the lookup table for
+    one-column models with same-sign coefficients; ``search == NEAR``: only the
+    ``NEAR_PARTNERS`` partners nearest in feature space); the chosen one is refined to ~1e-9.
     Degradation ||a_m phi_m + a_n phi_n - a_z phi_z||^2 = P + R + 2 Q k - F(h) (closed form).
     """
     c = A.shape[1]
@@ -301,16 +298,16 @@ def merge_partner(A, K, n_sv, m, pw, search, T, first):
     P = 0.0
     for i in range(c):
         P += A[m, i] * A[m, i]
-    near = search == NEAR and n_sv - first - 1 > NEAR_PARTNERS
-    n_try = n_sv - first
+    near = search == NEAR and n_sv - 1 > NEAR_PARTNERS
+    n_try = n_sv
     cand = np.empty(0, dtype=np.int64)
     if near:
-        krow = -K[m, first:n_sv]
-        krow[m - first] = np.inf
-        cand = np.argsort(krow)[:NEAR_PARTNERS] + first
+        krow = -K[m, :n_sv]
+        krow[m] = np.inf
+        cand = np.argsort(krow)[:NEAR_PARTNERS]
         n_try = NEAR_PARTNERS
     for jj in range(n_try):
-        n = cand[jj] if near else first + jj
+        n = cand[jj] if near else jj
         if n == m:
             continue
         Q = 0.0
@@ -349,12 +346,11 @@ def merge_partner(A, K, n_sv, m, pw, search, T, first):
 
 # ----------------------------------------------------------------------------- state edits
 @njit(cache=True, nogil=True)
-def _smallest(A, K, n_sv, first):
-    """Index ``>= first`` of the SV with the smallest ||alpha_j||^2 k(x_j, x_j), and that
-    value."""
-    best = first
+def _smallest(A, K, n_sv):
+    """Index of the SV with the smallest ||alpha_j||^2 k(x_j, x_j), and that value."""
+    best = 0
     bv = np.inf
-    for j in range(first, n_sv):
+    for j in range(n_sv):
         a2 = 0.0
         for i in range(A.shape[1]):
             a2 += A[j, i] * A[j, i]
@@ -501,7 +497,6 @@ def maintain(
     for the kernel row of the merged point).
     """
     n_sv = ist[IS_NSV]
-    first = ist[IS_FIRST]
     s = fs[FS_SCALE]
     c = A.shape[1]
     has_M = maint == PROJECT
@@ -509,14 +504,12 @@ def maintain(
         if avg and fs[FS_WSUM] > 0.0:
             # choose on the iterate and the averaged model together (true units)
             C = _joint(A, Abar, sref, fs, n_sv)
-            m, _ = _smallest(C, K, n_sv, first)
-            n, h, dg = merge_partner(
-                C, K, n_sv, m, pw, NEAR if search == NEAR else GOLDEN, T, first
-            )
+            m, _ = _smallest(C, K, n_sv)
+            n, h, dg = merge_partner(C, K, n_sv, m, pw, NEAR if search == NEAR else GOLDEN, T)
             dg /= s * s
         else:
-            m, _ = _smallest(A, K, n_sv, first)
-            n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T, first)
+            m, _ = _smallest(A, K, n_sv)
+            n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T)
         k = max(K[m, n], 1e-300)
         L = np.log(k)
         u = 1.0 - h
@@ -552,10 +545,10 @@ def maintain(
         ist[IS_NSV] = n_sv
         return dg * s * s
     if avg and fs[FS_WSUM] > 0.0 and maint == REMOVE:
-        p, v = _smallest(_joint(A, Abar, sref, fs, n_sv), K, n_sv, first)
+        p, v = _smallest(_joint(A, Abar, sref, fs, n_sv), K, n_sv)
         v /= s * s
     else:
-        p, v = _smallest(A, K, n_sv, first)
+        p, v = _smallest(A, K, n_sv)
     if maint == REMOVE:
         ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
         return v * s * s
@@ -665,7 +658,7 @@ def sgd_chunk(
     n = X.shape[0]
     c = A.shape[1]
     avg = avg_mode != AVG_OFF
-    krow = np.empty(A.shape[0])
+    krow = np.empty(budget + 1)
     f = np.empty(c)
     for ii in range(n):
         x = X[ii]
@@ -765,7 +758,7 @@ def sgd_chunk(
             if not ok:
                 refresh_inverse(K, M, n_sv, ridge)
                 ist[IS_SINCE] = 0
-            if n_sv > budget + ist[IS_FIRST]:
+            if n_sv > budget:
                 d2 = maintain(
                     SV,
                     sqn,

@@ -222,7 +222,7 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
         M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
         fs = np.zeros(6)
         fs[nb.FS_SCALE] = 1.0
-        ist = np.zeros(5, dtype=np.int64)
+        ist = np.zeros(4, dtype=np.int64)
         ist[nb.IS_NSV] = m
         dg, dg2 = nb.reduce_to(
             SVc, sqn, C, K, M, fs, ist, B, cfg.maint, cfg.kind, cfg.gamma, cfg.degree,
