@@ -20,6 +20,10 @@ import make_notebooks  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
+#: Each notebook runs in 6-20 s with numba's cache warm (the suite's earlier tests compile the
+#: same kernels); a cold cache adds 20-40 s of compiling on a loaded machine.
+LIMIT_S = 90
+
 
 @pytest.fixture(scope="module")
 def kernel_name(tmp_path_factory):
@@ -116,7 +120,7 @@ def test_kernel_kmeans_notebook(tmp_path, kernel_name):
     assert not _errors(nb)
     assert _images(nb) == 2  # the cluster means and the PCA scatter
     assert s["ari"] > 0.5 and s["mean_purity"] > 0.6 and s["gamma"] > 0
-    assert seconds < 60, seconds
+    assert seconds < LIMIT_S, seconds
 
 
 def test_bsgd_notebook(tmp_path, kernel_name):
@@ -128,7 +132,7 @@ def test_bsgd_notebook(tmp_path, kernel_name):
     assert acc[-1] > 0.9  # a checkerboard: majority class is 0.5
     assert max(acc[-3:]) > acc[0] + 0.1  # the budget buys accuracy
     assert "6/6" in _progress_bar_text(nb) and "accuracy=" in _progress_bar_text(nb)
-    assert seconds < 60, seconds
+    assert seconds < LIMIT_S, seconds
 
 
 def test_coreset_notebook(tmp_path, kernel_name):
@@ -140,4 +144,4 @@ def test_coreset_notebook(tmp_path, kernel_name):
     assert sens[0] < unif[0] and sens[1] < unif[1]
     assert all(v >= -1e-6 for v in sens + unif)  # nothing beats the full optimum
     assert sens[-1] < 0.05
-    assert seconds < 60, seconds
+    assert seconds < LIMIT_S, seconds

@@ -39,6 +39,9 @@ def _local_cluster(**overrides: Any):
     host = opts.pop("host", "127.0.0.1")
     if processes or host is None or "://" in str(host):  # in-process: inproc://, no socket
         kwargs["host"] = host
+    else:  # in-process on loopback TCP: an inproc:// address names the machine's IP, so the
+        # dashboard link would point there while the dashboard listens on 127.0.0.1 only
+        kwargs.update(host=host, protocol="tcp://")
     kwargs.update({k.replace("-", "_"): v for k, v in opts.items()})
     if processes:
         env = dict(kwargs.pop("env", None) or {})
