@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
         --svm-args) SVM_ARGS=$2; shift 2 ;;
         --kmeans-args) KMEANS_ARGS=$2; shift 2 ;;
         --coreset-args) CORESET_ARGS=$2; shift 2 ;;
-        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#PBS/ {exit} NR > 1' "$0"; exit 0 ;;
         --) shift; break ;;
         -*) echo "pbs_batch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) break ;;

@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
         --svm-args) SVM_ARGS=$2; shift 2 ;;
         --kmeans-args) KMEANS_ARGS=$2; shift 2 ;;
         --coreset-args) CORESET_ARGS=$2; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#SBATCH/ {exit} NR > 1' "$0"; exit 0 ;;
         --) shift; break ;;
         -*) echo "slurm_batch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) break ;;
