@@ -126,9 +126,8 @@ def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_cl
     )
     client = local_cluster_client
     with client.as_current():
-        # auto: dask input and a client -> distributed
-        on_workers = BudgetedSVC(n_shards=4, **_fit_kw()).fit(Xd, yd)
-        from_store = BudgetedSVC(n_shards=4, **_fit_kw()).fit(str(ds.path))
+        on_workers = BudgetedSVC(distributed=True, n_shards=4, **_fit_kw()).fit(Xd, yd)
+        from_store = BudgetedSVC(distributed=True, n_shards=4, **_fit_kw()).fit(str(ds.path))
         D = on_workers.decision_function(ds.path)  # blockwise on the workers, lazy
         assert D.npartitions == 6
         np.testing.assert_allclose(D.compute(), here.decision_function(X), rtol=1e-12)
@@ -140,16 +139,22 @@ def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_cl
     assert not np.array_equal(other.dual_coef_, here.dual_coef_)
 
 
-def test_distributed_fit_never_reads_rows_on_the_client(monkeypatch, local_cluster_client):
-    def no_reads(*a, **k):
-        raise AssertionError("a row block was read on the client")
-
-    monkeypatch.setattr(_bsgd, "read_block", no_reads)
+def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
+    monkeypatch, local_cluster_client
+):
     X, y = _board(3000)
+    Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
     with local_cluster_client.as_current():
-        clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(
-            da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
-        )
+        small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 131072 rows
+        assert not small.distributed_
+        assert not BudgetedSVC(**_fit_kw()).fit(X, y).distributed_  # NumPy input
+
+        def no_reads(*a, **k):
+            raise AssertionError("a row block was read on the client")
+
+        monkeypatch.setattr(_bsgd, "read_block", no_reads)
+        monkeypatch.setattr(_bsgd, "_AUTO_MIN_ROWS", 3000)
+        clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)
     assert clf.distributed_ and clf.score(X, y) > 0.85
 
 

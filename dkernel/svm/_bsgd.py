@@ -41,6 +41,8 @@ _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row chunk.
 _DEFAULT_SHARDS = 8
+#: ``distributed="auto"`` trains on the workers from this many rows on.
+_AUTO_MIN_ROWS = 1 << 17
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
 
@@ -118,8 +120,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         bounded prefetch; a given seed always gives the same model). ``True``: rounds on
         fixed shards, one task per shard per round on the workers of the current Dask
         client (or here without one), the partial models merged by a tree (see Notes).
-        ``"auto"``: True for dask/zarr/store input when a distributed client is active,
-        else False.
+        ``"auto"``: True for dask/zarr/store input of at least 131072 rows when a
+        distributed client is active, else False (on smaller data the merge tree costs more
+        than it saves and the sequential stream is more accurate; see Notes).
     n_shards : int or None, default=None
         Shards of a distributed fit: groups of consecutive row chunks (NumPy input: blocks
         of 65536 rows). None: 8 (at most one per chunk). Fixed by the data's chunking, so
@@ -379,11 +382,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_classification_targets(y)
         return np.unique(y)
 
-    def _use_distributed(self, is_dask: bool):
+    def _use_distributed(self, is_dask: bool, n: int):
         """(distributed?, client)."""
         client = _active_client() if is_dask else None
         if self.distributed == "auto":
-            return client is not None, client
+            use = client is not None and n >= _AUTO_MIN_ROWS
+            return use, client if use else None
         if self.distributed:
             return True, client if client is not None else _active_client()
         return False, None
@@ -415,7 +419,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_cols = 1 if len(classes) == 2 else len(classes)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
-        use_dist, client = self._use_distributed(is_dask)
+        use_dist, client = self._use_distributed(is_dask, n)
         level = logging.INFO if self.verbose else logging.DEBUG
         if use_dist:
             chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))

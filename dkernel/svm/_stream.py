@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -128,20 +129,28 @@ def read_block(
 
 def prefetch(reader: Callable[[Any], Any], tasks: list, depth: int = 2) -> Iterator[Any]:
     """Yield ``reader(task)`` for each task in order, reading up to ``depth`` ahead in one
-    background thread (bounded: never more than ``depth`` results waiting)."""
+    background thread (bounded: never more than ``depth`` results waiting).
+
+    The reads run in the caller's context (``contextvars``), so a client made current with
+    ``client.as_current()`` serves them too."""
+    ctx = contextvars.copy_context()
+
+    def read(task):
+        return ctx.copy().run(reader, task)
+
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dkernel-read")
     pending: collections.deque = collections.deque()
     it = iter(tasks)
     try:
         for task in it:
-            pending.append(pool.submit(reader, task))
+            pending.append(pool.submit(read, task))
             if len(pending) >= depth:
                 break
         while pending:
             result = pending.popleft().result()
             nxt = next(it, None)
             if nxt is not None:
-                pending.append(pool.submit(reader, nxt))
+                pending.append(pool.submit(read, nxt))
             yield result
     finally:
         for fut in pending:
