@@ -229,7 +229,12 @@ def section_main(args) -> dict:
             Xd = da.from_array(X, chunks=(ch, X.shape[1]))
             yd = da.from_array(y, chunks=ch)
             res["BudgetedSVC distributed, 2 workers"] = summarise(
-                [fit_bsgd(Xd, yd, Xt, yt, seed=s, client=client, budget=B, gamma=g) for s in seeds]
+                [
+                    fit_bsgd(
+                        Xd, yd, Xt, yt, seed=s, client=client, budget=B, gamma=g, distributed=True
+                    )
+                    for s in seeds
+                ]
             )
             res["Nystroem+SGD"] = summarise(
                 [fit_nystroem(X, y, Xt, yt, B=B, gamma=g, seed=s) for s in seeds]
@@ -316,7 +321,10 @@ def section_scaling(args) -> dict:
                     [fit_bsgd(path, None, Xt, yt, seed=0, client=client, distributed=False, **kw)]
                 )
             out[f"distributed, {w} worker{'s' if w > 1 else ''}"] = summarise(
-                [fit_bsgd(path, None, Xt, yt, seed=s, client=client, **kw) for s in runs]
+                [
+                    fit_bsgd(path, None, Xt, yt, seed=s, client=client, distributed=True, **kw)
+                    for s in runs
+                ]
             )
             print(f"[scaling] {w} worker(s) done", flush=True)
         finally:
