@@ -600,9 +600,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _raw_arrays(self) -> dict[str, np.ndarray]:
         """The learner's own representation (iterate unscaled, global scale, averaged sums),
-        saved so that a loaded model continues bit for bit like the original (Pegasos gives
-        every SV the same unscaled |alpha|, so the removal candidate is often decided by a
-        tie that rounding must not change)."""
+        saved so that a loaded model continues like the original (Pegasos gives every SV the
+        same unscaled |alpha|, so the removal candidate is often decided by a tie that
+        rounding must not change; the rebuilt kernel matrix may differ in the last bits:
+        scores agree to ~1e-9 after more training, ``tests/test_svm_io.py``)."""
         st = getattr(self, "_state", None)
         if st is None:
             return dict(self._raw)
