@@ -71,7 +71,7 @@ def check_scalar(
     if isinstance(value, bool) or not isinstance(value, kind):
         kinds = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise DKernelError(f"{name} must be {kinds}, got {value!r}")
-    if isinstance(value, numbers.Real) and not np.isfinite(value):
+    if isinstance(value, numbers.Real) and not np.isfinite(float(value)):
         raise DKernelError(f"{name} must be finite, got {value!r}")
     if low is not None and (value < low or (value == low and not low_inclusive)):
         op = ">=" if low_inclusive else ">"
