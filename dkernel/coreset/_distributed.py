@@ -84,13 +84,14 @@ def _block(Xb, yb, pos, offset):
 def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
     """Pass 1 of a block: the certificate's pieces and the clustering's geometry.
 
-    Returns ``(stats, (geometry, hinge))``: stats = (hinge sum at ``w``, dual aggregates at
-    ``w``, class counts, the block's certified share) go to the client; the per-row
-    geometry and hinge stay on the worker. The block's share is a certified lower bound of
-    min_v [U_b / U |v|^2 / 2 + C hinge_b(v)], from its own coarse solve warm-started at
-    ``w``; the shares of a partition add up to a lower bound of the whole optimum (a min of
-    a sum is at least the sum of the mins), which a solution from a sample cannot certify
-    on its own (its dual point is off by the sampling noise of n terms).
+    Returns ``(stats, geometry, hinge)``, persisted on the worker: stats = (hinge sum at
+    ``w``, dual aggregates at ``w``, class counts, the block's certified share) go to the
+    client; the per-row geometry and hinge stay where they are for the later passes. The
+    block's share is a certified lower bound of min_v [U_b / U |v|^2 / 2 + C hinge_b(v)],
+    from its own coarse solve warm-started at ``w``; the shares of a partition add up to a
+    lower bound of the whole optimum (a min of a sum is at least the sum of the mins),
+    which a solution from a sample cannot certify on its own (its dual point is off by the
+    sampling noise of n terms).
     """
     X1, ys = _block(Xb, yb, pos, start)
     n_b = len(ys)
@@ -119,14 +120,18 @@ def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
     geom = _cluster_geometry(
         X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=_node_rng(seed, start, stop, _LEAF)
     )
-    return stats, (geom, hinge)
+    return stats, geom, hinge
 
 
 def _block_gamma(state, C, opt, U):
-    geom, _ = state
+    _, geom, _ = state
     gamma = np.empty(geom.d2.shape[0])
     t = _bounds_from_geometry(geom.d2, np.ones(gamma.shape[0]), geom.cluster_u, C, opt, U, gamma)
     return gamma, t
+
+
+def _first(pair):
+    return pair[0]
 
 
 def _second(pair):
@@ -137,7 +142,7 @@ def _block_sample(Xb, yb, state, gam, count, m, totals, mix, seed, start, stop):
     """``count`` draws inside one block from the global q restricted to it; the weights use
     the global q (so the union over blocks is one i.i.d. draw of m from the whole set)."""
     Xb, yb = np.asarray(Xb), np.asarray(yb)
-    _, hinge = state
+    _, _, hinge = state
     gamma, _ = gam
     t, L, U, reg, C = totals
     u = np.ones(len(yb))
@@ -169,14 +174,15 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
         else:  # a sample with one label: w = 0 (cost C n), still certified below
             w, opt_est = np.zeros(Xs1.shape[1]), C * U
     with _timer("two-pass: certificate and clustering", logger):
-        state = [
-            delayed(_block_geometry, nout=2)(
-                a, b, pos, w, C, opt_est, U, k, tol, seed, int(bounds[i]), int(bounds[i + 1])
-            )
-            for i, (a, b) in enumerate(zip(xb, yb))
-        ]
-        persisted = dask.persist(*[s[1] for s in state])
-        stats = dask.compute(*[s[0] for s in state])
+        persisted = dask.persist(
+            *[
+                delayed(_block_geometry)(
+                    a, b, pos, w, C, opt_est, U, k, tol, seed, int(bounds[i]), int(bounds[i + 1])
+                )
+                for i, (a, b) in enumerate(zip(xb, yb))
+            ]
+        )
+        stats = dask.compute(*[delayed(_first)(s) for s in persisted])
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
         raise DKernelError(
