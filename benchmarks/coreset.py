@@ -110,17 +110,33 @@ def summarize(errs) -> dict:
 
 
 def optimum(name, X, ys, C, args, log):
-    """Full-data optimum, cached in the work directory (the table and tn parts share it)."""
+    """Full-data optimum, cached in the work directory: the better primal of the certified
+    solver and liblinear (hinge, dual CD, bias as a feature of value 10, so regularised by
+    b^2 / 200 only); its gap is the best cost over the certified solver's lower bound."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.svm import LinearSVC
+
     path = os.path.join(args.workdir, f"coreset_opt_{name}_{C}_{X.shape[0]}.npz")
     if os.path.exists(path):
         d = np.load(path)
         return d["w"], float(d["gap"]), float(d["seconds"])
+    X1 = with_bias(X)
     t0 = time.perf_counter()
-    w, up, lo = solve(X, ys, np.ones(len(ys)), C, tol=FULL_TOL, max_iter=FULL_ITER)
+    w, _, lo = solve(X, ys, np.ones(len(ys)), C, tol=FULL_TOL, max_iter=FULL_ITER)
     secs = time.perf_counter() - t0
-    gap = up / max(lo, 1e-300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = LinearSVC(
+            C=C, loss="hinge", dual=True, tol=1e-8, max_iter=200000, intercept_scaling=10.0
+        ).fit(X, ys)
+    w_lin = np.r_[clf.coef_.ravel(), clf.intercept_[0]]
+    if full_cost(X1, ys, C, w_lin) < full_cost(X1, ys, C, w):
+        w = w_lin
+    gap = full_cost(X1, ys, C, w) / max(lo, 1e-300)
     np.savez(path, w=w, gap=gap, seconds=secs)
-    log(f"  {name}: full solve {secs:.1f} s, certified gap {gap:.6f}")
+    log(f"  {name}: full solve {secs:.1f} s, best cost / certified bound {gap:.6f}")
     return w, gap, secs
 
 
@@ -463,7 +479,7 @@ def buildtime(args, log) -> dict:
                 res[label] = time.perf_counter() - t0
                 log(f"  {label}: {res[label]:.2f} s ({len(S)} rows)")
         t0 = time.perf_counter()
-        uniform_store_coreset(ds, m, seed=0)
+        uniform_store_coreset(ds, m, random_state=0)
         res["uniform_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         Xn = np.asarray(ds.X.compute(), dtype=np.float64)
@@ -533,8 +549,8 @@ def markdown(results: dict, commands: list[str], notes: list[str]) -> str:
             "## Coreset vs uniform at equal size (issue 13's table)",
             "",
             "Relative SVM-objective error |F(P, w_S) - F(P, w*)| / F(P, w*) of the solution "
-            "trained on the sample (certified gap 1e-4), full optimum to a certified gap "
-            "of 1e-6. Coreset: the distribution of `svm_coreset(X, y, m, C=C)` with its "
+            "trained on the sample (certified gap 1e-4 or 1500 L-BFGS iterations); F(P, w*) "
+            "the better of the certified solver (gap 1e-6 or 6000 iterations) and liblinear. Coreset: the distribution of `svm_coreset(X, y, m, C=C)` with its "
             "defaults (sensitivities, point costs at the coarse solution and uniform mixed, "
             "beta = 0.3), computed once per dataset (seed 0); each trial is an independent "
             "draw of m. Cell: ratio coreset / uniform of the median (of the mean).",
