@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--labels-name", default="labels", help="name of the labels array (default labels)"
     )
     p.add_argument("--summary", default=None, help="also write the JSON summary to this file")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="PATH",
+        help="save the fit's state to PATH (.npz) every --checkpoint-every iterations; "
+        "the same command run again resumes from it (removed when the fit ends)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=10, help="iterations (default 10)")
     p.set_defaults(func=run_kmeans)
 
 
@@ -104,10 +112,18 @@ def _build_model(args, ds, tau, rate, gamma_opt):
         kernel=args.kernel, gamma=gamma, max_iter=args.max_iter, random_state=args.seed
     )
     if args.full_batch:
+        if args.checkpoint is not None:
+            raise DKernelError("--checkpoint works with the mini-batch fit, not --full-batch")
         model: Any = KernelKMeans(args.n_clusters, **common)
     else:
         model = MiniBatchKernelKMeans(
-            args.n_clusters, batch_size=args.batch_size, tau=tau, learning_rate=rate, **common
+            args.n_clusters,
+            batch_size=args.batch_size,
+            tau=tau,
+            learning_rate=rate,
+            checkpoint=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            **common,
         )
     model._check_params(ds.n_samples)  # kernel names and the rest, before a cluster starts
     return model

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import numbers
+import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,7 +20,8 @@ from .._validation import DKernelError, check_scalar
 from ..data import draw_indices
 from ..kernels import heat_kernel, knn_kernel
 from ..kernels._pairwise import _ONE_BLAS_THREAD
-from ..runtime import _timer
+from ..runtime import _timer, load_checkpoint, progress_enabled, save_checkpoint
+from ..runtime._progress import Progress
 from . import _kernels as _nb
 from ._common import (
     _TILE_ROWS,
@@ -141,7 +145,21 @@ class MiniBatchKernelKMeans(
         Seeds the initialisation, the median heuristic and every batch; the same seed
         gives the same model for NumPy, dask (any chunking) or zarr input.
     verbose : int, default=0
-        Log the batch objective every ``verbose`` iterations (INFO).
+        ``>= 1``: a progress bar for :meth:`fit` (iterations done and the current batch
+        objective, a note while numba compiles on first use), shown in a terminal
+        (stderr) or a notebook without any logging set up; the batch objective is also
+        logged every ``verbose`` iterations (INFO).
+    checkpoint : str or os.PathLike, default=None
+        A file (``.npz``) where :meth:`fit` saves its full state every
+        ``checkpoint_every`` iterations, atomically (:func:`dkernel.runtime.save_checkpoint`).
+        A later ``fit`` with the same parameters, data and checkpoint resumes from it and
+        returns exactly the model an uninterrupted fit gives (same labels and centers,
+        bit for bit). A checkpoint saved with other parameters (or data of another shape,
+        dtype or weights) raises a ``DKernelError``. The file is removed when the fit
+        ends. Truncated numeric-kernel fits only (``tau`` not None, not ``"knn"``/``"heat"``).
+        X is not fingerprinted: resume on the same data.
+    checkpoint_every : int, default=10
+        Iterations between two checkpoints.
     max_data_bytes : int, default=2**30
         The variants that need all of X in memory (``tau=None``, the graph kernels, and
         :meth:`partial_fit`, whose batch becomes center support) refuse dask/zarr/store
@@ -239,6 +257,8 @@ class MiniBatchKernelKMeans(
         n_init=1,
         random_state=None,
         verbose=0,
+        checkpoint=None,
+        checkpoint_every=10,
         max_data_bytes=2**30,
     ):
         self.n_clusters = n_clusters
@@ -258,6 +278,8 @@ class MiniBatchKernelKMeans(
         self.n_init = n_init
         self.random_state = random_state
         self.verbose = verbose
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
         self.max_data_bytes = max_data_bytes
 
     # ---------------------------------------------------------------- checks
@@ -273,6 +295,15 @@ class MiniBatchKernelKMeans(
         check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
         check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
+        if self.checkpoint is not None:
+            if not isinstance(self.checkpoint, (str, os.PathLike)):
+                raise DKernelError(f"checkpoint must be a path, got {self.checkpoint!r}")
+            if self.tau is None or self._is_graph():
+                raise DKernelError(
+                    "checkpoint supports the truncated fit with a numeric kernel "
+                    "(tau not None, kernel not 'knn'/'heat')"
+                )
         _check_max_data_bytes(self.max_data_bytes)
         if not isinstance(self.renormalize, (bool, np.bool_)):
             raise DKernelError(f"renormalize must be True or False, got {self.renormalize!r}")
@@ -300,6 +331,11 @@ class MiniBatchKernelKMeans(
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         self._rng = rng
         b = min(self.batch_size, n)
+        state = ckpt_params = None
+        if self.checkpoint is not None:
+            ckpt_params = self._checkpoint_params(n, X.shape[1], dtype, sample_weight, w)
+            state = load_checkpoint(self.checkpoint, params=ckpt_params)
+        start = 0 if state is None else int(state["n_iter"])
         X_rows = X_mem = None
         with _timer("setup", logger) as t_setup:
             sample = None
@@ -334,11 +370,12 @@ class MiniBatchKernelKMeans(
                         return np.ascontiguousarray(X_local[idx], dtype=dtype)
 
                 need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
-                head = self._init_sample(n, b, rng) if need else None
+                head = self._init_sample(n, b, rng) if need and state is None else None
             # one read of the touched chunks gives the seeding sample, which is also the
             # median heuristic's sample, and the first group of batches; batch indices
             # come from their own generator, so the grouping cannot change the model
-            batch_rng = np.random.RandomState(rng.randint(0, 2**31 - 1))
+            batch_seed = rng.randint(0, 2**31 - 1) if state is None else state["batch_seed"]
+            batch_rng = np.random.RandomState(int(batch_seed))
             batches = _batch_stream(
                 n,
                 b,
@@ -347,48 +384,82 @@ class MiniBatchKernelKMeans(
                 X.shape[1],
                 dtype,
                 prefetch=is_dask and X_mem is None and not self._is_graph(),
-                max_batches=self.max_iter,
+                max_batches=self.max_iter - start,
                 head=head,
+                skip=start,  # a resumed fit: the batches already used are drawn, not read
             )
             if head is not None:
                 idx, sample = next(batches)
             if not self._is_graph():
-                self._spec = self._resolve_gamma(X, rng, sample=sample)
+                if state is None:
+                    self._spec = self._resolve_gamma(X, rng, sample=sample)
+                    centre = sample if sample is not None else np.asarray(self.init, dtype)
+                    self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
+                else:
+                    gamma = state["gamma"]
+                    self._spec = self._kernel_spec(None)
+                    if gamma is not None:
+                        self._spec = self._spec._replace(gamma=float(gamma))
+                    self._mu = state["mu"].astype(dtype)
                 self.gamma_ = self._spec.gamma
-                centre = sample if sample is not None else np.asarray(self.init, dtype)
-                self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
                 oracle = _NumericOracle(self._spec, self._mu)
-        with _timer("init", logger) as t_init:
-            evals0 = oracle.evals
-            if isinstance(self.init, str):
-                pick = _init_centers(
-                    oracle, sample, w[idx], self.n_clusters, rng, init=self.init, n_init=self.n_init
-                )
-                Z = sample[pick]
-            else:
-                Z = np.asarray(self.init, dtype=dtype)
-        self.history_ = []
-        self.n_iter_ = 0
-        self._wins = np.zeros(self.n_clusters, dtype=np.int64)
-        evals1 = oracle.evals
+        bar = Progress(self.max_iter, type(self).__name__, enabled=progress_enabled(self.verbose))
         try:
+            with _timer("init", logger) as t_init, bar.compiling("kernel k-means init"):
+                evals0 = oracle.evals
+                if state is not None:
+                    self._restore_state(state, rng, oracle)
+                    evals0, evals1 = 0, int(state["evals_init"])
+                    bar.update(start, objective=self.history_[-1])
+                elif isinstance(self.init, str):
+                    pick = _init_centers(
+                        oracle,
+                        sample,
+                        w[idx],
+                        self.n_clusters,
+                        rng,
+                        init=self.init,
+                        n_init=self.n_init,
+                    )
+                    Z = sample[pick]
+                else:
+                    Z = np.asarray(self.init, dtype=dtype)
+            if state is None:
+                self.history_ = []
+                self.n_iter_ = 0
+                self._wins = np.zeros(self.n_clusters, dtype=np.int64)
+                evals1 = oracle.evals
             with _timer("iterations", logger) as t_iter, _ONE_BLAS_THREAD:
                 if self.tau is None:
                     X_all = np.arange(n) if oracle.graph else X_mem
                     self._windows = None  # partial_fit after this fit starts afresh
-                    labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows)
+                    labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows, bar)
                 else:
-                    self._windows = self._new_windows(oracle, Z)
-                    for it in range(self.max_iter):
+                    if state is None:
+                        self._windows = self._new_windows(oracle, Z)
+                    for it in range(start, self.max_iter):
                         idx_b, Xb = next(batches)
-                        if self._window_step(oracle, Xb, w[idx_b], it):
+                        note = bar.compiling("kernel k-means iteration")
+                        with note if it == start else contextlib.nullcontext():
+                            stop = self._window_step(oracle, Xb, w[idx_b], it)
+                        bar.update(1, objective=self.history_[-1])
+                        every = self.checkpoint_every
+                        if ckpt_params is not None and not stop and (it + 1) % every == 0:
+                            if it + 1 < self.max_iter:
+                                evals_init = evals1 - evals0
+                                self._save_state(ckpt_params, rng, batch_seed, oracle, evals_init)
+                        if stop:
                             break
                     self._export_windows(oracle, X_rows)
         finally:
             batches.close()
+            bar.close()
         with _timer("labels", logger) as t_lab:
             if self.tau is not None:
                 labels, dist = self._labels_and_distances(X, is_dask)
+        if self.checkpoint is not None:  # the fit is whole: its checkpoint is spent
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.checkpoint)
         self.labels_ = labels
         self.inertia_ = float(np.dot(w, dist))
         labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
@@ -406,6 +477,78 @@ class MiniBatchKernelKMeans(
         }
         self._warn_never_won()
         return self
+
+    # ------------------------------------------------------------ checkpoints
+    def _checkpoint_params(self, n, d, dtype, sample_weight, w):
+        """What a checkpoint is tied to: the parameters that shape the fit, and the data's
+        shape, dtype and weights (not ``verbose``, not the checkpoint options)."""
+        params = self.get_params(deep=False)
+        for key in ("checkpoint", "checkpoint_every", "verbose"):
+            params.pop(key)
+        rs = params["random_state"]
+        if rs is not None and not isinstance(rs, numbers.Integral):
+            params["random_state"] = type(rs).__name__  # an instance: its state is saved
+        if not isinstance(params["init"], str):
+            params["init"] = hashlib.sha256(np.ascontiguousarray(params["init"])).hexdigest()
+        params["data"] = {"n": n, "d": int(d), "dtype": np.dtype(dtype).name}
+        if sample_weight is not None:
+            params["data"]["weights"] = hashlib.sha256(np.ascontiguousarray(w)).hexdigest()
+        return params
+
+    def _save_state(self, params, rng, batch_seed, oracle, evals_init):
+        """Save everything the rest of the fit depends on, after ``n_iter_`` iterations."""
+        rs = rng.get_state()
+        state = {
+            "n_iter": int(self.n_iter_),
+            "batch_seed": int(batch_seed),
+            "history": np.asarray(self.history_, dtype=np.float64),
+            "wins": self._wins,
+            "gamma": self.gamma_,
+            "mu": self._mu,
+            "evals": int(oracle.evals),
+            "evals_init": int(evals_init),
+            "rng_keys": rs[1],
+            "rng_rest": [rs[0], int(rs[2]), int(rs[3]), float(rs[4])],
+        }
+        for j, win in enumerate(self._windows):
+            state[f"w{j}_count"] = np.asarray(win.count, dtype=np.int64)
+            state[f"w{j}_pts"] = np.concatenate(win.pts)
+            if any(pc is not pts for pc, pts in zip(win.pc, win.pts)):
+                state[f"w{j}_pc"] = np.concatenate(win.pc)
+            if win.sq[0] is not None:
+                state[f"w{j}_sq"] = np.concatenate(win.sq)
+            state[f"w{j}_c"] = win.c
+            state[f"w{j}_gram"] = win.gram
+            state[f"w{j}_scalars"] = [float(win.norm), float(win.seen)]
+        with _timer("checkpoint", logger):
+            save_checkpoint(self.checkpoint, state, params=params)
+
+    def _restore_state(self, state, rng, oracle):
+        """The inverse of :meth:`_save_state`: windows, counters, history, generators."""
+        name, pos, has_gauss, cached = state["rng_rest"]
+        rng.set_state((name, state["rng_keys"], pos, has_gauss, cached))
+        self.n_iter_ = int(state["n_iter"])
+        self.history_ = [float(v) for v in state["history"]]
+        self._wins = state["wins"].astype(np.int64)
+        oracle.evals = int(state["evals"])
+
+        def split(a, count):
+            return np.split(a, np.cumsum(count)[:-1])
+
+        self._windows = []
+        for j in range(self.n_clusters):
+            count = state[f"w{j}_count"]
+            win = _Window.__new__(_Window)
+            win.count = [int(c) for c in count]
+            win.pts = split(state[f"w{j}_pts"], count)
+            pc = state.get(f"w{j}_pc")
+            win.pc = list(win.pts) if pc is None else split(pc, count)
+            sq = state.get(f"w{j}_sq")
+            win.sq = [None] * len(count) if sq is None else split(sq, count)
+            win.c = state[f"w{j}_c"]
+            win.gram = state[f"w{j}_gram"]
+            win.norm, win.seen = (float(v) for v in state[f"w{j}_scalars"])
+            self._windows.append(win)
 
     def _init_sample(self, n, b, rng):
         """Sorted indices of the initial sample (without replacement)."""
@@ -540,7 +683,7 @@ class MiniBatchKernelKMeans(
         self._set_centers(oracle, S, C, norms, X_rows)
 
     # ------------------------------------------------------- untruncated path
-    def _fit_untruncated(self, oracle, X_all, w, Z, batches, X_rows):
+    def _fit_untruncated(self, oracle, X_all, w, Z, batches, X_rows, bar):
         """Recursive inner-product update over all n rows (tau=None)."""
         n, k = len(X_all), self.n_clusters
         diag_all = oracle.diag(X_all)
@@ -589,6 +732,7 @@ class MiniBatchKernelKMeans(
                 P[r0 : r0 + _TILE_ROWS] += oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xb) @ Wb
             self.n_iter_ += 1
             self.history_.append(f_before)
+            bar.update(1, objective=f_before)
             if self.verbose and (it + 1) % self.verbose == 0:
                 logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
             if self.tol > 0:
@@ -681,7 +825,7 @@ class MiniBatchKernelKMeans(
 
 
 def _batch_stream(
-    n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_batches=None, head=None
+    n, batch_size, rng, fetch, d, dtype, *, prefetch=False, max_batches=None, head=None, skip=0
 ):
     """Yield ``(indices, points)`` per iteration; rows of several batches fetched at once.
 
@@ -691,8 +835,11 @@ def _batch_stream(
     over the touched chunks. ``head``: indices fetched with the first group and yielded
     first (the initial sample: one read serves both). ``prefetch``: the next group is
     fetched in a background thread while this one is used (dask/store input), never more
-    than ``max_batches`` need. Call ``close()`` when done.
+    than ``max_batches`` need. ``skip``: batches drawn and discarded first (never read):
+    a resumed fit continues the same sequence. Call ``close()`` when done.
     """
+    for _ in range(skip):
+        draw_indices(n, batch_size, rng)
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
     group = max(1, _PREFETCH_BYTES // per_batch)
     n_groups = None
