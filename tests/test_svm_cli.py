@@ -149,3 +149,25 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
     svm = json.loads(summary_path.read_text(encoding="utf-8"))["svm"]
     assert svm["rows"] == 10000 and svm["n_support_vectors"] == 100
     assert svm["test_accuracy"] > 0.9
+
+
+def test_train_with_checkpoint(tmp_path, store, cluster_cfg, capsys):
+    from dkernel.runtime import save_checkpoint
+    from dkernel.svm import BudgetedSVC
+
+    model, ckpt = str(tmp_path / "m.npz"), str(tmp_path / "fit.ckpt.npz")
+    args = ["svm", "train", store.path, model, "--budget", "40", "--gamma", "2"]
+    args += ["--alpha", "1e-3", "--max-iter", "2", "--seed", "1"]
+    missing = str(tmp_path / "no" / "c.npz")
+    assert main([*args, "--checkpoint", missing]) == 2
+    assert "for the checkpoint does not exist" in capsys.readouterr().err
+    save_checkpoint(ckpt, {"position": [0, 1]}, params={"another": "fit"})
+    assert main(["--cluster", cluster_cfg, *args, "--checkpoint", ckpt]) == 2
+    assert "was saved by a fit with other parameters" in capsys.readouterr().err
+    os.remove(ckpt)
+    assert main(["--cluster", cluster_cfg, *args, "--checkpoint", ckpt]) == 0
+    capsys.readouterr()
+    assert not os.path.exists(ckpt)  # removed once the fit completed
+    ref = BudgetedSVC(budget=40, gamma=2.0, alpha=1e-3, max_iter=2, random_state=1)
+    ref.fit(store)
+    np.testing.assert_array_equal(load_model(model).dual_coef_, ref.dual_coef_)

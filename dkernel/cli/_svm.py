@@ -31,6 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--gamma", type=float, default=None, help="kernel bandwidth (1/d if unset)")
     t.add_argument("--max-iter", type=int, default=5, help="epochs (passes over the data)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--checkpoint",
+        default=None,
+        help="save the fit's state to this file as it goes; rerun the same command to resume "
+        "from it (removed when the fit completes)",
+    )
+    t.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=1,
+        help="blocks of 65536 rows (or distributed rounds) between checkpoints (default 1)",
+    )
     t.add_argument("--summary", default=None, help="also write the JSON summary here")
     t.set_defaults(func=_train)
     q = ssub.add_parser("predict", help="predict a store's X; write the labels into the store")
@@ -65,8 +77,14 @@ def _train(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         max_iter=args.max_iter,
         random_state=args.seed,
+        checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every,
     )
     clf._check_params()
+    if args.checkpoint is not None:
+        ckpt_dir = os.path.dirname(os.path.abspath(args.checkpoint))
+        if not os.path.isdir(ckpt_dir):
+            raise DKernelError(f"folder {ckpt_dir!r} for the checkpoint does not exist")
     clf._resolve_spec(ds.X)  # kernel/maintenance errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()

@@ -3,6 +3,8 @@ rounds on the workers in ``_distributed.py``, model files in ``_io.py``."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import numbers
 import os
@@ -21,7 +23,7 @@ from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
 from ..data import Dataset, open_dataset
 from ..kernels import KernelSpec
-from ..runtime import _timer
+from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
 from ._io import model_header, read_model, write_model
@@ -134,8 +136,19 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     split_every : int, default=2
         Fan-in of the merge tree of a distributed fit.
     random_state : int, RandomState or None
+    checkpoint : str, os.PathLike or None, default=None
+        A file (``.npz``) where :meth:`fit` saves its state every ``checkpoint_every``
+        blocks (sequential) or rounds (distributed), written atomically. A fit that finds a
+        checkpoint of the same parameters and data shape resumes from it and gives exactly
+        the model of an uninterrupted fit (with ``random_state=None`` the saved seed is
+        reused); one of other parameters is refused with a ``DKernelError``. Removed when
+        the fit completes. ``partial_fit`` ignores it.
+    checkpoint_every : int, default=1
+        Blocks (of 65536 rows, sequential fits) or rounds (distributed fits) between saves.
     verbose : int, default=0
-        Log progress at INFO per block or round (>0).
+        > 0: a progress bar (rows or rounds done, support vectors, the running share of
+        margin violations) and a note while numba compiles, on stderr or as a notebook
+        widget; also logs each block or round at INFO.
 
     Attributes
     ----------
@@ -236,6 +249,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_rounds=8,
         split_every=2,
         random_state=None,
+        checkpoint=None,
+        checkpoint_every=1,
         verbose=0,
     ):
         self.budget = budget
@@ -258,6 +273,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.n_rounds = n_rounds
         self.split_every = split_every
         self.random_state = random_state
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
         self.verbose = verbose
 
     # ------------------------------------------------------------------ validation
@@ -287,6 +304,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_scalar(self.n_shards, "n_shards", kind=numbers.Integral, low=1, allow_none=True)
         check_scalar(self.n_rounds, "n_rounds", kind=numbers.Integral, low=1)
         check_scalar(self.split_every, "split_every", kind=numbers.Integral, low=2)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
+        if self.checkpoint is not None and not isinstance(self.checkpoint, (str, os.PathLike)):
+            raise DKernelError(
+                f"checkpoint must be a path or None; got {type(self.checkpoint).__name__}"
+            )
+        if not isinstance(self.verbose, (bool, np.bool_)):
+            check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
         if callable(self.kernel) or self.kernel == "precomputed":
             raise DKernelError(
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
@@ -421,58 +445,136 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
         level = logging.INFO if self.verbose else logging.DEBUG
+        ckpt = _Checkpoint.of(self, n=n, d=d, classes=classes, distributed=use_dist)
+        saved = ckpt.load() if ckpt is not None else None
+        if saved is not None:
+            seed = int(saved["seed"])
+            logger.info("resuming from checkpoint %s at %s", ckpt.path, saved["position"])
+        show = progress_enabled(self.verbose)
         if use_dist:
             chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))
             n_shards = int(self.n_shards or _DEFAULT_SHARDS)
             # the merged model's clock advances by the mean shard's rows per epoch
             k = len(dist.plan_shards(tuple(int(c) for c in chunks), n_shards).starts)
             cfg = self._config(spec, alpha, max(1, round(n / k)))
-            with _timer("bsgd distributed fit", logger, level):
-                part = dist.fit_rounds(
-                    X,
-                    y,
-                    None if sample_weight is None else w,
-                    classes=classes,
-                    cfg=cfg,
-                    start=dist.empty_partial(d, n_cols),
-                    chunks=tuple(int(c) for c in chunks),
-                    n_shards=n_shards,
-                    n_rounds=int(self.n_rounds),
-                    n_epochs=int(self.max_iter),
-                    split_every=int(self.split_every),
-                    seed=seed,
-                    shuffle=bool(self.shuffle),
-                    client=client,
-                    log=logger.info if self.verbose else None,
-                )
+            start, first = dist.empty_partial(d, n_cols), (0, 0)
+            if saved is not None:
+                start, first = _partial_of(saved), tuple(saved["position"])
+            n_rounds = int(self.n_rounds)
+            done = first[0] * n_rounds + first[1]
+            with (
+                _timer("bsgd distributed fit", logger, level),
+                progress(
+                    int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
+                ) as bar,
+            ):
+                bar.update(done)
+
+                def on_round(epoch: int, rnd: int, part) -> None:
+                    """After each round; ``part`` is the merged model when it was fetched."""
+                    pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
+                    if ckpt is not None and part is not None:
+                        ckpt.save(pos, seed, _partial_arrays(part))
+                    bar.update(1, **({"t": int(part.t)} if part is not None else {}))
+
+                with bar.compiling("bsgd"):
+                    part = dist.fit_rounds(
+                        X,
+                        y,
+                        None if sample_weight is None else w,
+                        classes=classes,
+                        cfg=cfg,
+                        start=start,
+                        chunks=tuple(int(c) for c in chunks),
+                        n_shards=n_shards,
+                        n_rounds=n_rounds,
+                        n_epochs=int(self.max_iter),
+                        split_every=int(self.split_every),
+                        seed=seed,
+                        shuffle=bool(self.shuffle),
+                        client=client,
+                        log=logger.info if self.verbose else None,
+                        first=first,
+                        on_round=on_round,
+                        fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                    )
             state = dist.state_from_partial(part, cfg)
         else:
             cfg = self._config(spec, alpha, n)
             state = nb.new_state(int(self.budget), d, n_cols, cfg.maint)
+            epoch0, block0 = 0, 0
+            if saved is not None:
+                state = nb.BSGDState(*(saved[f"state_{f}"] for f in nb.BSGDState._fields))
+                epoch0, block0 = (int(v) for v in saved["position"])
             y_map = _label_map(classes)
-            for epoch in range(int(self.max_iter)):
-                plan = block_plan(
-                    n,
-                    seed=seed,
-                    epoch=epoch,
-                    shuffle=bool(self.shuffle),
-                    block_rows=int(self._block_rows),
-                )
-                with _timer(f"bsgd epoch {epoch}", logger, level):
-                    self._run(plan, X, y, w, y_map, state, cfg)
+            with progress(
+                int(self.max_iter) * n,
+                "BudgetedSVC",
+                enabled=show,
+                unit="rows",
+                unit_scale=True,
+            ) as bar:
+                for epoch in range(epoch0, int(self.max_iter)):
+                    plan = block_plan(
+                        n,
+                        seed=seed,
+                        epoch=epoch,
+                        shuffle=bool(self.shuffle),
+                        block_rows=int(self._block_rows),
+                    )
+                    skip = block0 if epoch == epoch0 else 0
+                    bar.update(epoch * n + sum(t.stop - t.start for t in plan[:skip]) - bar.n)
+
+                    after = None
+                    if ckpt is not None:
+                        after = functools.partial(
+                            _save_block, ckpt, state, seed, epoch, len(plan), skip
+                        )
+                    with _timer(f"bsgd epoch {epoch}", logger, level):
+                        self._run(
+                            plan, X, y, w, y_map, state, cfg, bar=bar, first=skip, after=after
+                        )
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
         self.distributed_ = bool(use_dist)
         if use_dist:
             self.t_ = n * int(self.max_iter)
+        if ckpt is not None:
+            ckpt.remove()
         return self
 
-    def _run(self, plan: list[BlockTask], X, y, w, y_map, state: nb.BSGDState, cfg) -> None:
+    def _run(
+        self,
+        plan: list[BlockTask],
+        X,
+        y,
+        w,
+        y_map,
+        state: nb.BSGDState,
+        cfg,
+        *,
+        bar=None,
+        first: int = 0,
+        after=None,
+    ) -> None:
+        """Blocks ``plan[first:]`` through the numba loop; ``after(i)`` once block i is done."""
+
         def reader(task):
             return read_block(X, y, w, task, y_map=y_map)
 
-        for i, (Xb, yi, wb) in enumerate(prefetch(reader, plan, depth=2)):
-            nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+        for i, (Xb, yi, wb) in enumerate(prefetch(reader, plan[first:], depth=2), start=first):
+            t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
+            if bar is not None:
+                with bar.compiling("bsgd"):
+                    nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+            else:
+                nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+            if after is not None:
+                after(i)
+            if bar is not None:
+                steps = int(state.ist[nb.IS_T]) - t0
+                viol = (int(state.ist[nb.IS_VIOL]) - v0) / max(1, steps)
+                bar.update(len(yi), SVs=state.n_sv, margin_viol=viol)
             if self.verbose:
                 logger.info(
                     "block %d/%d: t=%d, %d SVs",
@@ -558,7 +660,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             state = self._current_state(cfg)
             n_iter = self.n_iter_
         plan = block_plan(n, seed=0, epoch=0, shuffle=False, block_rows=int(self._block_rows))
-        self._run(plan, X, y, w, _label_map(cls), state, cfg)
+        with progress(
+            n,
+            "BudgetedSVC partial_fit",
+            enabled=progress_enabled(self.verbose),
+            unit="rows",
+            unit_scale=True,
+        ) as bar:
+            self._run(plan, X, y, w, _label_map(cls), state, cfg, bar=bar)
         self._finish(state, cls, spec, cfg, n_iter=max(n_iter, 1), d=d)
         self.distributed_ = False
         return self
@@ -720,6 +829,80 @@ def load_model(path) -> BudgetedSVC:
 def save_model(est: BudgetedSVC, path) -> None:
     """Write a fitted BudgetedSVC to ``path`` (atomically)."""
     est.save(path)
+
+
+#: Parameters that do not change the model (left out of a checkpoint's fingerprint).
+_NOT_FINGERPRINTED = ("checkpoint", "checkpoint_every", "verbose")
+
+
+class _Checkpoint:
+    """Where and how often a fit saves its state, and the parameters it is tied to."""
+
+    def __init__(self, path, every: int, params: dict) -> None:
+        self.path = os.fspath(path)
+        self.every = int(every)
+        self.params = params
+
+    @classmethod
+    def of(cls, est: BudgetedSVC, *, n: int, d: int, classes, distributed: bool):
+        if est.checkpoint is None:
+            return None
+        params = {k: v for k, v in est.get_params().items() if k not in _NOT_FINGERPRINTED}
+        params.update(
+            n_samples=n,
+            n_features=d,
+            classes=[str(c) for c in classes],
+            distributed=bool(distributed),
+            block_rows=int(est._block_rows),
+        )
+        return cls(est.checkpoint, est.checkpoint_every, params)
+
+    def load(self):
+        return load_checkpoint(self.path, params=self.params)
+
+    def save(self, position: tuple[int, int], seed: int, arrays: dict) -> None:
+        with _timer("bsgd checkpoint", logger):
+            save_checkpoint(
+                self.path,
+                {"position": [int(p) for p in position], "seed": int(seed), **arrays},
+                params=self.params,
+            )
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+def _save_block(
+    ckpt: _Checkpoint, state, seed: int, epoch: int, n_blocks: int, skip: int, i: int
+) -> None:
+    """After block ``i`` of ``epoch`` (this run started at block ``skip``): save every
+    ``ckpt.every`` blocks and after the epoch's last."""
+    if (i + 1 - skip) % ckpt.every and i + 1 < n_blocks:
+        return
+    pos = (epoch, i + 1) if i + 1 < n_blocks else (epoch + 1, 0)
+    ckpt.save(pos, seed, {f"state_{f}": a for f, a in zip(state._fields, state)})
+
+
+_PARTIAL_ARRAYS = ("SV", "A", "b", "Abar", "bbar")
+
+
+def _partial_arrays(p: dist.Partial) -> dict:
+    """A merged model as checkpoint entries (floats as JSON keep every bit)."""
+    out: dict = {f"part_{k}": np.asarray(getattr(p, k)) for k in _PARTIAL_ARRAYS}
+    out["part_scalars"] = [float(p.W), float(p.t), int(p.n), int(p.n_maint)]
+    out["part_degr"] = [float(p.degr), float(p.degr2)]
+    return out
+
+
+def _partial_of(saved: dict) -> dist.Partial:
+    W, t, n, n_maint = saved["part_scalars"]
+    degr, degr2 = saved["part_degr"]
+    arrays = {k: saved[f"part_{k}"] for k in _PARTIAL_ARRAYS}
+    return dist.Partial(
+        W=float(W), t=float(t), n=int(n), n_maint=int(n_maint), degr=float(degr),
+        degr2=float(degr2), **arrays,
+    )  # fmt: skip
 
 
 def _label_map(classes: np.ndarray):

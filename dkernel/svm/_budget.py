@@ -11,7 +11,8 @@ true coefficients are ``s * A`` with the global scale ``s = fs[0]``, so the shri
 the inverse ``M`` of ``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented
 constant feature (also scaled by ``s``), float scalars
 ``fs = [s, ||w||^2, sum ||Delta||, sum ||Delta||^2, S, W]`` and integer scalars
-``ist = [t, n_sv, n_maint, since_refresh]``.
+``ist = [t, n_sv, n_maint, since_refresh, n_violations]`` (margin violations seen, for
+progress reports).
 
 Averaged iterates (Polyak/ASGD averaging of the kernel expansion, on when ``avg_mode > 0``):
 ``Abar`` (B+1, c) and ``bbar`` (c,) hold ``sum_t omega_t w_t`` in true units over the steps
@@ -69,7 +70,7 @@ AVG_OFF, AVG_UNIFORM, AVG_LINEAR = 0, 1, 2
 
 # indices into the scalar state arrays
 FS_SCALE, FS_WNORM2, FS_DEGR, FS_DEGR2, FS_SACC, FS_WSUM = 0, 1, 2, 3, 4, 5
-IS_T, IS_NSV, IS_NMAINT, IS_SINCE = 0, 1, 2, 3
+IS_T, IS_NSV, IS_NMAINT, IS_SINCE, IS_VIOL = 0, 1, 2, 3, 4
 
 
 class BSGDState(NamedTuple):
@@ -131,7 +132,7 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         M=np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1)),
         b=np.zeros(n_cols),
         fs=fs,
-        ist=np.zeros(4, dtype=np.int64),
+        ist=np.zeros(5, dtype=np.int64),
         Abar=np.zeros((B1, n_cols)),
         bbar=np.zeros(n_cols),
         sref=np.zeros(B1),
@@ -720,6 +721,8 @@ def sgd_chunk(
                     b[:] *= s
                     s = 1.0
             fs[FS_SCALE] = s
+        if viol:
+            ist[IS_VIOL] += 1
         if viol and w[ii] > 0.0:
             beta = eta * w[ii] / s
             SV[n_sv, :] = x

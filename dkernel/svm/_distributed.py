@@ -233,7 +233,7 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
         M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
         fs = np.zeros(6)
         fs[nb.FS_SCALE] = 1.0
-        ist = np.zeros(4, dtype=np.int64)
+        ist = np.zeros(5, dtype=np.int64)
         ist[nb.IS_NSV] = m
         dg, dg2 = nb.reduce_to(
             SVc, sqn, C, K, M, fs, ist, B, cfg.maint, cfg.kind, cfg.gamma, cfg.degree,
@@ -306,12 +306,20 @@ def fit_rounds(
     shuffle: bool,
     client: Any,
     log: Callable[[str], None] | None = None,
+    first: tuple[int, int] = (0, 0),
+    on_round: Callable[[int, int, Partial | None], None] | None = None,
+    fetch_every: int = 0,
 ) -> Partial:
     """Train ``n_epochs`` epochs of ``n_rounds`` rounds over fixed shards; the final model.
 
     ``client``: a distributed client (shards in worker memory, one task per shard per round,
     the tree on the workers) or None (the same computation here, for NumPy input and tests;
     the result is identical). ``w=None``: unit weights.
+
+    ``start`` is the model before round ``first = (epoch, round)`` (a resumed fit starts
+    there; every round is a pure function of its start model and position, so the result is
+    that of the whole run). ``on_round(epoch, rnd, model)`` is called after each round, with
+    the merged model every ``fetch_every`` rounds (waiting for it) and None otherwise.
     """
     plan = plan_shards(chunks, n_shards)
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
@@ -345,8 +353,9 @@ def fit_rounds(
                 ]
             )
     model: Any = start
-    for epoch in range(n_epochs):
-        for rnd in range(n_rounds):
+    count = 0
+    for epoch in range(first[0], n_epochs):
+        for rnd in range(first[1] if epoch == first[0] else 0, n_rounds):
             kw: dict[str, Any] = dict(
                 seed=seed, epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle
             )
@@ -363,8 +372,14 @@ def fit_rounds(
                     for k in range(len(data))
                 ]
             model = tree_reduce(client, leaves, comb, split_every=split_every, seed=seed)
+            count += 1
+            if on_round is not None:
+                fetched = None
+                if fetch_every and count % fetch_every == 0:
+                    fetched = model.result() if client is not None else model
+                on_round(epoch, rnd, fetched)
     with _timer("bsgd rounds", logger):
-        result = model.result() if client is not None else model
+        result = model if isinstance(model, Partial) else model.result()
     if log is not None:
         log(f"{len(plan.starts)} shards x {n_rounds} rounds x {n_epochs} epochs")
     return result
