@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import numbers
 
@@ -14,7 +15,7 @@ from .._validation import DKernelError, check_scalar
 from ..data import draw_indices, take_rows
 from ..kernels import heat_kernel, kernel_matrix, knn_kernel
 from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
-from ..runtime import _timer
+from ..runtime import _timer, progress, progress_enabled
 from . import _kernels as _nb
 from ._common import (
     GRAPH_KERNELS,
@@ -70,6 +71,9 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         Rows per block for NumPy input (default: about 4096); dask input keeps its chunks.
     random_state : int, RandomState or None
     verbose : int, default=0
+        ``>= 1``: a progress bar (Lloyd iterations and the objective, a note while numba
+        compiles on first use) in a terminal (stderr) or a notebook, no logging needed;
+        each iteration's objective is also logged (INFO).
 
     Attributes
     ----------
@@ -209,7 +213,12 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
             ).compute()
             Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
-        with _timer("lloyd", logger):
+        bar_cm = progress(
+            self.max_iter * self.n_init,
+            type(self).__name__,
+            enabled=progress_enabled(self.verbose),
+        )
+        with _timer("lloyd", logger), bar_cm as bar:
             best = _best_lloyd(
                 oracle,
                 Kop,
@@ -224,6 +233,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 max_iter=self.max_iter,
                 tol=self.tol,
                 verbose=self.verbose,
+                bar=bar,
             )
         self.labels_ = best["labels"]
         self.inertia_ = best["inertia"]
@@ -253,27 +263,34 @@ def _best_lloyd(
     max_iter,
     tol,
     verbose=0,
+    bar=None,
 ):
     """``n_init`` runs of (seeding on ``sample``, :func:`_lloyd`); the lowest objective wins.
 
     ``sample`` holds the points seedings draw from (rows, or row indices for index
     oracles) and ``sample_w`` their weights; ``init`` an array gives the initial points
-    of every run. Used by :class:`KernelKMeans` and :func:`select_gamma`.
+    of every run. Used by :class:`KernelKMeans` and :func:`select_gamma`. ``bar``: a
+    :class:`~dkernel.runtime.Progress` advanced by each Lloyd iteration.
     """
     best = None
-    for _ in range(n_init):
-        if isinstance(init, str):
-            Z = sample[_init_centers(oracle, sample, sample_w, n_clusters, rng, init=init)]
-        else:
-            Z = init
-        run = _lloyd(Kop.cross(Z), oracle.kernel(Z, Z), Kop, diag, w, max_iter, tol, verbose)
+    for r in range(n_init):
+        note = bar.compiling("kernel k-means init") if bar is not None and r == 0 else None
+        with note or contextlib.nullcontext():
+            if isinstance(init, str):
+                Z = sample[_init_centers(oracle, sample, sample_w, n_clusters, rng, init=init)]
+            else:
+                Z = init
+            KZ = Kop.cross(Z)
+        run = _lloyd(KZ, oracle.kernel(Z, Z), Kop, diag, w, max_iter, tol, verbose, bar)
+        if bar is not None:  # a run that stopped early: its unused iterations count as done
+            bar.update(max_iter - run["n_iter"])
         run["Z"] = Z
         if best is None or run["inertia"] < best["inertia"]:
             best = run
     return best
 
 
-def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0):
+def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0, bar=None):
     """Lloyd's algorithm in feature space: the package's one Lloyd loop.
 
     Starts from the assignment to the initial points Z (``KZ`` = K(X, Z), ``KZZ`` =
@@ -317,6 +334,8 @@ def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0):
         new_inertia = float(np.dot(w, dist))
         history.append(new_inertia)
         n_iter = it + 1
+        if bar is not None:
+            bar.update(1, objective=new_inertia)
         if verbose:
             logger.info("Lloyd iteration %d: objective %.6g", n_iter, new_inertia)
         changed = not np.array_equal(new, labels)

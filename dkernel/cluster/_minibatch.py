@@ -20,7 +20,7 @@ from .._validation import DKernelError, check_scalar
 from ..data import draw_indices
 from ..kernels import heat_kernel, knn_kernel
 from ..kernels._pairwise import _ONE_BLAS_THREAD
-from ..runtime import _timer, load_checkpoint, progress_enabled, save_checkpoint
+from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from ..runtime._progress import Progress
 from . import _kernels as _nb
 from ._common import (
@@ -145,8 +145,9 @@ class MiniBatchKernelKMeans(
         Seeds the initialisation, the median heuristic and every batch; the same seed
         gives the same model for NumPy, dask (any chunking) or zarr input.
     verbose : int, default=0
-        ``>= 1``: a progress bar for :meth:`fit` (iterations done and the current batch
-        objective, a note while numba compiles on first use), shown in a terminal
+        ``>= 1``: a progress bar for :meth:`fit` and :meth:`partial_fit` (iterations
+        done and the current batch objective, a note while numba compiles on first
+        use), shown in a terminal
         (stderr) or a notebook without any logging set up; the batch objective is also
         logged every ``verbose`` iterations (INFO).
     checkpoint : str or os.PathLike, default=None
@@ -802,8 +803,17 @@ class MiniBatchKernelKMeans(
             self._wins = np.zeros(self.n_clusters, dtype=np.int64)
         else:
             oracle = _NumericOracle(self._spec, self._mu)
-        with _ONE_BLAS_THREAD:
+        with (
+            progress(
+                1,
+                f"{type(self).__name__}.partial_fit",
+                enabled=progress_enabled(self.verbose),
+            ) as bar,
+            bar.compiling("kernel k-means iteration"),
+            _ONE_BLAS_THREAD,
+        ):
             self._window_step(oracle, X, w, self.n_iter_)
+            bar.update(1, iteration=self.n_iter_, objective=self.history_[-1])
         self._export_windows(oracle)
         self.n_kernel_evals_ = int(oracle.evals)
         return self
