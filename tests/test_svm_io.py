@@ -81,3 +81,74 @@ def test_bad_files(tmp_path):
         load_model(tmp_path / "hdr.npz")
     with pytest.raises(Exception, match="not fitted"):
         BudgetedSVC().save(tmp_path / "x.npz")
+
+
+def _edited(tmp_path, data, name, **changes):
+    """A copy of a model file with header entries replaced (``params`` / ``fitted``)."""
+    h = json.loads(str(data["header"]))
+    for section, values in changes.items():
+        h[section].update(values)
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, **{**data, "header": np.array(json.dumps(h))})
+    return path
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("params", {"budget": -3}, "budget must be >= 2"),
+        ("params", {"budget": "500"}, "budget must be Integral"),
+        ("params", {"maintenance": "shred"}, "maintenance must be one of"),
+        ("params", {"alpha": -1.0}, "alpha must be >= 0"),
+        ("params", {"kernel": "precomputed"}, "needs a named kernel"),
+        ("params", {"max_iter": 0}, "max_iter must be >= 1"),
+        ("params", {"checkpoint_every": 1.5}, "checkpoint_every must be Integral"),
+        ("params", {"unknown": 1}, "unexpected keyword"),
+        ("fitted", {"t_": -1}, "t_ must be >= 0"),
+        ("fitted", {"gamma_": "wide"}, "gamma_ must be Real"),
+        ("fitted", {"n_features_in_": 2.5}, "n_features_in_ must be Integral"),
+        ("fitted", {"kernel": "magic"}, "kernel 'magic' of the fitted model is unknown"),
+    ],
+)
+def test_header_values_are_checked(tmp_path, section, values, message):
+    X, y = _data()
+    good = tmp_path / "m.npz"
+    BudgetedSVC(budget=10, gamma=2.0, random_state=0).fit(X, y).save(good)
+    data = dict(np.load(good, allow_pickle=False))
+    bad = _edited(tmp_path, data, "bad", **{section: values})
+    with pytest.raises(DKernelError, match="corrupt header") as info:
+        load_model(bad)
+    assert message in str(info.value)
+
+
+def test_more_support_vectors_than_the_budget_is_refused(tmp_path):
+    X, y = _data()
+    good = tmp_path / "m.npz"
+    BudgetedSVC(budget=10, gamma=2.0, random_state=0).fit(X, y).save(good)
+    data = dict(np.load(good, allow_pickle=False))
+    with pytest.raises(DKernelError, match="10 support vectors for a budget of 5"):
+        load_model(_edited(tmp_path, data, "b5", params={"budget": 5}))
+
+
+def test_size_limit(tmp_path):
+    X, y = _data()
+    path = tmp_path / "m.npz"
+    BudgetedSVC(budget=10, gamma=2.0, random_state=0).fit(X, y).save(path)
+    size = path.stat().st_size
+    with pytest.raises(DKernelError, match=f"{size:,} bytes, above the limit of 1,000"):
+        load_model(path, max_bytes=1000)
+    assert load_model(path, max_bytes=size + 100_000).budget == 10
+    # a small file that unpacks to much more (a compressed entry) is refused unread
+    bomb = tmp_path / "bomb.npz"
+    data = dict(np.load(path, allow_pickle=False))
+    np.savez_compressed(bomb, **{**data, "pad": np.zeros(2_000_000)})
+    assert bomb.stat().st_size < 200_000
+    with pytest.raises(DKernelError, match="unpacks to .* above the limit of 1,000,000"):
+        load_model(bomb, max_bytes=1_000_000)
+
+
+def test_checkpoint_path_parameter_is_saved_as_text(tmp_path):
+    X, y = _data()
+    clf = BudgetedSVC(budget=10, gamma=2.0, random_state=0, checkpoint=tmp_path / "c.npz")
+    clf.fit(X, y).save(tmp_path / "m.npz")
+    assert load_model(tmp_path / "m.npz").checkpoint == str(tmp_path / "c.npz")

@@ -26,7 +26,7 @@ from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
-from ._io import model_header, read_model, write_model
+from ._io import MAX_MODEL_BYTES, model_header, read_model, write_model
 from ._stream import BLOCK_ROWS, BlockTask, block_plan, class_indices, prefetch, read_block
 
 logger = logging.getLogger(__name__)
@@ -775,14 +775,27 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         write_model(path, header, arrays, self.classes_)
 
     @classmethod
-    def load(cls, path) -> BudgetedSVC:
-        """Read a model written by :meth:`save`."""
-        header, arrays, classes = read_model(path)
+    def load(cls, path, *, max_bytes: int = MAX_MODEL_BYTES) -> BudgetedSVC:
+        """Read a model written by :meth:`save`.
+
+        The header's parameters go through the estimator's own checks; files above
+        ``max_bytes`` (1 GiB by default, on disk or unpacked) are refused unread.
+        """
+        header, arrays, classes = read_model(path, max_bytes=max_bytes)
         params, fitted = header["params"], header["fitted"]
+        where = os.fspath(path)
         try:
             est = cls(**params)
-        except TypeError as exc:
-            raise DKernelError(f"{os.fspath(path)!r} has a corrupt header ({exc})") from None
+            est._check_params()
+            if fitted["kernel"] not in nb.KERNEL_CODES:
+                raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
+        except (TypeError, DKernelError) as exc:
+            raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
+        if arrays["support_vectors"].shape[0] > est.budget:
+            raise DKernelError(
+                f"{where!r} is corrupt: {arrays['support_vectors'].shape[0]} support vectors "
+                f"for a budget of {est.budget}"
+            )
         est.support_vectors_ = arrays["support_vectors"]
         est.dual_coef_ = arrays["dual_coef"]
         est.intercept_ = arrays["intercept"]
@@ -821,9 +834,14 @@ _RAW_KEYS = (
 )
 
 
-def load_model(path) -> BudgetedSVC:
-    """Read a model written by :meth:`BudgetedSVC.save` (or :func:`save_model`)."""
-    return BudgetedSVC.load(path)
+def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES) -> BudgetedSVC:
+    """Read a model written by :meth:`BudgetedSVC.save` (or :func:`save_model`).
+
+    Parameters and fitted values of the header are checked (types and ranges, as the
+    estimator checks its own); files above ``max_bytes`` (default 1 GiB, on disk or
+    unpacked) are refused before their arrays are read. Raises ``DKernelError``.
+    """
+    return BudgetedSVC.load(path, max_bytes=max_bytes)
 
 
 def save_model(est: BudgetedSVC, path) -> None:

@@ -27,6 +27,7 @@ This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import uuid
 import zipfile
@@ -34,8 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import DKernelError
+from .._validation import DKernelError, check_scalar
 
+#: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
+#: above any budget (B = 10^4 SVs of 10^3 features take 80 MB); ``max_bytes`` overrides.
+MAX_MODEL_BYTES = 1 << 30
 FORMAT = "dkernel.BudgetedSVC"
 VERSION = 2
 #: Arrays every model file holds.
@@ -63,7 +67,10 @@ def _jsonable(v: Any) -> Any:
 
 def model_header(est) -> dict[str, Any]:
     """The JSON header of a fitted estimator: its parameters and fitted scalars."""
-    params = {k: _jsonable(v) for k, v in est.get_params(deep=False).items()}
+    params = est.get_params(deep=False)
+    if isinstance(params.get("checkpoint"), os.PathLike):
+        params["checkpoint"] = os.fspath(params["checkpoint"])
+    params = {k: _jsonable(v) for k, v in params.items()}
     if not isinstance(params.get("random_state"), (int, type(None))):
         params["random_state"] = None
     return {
@@ -111,11 +118,30 @@ def write_model(path, header: dict[str, Any], arrays: dict[str, np.ndarray], cla
             os.remove(tmp)
 
 
-def read_model(path) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
-    """``(header, arrays, classes)`` of a model file; foreign, old or corrupt files raise."""
+def read_model(
+    path, *, max_bytes: int = MAX_MODEL_BYTES
+) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
+    """``(header, arrays, classes)`` of a model file; foreign, old, corrupt or oversized
+    (above ``max_bytes`` on disk or uncompressed) files raise before their arrays are read."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DKernelError(f"no model file at {path!r}")
+    size = os.path.getsize(path)
+    if size > max_bytes:
+        raise DKernelError(
+            f"{path!r} is {size:,} bytes, above the limit of {max_bytes:,} for a model file "
+            "(pass max_bytes= to read it anyway)"
+        )
+    try:
+        with zipfile.ZipFile(path) as zf:
+            unpacked = sum(info.file_size for info in zf.infolist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise DKernelError(f"{path!r} is not a dkernel model file ({exc})") from None
+    if unpacked > max_bytes:
+        raise DKernelError(
+            f"{path!r} unpacks to {unpacked:,} bytes, above the limit of {max_bytes:,} for a "
+            "model file (pass max_bytes= to read it anyway)"
+        )
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -165,7 +191,27 @@ def read_model(path) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]
         )
     if not all(np.isfinite(arrays[k]).all() for k in ARRAYS):
         raise DKernelError(f"{path!r} is corrupt: non-finite coefficients")
-    for k in ("gamma_", "alpha_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
-        if k not in header["fitted"]:
-            raise DKernelError(f"{path!r} has a corrupt header (missing {k!r})")
+    _check_fitted(path, header["fitted"])
     return header, arrays, classes
+
+
+def _check_fitted(path: str, fitted: Any) -> None:
+    """Types and ranges of the header's fitted values."""
+    if not isinstance(fitted, dict):
+        raise DKernelError(f"{path!r} has a corrupt header (fitted)")
+    for k in ("gamma_", "alpha_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
+        if k not in fitted:
+            raise DKernelError(f"{path!r} has a corrupt header (missing {k!r})")
+    counts = ("t_", "n_iter_", "n_maintenance_", "n_features_in_", "clock", "avg_start")
+    reals = ("alpha_", "weight_degradation_", "degree", "coef0")
+    for k in counts + reals + ("gamma_",):
+        v = fitted.get(k, 0)
+        if k == "gamma_" and v is None:
+            continue
+        kind = numbers.Integral if k in counts else numbers.Real
+        try:
+            check_scalar(v, k, kind=kind, low=None if k == "coef0" else 0)
+        except DKernelError as exc:
+            raise DKernelError(f"{path!r} has a corrupt header ({exc})") from None
+    if not isinstance(fitted.get("kernel"), str):
+        raise DKernelError(f"{path!r} has a corrupt header (kernel {fitted.get('kernel')!r})")
