@@ -9,8 +9,9 @@ from sklearn.metrics import silhouette_score
 from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from ..data import as_array_input, sample_rows
+from ..data import as_array_input
 from ..kernels import estimate_gamma, pairwise_kernels
+from ..kernels._bandwidth import _sample_dense
 from ._common import _PrecomputedOracle
 from ._full import _best_lloyd, _DenseProduct
 
@@ -45,7 +46,8 @@ def select_gamma(
 
     Parameters
     ----------
-    X : ndarray, dask array or zarr store path of shape (n, d)
+    X : ndarray, scipy.sparse matrix, dask array or zarr store path of shape (n, d)
+        Sparse input: only the sampled rows are made dense.
     n_clusters : int
     kernel : {"rbf", "laplacian"}, default="rbf"
     candidates : sequence of float, default=(0.25, 0.5, 1, 2, 4)
@@ -96,7 +98,7 @@ def select_gamma(
     m = min(n, sample_size)
     if n_clusters >= m:
         raise DKernelError(f"n_clusters={n_clusters} must be < the {m} sampled rows")
-    S = check_finite_2d(sample_rows(X, m, int(rng.randint(2**31 - 1)), replace=False), name="X")
+    S = check_finite_2d(_sample_dense(X, m, int(rng.randint(2**31 - 1))), name="X")
     S = S.astype(np.float64)
     g0 = estimate_gamma(S, kernel=kernel, random_state=int(rng.randint(2**31 - 1)))
     scores = {}

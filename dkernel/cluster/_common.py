@@ -365,7 +365,12 @@ class _KernelCentersMixin:
         return self._row_pass(X, is_dask, _distance_block, *self._center_args(), n_out=k)
 
     def score(self, X, y=None, sample_weight=None):
-        """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``."""
+        """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``.
+
+        Comparable between models of one kernel width only: it tends to 0 as gamma does.
+        To choose gamma (``GridSearchCV``) score with
+        :func:`~dkernel.cluster.kernel_alignment_score` instead.
+        """
         self._check_predictable()
         X, is_dask = self._validate_X(X, reset=False)
         w = _check_weights(sample_weight, X.shape[0])

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import numbers
+import warnings
 
 import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
 
 from .._base import _BaseKernelEstimator, checked_block
 from .._validation import DKernelError, check_scalar
@@ -236,6 +238,15 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
                 bar=bar,
             )
         self.labels_ = best["labels"]
+        found = int(np.unique(self.labels_).size)
+        if found < self.n_clusters:
+            warnings.warn(
+                f"KernelKMeans found {found} distinct clusters, fewer than "
+                f"n_clusters={self.n_clusters}: X may have fewer distinct points than "
+                "clusters (duplicates); the empty clusters keep their initial point",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.inertia_ = best["inertia"]
         self.n_iter_ = best["n_iter"]
         self.history_ = best["history"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial.distance import pdist
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
@@ -18,7 +19,8 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
 
     Parameters
     ----------
-    X : ndarray, dask array, zarr store path or Dataset
+    X : ndarray, scipy.sparse matrix, dask array, zarr store path or Dataset
+        Sparse input: only the sampled rows are made dense.
     method : {"median", "mean"}
     kernel : {"rbf", "laplacian"}, default="rbf"
     sample_size : int, default=1000
@@ -36,7 +38,7 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
     >>> 0.1 < estimate_gamma(X, random_state=0) < 1.0
     True
     """
-    from ..data import as_array_input, sample_rows
+    from ..data import as_array_input
 
     if method not in ("median", "mean"):
         raise DKernelError(f"method must be 'median' or 'mean', got {method!r}")
@@ -48,8 +50,21 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
     if n < 2:
         raise DKernelError("estimate_gamma needs at least 2 rows")
     size = min(sample_size, n)
-    S = sample_rows(X, size, random_state, replace=False)
+    S = _sample_dense(X, size, random_state)
     return _gamma_from_rows(check_finite_2d(S, name="X"), kernel=kernel, method=method)
+
+
+def _sample_dense(X, size: int, random_state=None) -> np.ndarray:
+    """:func:`~dkernel.data.sample_rows` without replacement, for scipy.sparse input too
+    (the same rows, made dense; the matrix itself stays sparse)."""
+    from ..data import draw_indices, sample_rows  # dkernel.data imports this package
+
+    if not sp.issparse(X):
+        return sample_rows(X, size, random_state, replace=False)
+    if X.ndim != 2:
+        raise DKernelError(f"X must be 2-D, got a sparse array of shape {X.shape}")
+    idx = draw_indices(int(X.shape[0]), size, random_state, replace=False)
+    return np.asarray(sp.csr_matrix(X)[idx].toarray())
 
 
 def _gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median") -> float:
