@@ -27,7 +27,15 @@ from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_
 from . import _budget as nb
 from . import _distributed as dist
 from ._io import MAX_MODEL_BYTES, model_header, read_model, write_model
-from ._stream import BLOCK_ROWS, BlockTask, block_plan, class_indices, prefetch, read_block
+from ._stream import (
+    BLOCK_ROWS,
+    BlockTask,
+    Standardizer,
+    block_plan,
+    class_indices,
+    prefetch,
+    read_block,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +109,20 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         margin violation and costs accuracy; measured one-pass pegasos+merge, 3-5 seeds,
         intercept on -> off: usps B=100 86.9 -> 91.0, a9a 81.4 -> 84.1, dna 81.9 -> 88.7,
         letter B=500 79.5 -> 81.7 (see ``benchmarks/results/bsgd.md``).
+    standardize : bool, default=False
+        Standardise every feature, ``(x - mean) / std`` (std 0 -> 1), with statistics from
+        one pass over the training data in :meth:`fit` (blockwise for dask and store input;
+        the first batch in a first :meth:`partial_fit`), stored in ``feature_mean_`` and
+        ``feature_scale_`` and applied to every block read in training and prediction (the
+        support vectors are in standardised units). Turn it on when features have unequal or
+        small scales. Measured with the other defaults (gamma 1/d, 5 epochs, B=500, seed 0,
+        at most 20000 training rows), raw -> standardised test accuracy: ijcnn1 92.8 ->
+        98.5 %, a9a 85.1 -> 83.8 %, letter 94.0 -> 92.5 %, usps 92.0 -> 93.6 % (the median
+        heuristic instead of 1/d: raw 97.0 / 84.5 / 90.3 / 94.1 %, standardised 97.1 /
+        83.9 / 90.4 / 93.7 %). Off by default: it helps most on badly scaled data but costs
+        accuracy where features are already comparable (a9a's 0/1 indicators, letter's
+        integer grid), and no cheap statistic of the data told the two apart (the median
+        squared distance times 1/d is 0.12-0.23 on ijcnn1, a9a and usps alike).
     max_iter : int, default=5
         Epochs (passes over the data) in :meth:`fit`, as ``SGDClassifier``'s ``max_iter``;
         1 for the one-pass streaming algorithm of the paper.
@@ -172,6 +194,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         The kernel bandwidth used.
     alpha_ : float
         The regularisation used.
+    feature_mean_, feature_scale_ : ndarray of shape (n_features,) or None
+        The standardisation (``standardize=True``), else None.
     distributed_ : bool
         Whether the last fit ran distributed.
 
@@ -241,6 +265,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         coef0=1.0,
         kernel_params=None,
         fit_intercept=False,
+        standardize=False,
         max_iter=5,
         average=True,
         shuffle=True,
@@ -265,6 +290,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self.fit_intercept = fit_intercept
+        self.standardize = standardize
         self.max_iter = max_iter
         self.average = average
         self.shuffle = shuffle
@@ -295,6 +321,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_scalar(self.eta0, "eta0", low=0.0, low_inclusive=False)
         check_scalar(self.radius, "radius", low=0.0, low_inclusive=False, allow_none=True)
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise DKernelError(f"standardize must be True or False; got {self.standardize!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_scalar(self.average, "average", kind=numbers.Integral, low=1)
         if self.distributed not in ("auto", True, False):
@@ -441,6 +469,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         spec = self._resolve_spec(X)
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
         n_cols = 1 if len(classes) == 2 else len(classes)
+        scaler = _feature_stats(X) if self.standardize else None
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
@@ -497,6 +526,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         first=first,
                         on_round=on_round,
                         fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                        standardize=scaler,
                     )
             state = dist.state_from_partial(part, cfg)
         else:
@@ -532,10 +562,21 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         )
                     with _timer(f"bsgd epoch {epoch}", logger, level):
                         self._run(
-                            plan, X, y, w, y_map, state, cfg, bar=bar, first=skip, after=after
+                            plan,
+                            X,
+                            y,
+                            w,
+                            y_map,
+                            state,
+                            cfg,
+                            bar=bar,
+                            first=skip,
+                            after=after,
+                            scaler=scaler,
                         )
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
+        self._set_scaler(scaler)
         self.distributed_ = bool(use_dist)
         if use_dist:
             self.t_ = n * int(self.max_iter)
@@ -556,11 +597,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         bar=None,
         first: int = 0,
         after=None,
+        scaler: Standardizer | None = None,
     ) -> None:
         """Blocks ``plan[first:]`` through the numba loop; ``after(i)`` once block i is done."""
 
         def reader(task):
-            return read_block(X, y, w, task, y_map=y_map)
+            return read_block(X, y, w, task, y_map=y_map, standardize=scaler)
 
         for i, (Xb, yi, wb) in enumerate(prefetch(reader, plan[first:], depth=2), start=first):
             t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
@@ -653,12 +695,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             cfg = self._config(spec, alpha, n)._replace(avg_start=1)
             state = nb.new_state(int(self.budget), d, 1 if len(cls) == 2 else len(cls), cfg.maint)
             n_iter = 0
+            scaler = _feature_stats(X) if self.standardize else None
         else:
             cls = self.classes_
             spec = self._spec
             cfg = self._config(spec, self.alpha_, n)._replace(avg_start=self._avg_start)
             state = self._current_state(cfg)
             n_iter = self.n_iter_
+            scaler = self._scaler()
         plan = block_plan(n, seed=0, epoch=0, shuffle=False, block_rows=int(self._block_rows))
         with progress(
             n,
@@ -667,10 +711,21 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             unit="rows",
             unit_scale=True,
         ) as bar:
-            self._run(plan, X, y, w, _label_map(cls), state, cfg, bar=bar)
+            self._run(plan, X, y, w, _label_map(cls), state, cfg, bar=bar, scaler=scaler)
         self._finish(state, cls, spec, cfg, n_iter=max(n_iter, 1), d=d)
+        self._set_scaler(scaler)
         self.distributed_ = False
         return self
+
+    def _set_scaler(self, scaler: Standardizer | None) -> None:
+        self.feature_mean_ = None if scaler is None else scaler.mean
+        self.feature_scale_ = None if scaler is None else scaler.scale
+
+    def _scaler(self) -> Standardizer | None:
+        mean = getattr(self, "feature_mean_", None)
+        if mean is None:
+            return None
+        return Standardizer(np.asarray(mean), np.asarray(self.feature_scale_))
 
     def _current_state(self, cfg: nb.BSGDConfig) -> nb.BSGDState:
         """A private copy of the model state (rebuilt from the saved arrays after ``load``)."""
@@ -743,6 +798,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             np.asarray(self.dual_coef_, dtype=np.float64),
             np.asarray(self.intercept_, dtype=np.float64),
             self._spec,
+            self._scaler(),
         )
         return self._row_pass(X, is_dask, _decision_rows, *args, n_out=None if c == 1 else c)
 
@@ -755,6 +811,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             np.asarray(self.dual_coef_, dtype=np.float64),
             np.asarray(self.intercept_, dtype=np.float64),
             self._spec,
+            self._scaler(),
             self.classes_,
         )
         return self._row_pass(
@@ -772,6 +829,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             "intercept": np.asarray(self.intercept_, dtype=np.float64),
             **self._raw_arrays(),
         }
+        scaler = self._scaler()
+        if scaler is not None:
+            arrays["feature_mean"] = scaler.mean
+            arrays["feature_scale"] = scaler.scale
         write_model(path, header, arrays, self.classes_)
 
     @classmethod
@@ -815,6 +876,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         )
         est._state = None
         est._raw = {k: arrays[k] for k in _RAW_KEYS}
+        est.feature_mean_ = arrays.get("feature_mean")
+        est.feature_scale_ = arrays.get("feature_scale")
         return est
 
     def __sklearn_tags__(self):
@@ -934,9 +997,9 @@ def _virtual_chunks(n: int, rows: int) -> tuple[int, ...]:
     return tuple(min(rows, n - i) for i in range(0, n, rows))
 
 
-def _decision_rows(Xb, SV, coef, intercept, spec) -> np.ndarray:
+def _decision_rows(Xb, SV, coef, intercept, spec, scaler=None) -> np.ndarray:
     """Scores of the rows of Xb, (r,) for one column, (r, c) otherwise (in row tiles)."""
-    Xb = np.ascontiguousarray(Xb, dtype=np.float64)
+    Xb = np.ascontiguousarray(Xb, dtype=np.float64) if scaler is None else scaler.apply(Xb)
     out = np.empty((Xb.shape[0], coef.shape[1]))
     for r in range(0, Xb.shape[0], _PREDICT_ROWS):
         blk = Xb[r : r + _PREDICT_ROWS]
@@ -947,11 +1010,30 @@ def _decision_rows(Xb, SV, coef, intercept, spec) -> np.ndarray:
     return out[:, 0] if coef.shape[1] == 1 else out
 
 
-def _predict_rows(Xb, SV, coef, intercept, spec, classes) -> np.ndarray:
-    scores = _decision_rows(Xb, SV, coef, intercept, spec)
+def _predict_rows(Xb, SV, coef, intercept, spec, scaler, classes) -> np.ndarray:
+    scores = _decision_rows(Xb, SV, coef, intercept, spec, scaler)
     if scores.ndim == 1:
         return classes[(scores > 0).astype(np.intp)]
     return classes[np.argmax(scores, axis=1)]
+
+
+def _feature_stats(X) -> Standardizer:
+    """Mean and std of every feature in one pass (dask: blockwise sums, one compute);
+    a constant feature gets scale 1."""
+    if is_dask_array(X):
+        Xf = X.astype(np.float64)
+        s1, s2 = da.compute(Xf.sum(axis=0), (Xf * Xf).sum(axis=0))
+        n = int(X.shape[0])
+        mean = np.asarray(s1) / n
+        var = np.maximum(np.asarray(s2) / n - mean * mean, 0.0)
+    else:
+        Xf = np.asarray(X, dtype=np.float64)
+        mean, var = Xf.mean(axis=0), Xf.var(axis=0)
+    if not (np.isfinite(mean).all() and np.isfinite(var).all()):
+        raise DKernelError("X contains NaN or inf (found computing the feature statistics)")
+    std = np.sqrt(var)
+    std[~(std > 1e-12 * np.maximum(1.0, np.abs(mean)))] = 1.0
+    return Standardizer(mean, std)
 
 
 def _default_alpha(n: int) -> float:

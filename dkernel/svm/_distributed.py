@@ -50,7 +50,7 @@ from .._validation import is_dask_array
 from ..runtime._timing import _timer
 from ..runtime._tree import TreeNode, tree_reduce
 from . import _budget as nb
-from ._stream import checked_rows, class_indices
+from ._stream import Standardizer, checked_rows, class_indices
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +148,15 @@ def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
     return cfg
 
 
-def load_shard(Xs, ys, ws, start: int, classes: np.ndarray):
-    """A shard's rows as the learner wants them (runs on a worker; values checked here).
-    ``ws=None``: unit weights, made here rather than shipped."""
+def load_shard(
+    Xs, ys, ws, start: int, classes: np.ndarray, standardize: Standardizer | None = None
+):
+    """A shard's rows as the learner wants them (runs on a worker; values checked here,
+    standardised here when asked). ``ws=None``: unit weights, made here rather than shipped."""
     if ws is None:
         ws = np.ones(len(ys))
-    return checked_rows(Xs, ys, ws, start, y_map=functools.partial(class_indices, classes=classes))
+    y_map = functools.partial(class_indices, classes=classes)
+    return checked_rows(Xs, ys, ws, start, y_map=y_map, standardize=standardize)
 
 
 def shard_round(
@@ -309,6 +312,7 @@ def fit_rounds(
     first: tuple[int, int] = (0, 0),
     on_round: Callable[[int, int, Partial | None], None] | None = None,
     fetch_every: int = 0,
+    standardize: Standardizer | None = None,
 ) -> Partial:
     """Train ``n_epochs`` epochs of ``n_rounds`` rounds over fixed shards; the final model.
 
@@ -331,7 +335,7 @@ def fit_rounds(
     with _timer("bsgd shards", logger):
         loads = [
             dask.delayed(load_shard, pure=False)(
-                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes
+                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize
             )
             for i in range(len(plan.starts))
         ]
@@ -348,7 +352,7 @@ def fit_rounds(
                 list(dask.compute(*loads, scheduler="sync"))
                 if any(is_dask_array(a) for a in (X, y, w))
                 else [
-                    load_shard(sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes)
+                    load_shard(sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize)
                     for i in range(len(plan.starts))
                 ]
             )

@@ -13,6 +13,7 @@ A model file is an uncompressed ``.npz`` (read with ``allow_pickle=False``) hold
   ``coef_average_sum / average_weight``; ``average_offset`` is the lazy averaging's running
   sum, kept so that the arithmetic goes on unchanged), so that ``partial_fit`` on a loaded
   model continues exactly as the original would;
+- ``feature_mean``, ``feature_scale`` (d,), only for ``standardize=True``;
 - ``classes``: the labels as a numeric or fixed-width unicode array (strings come back as
   ``str``).
 
@@ -191,6 +192,16 @@ def read_model(
         )
     if not all(np.isfinite(arrays[k]).all() for k in ARRAYS):
         raise DKernelError(f"{path!r} is corrupt: non-finite coefficients")
+    if ("feature_mean" in arrays) != ("feature_scale" in arrays) or any(
+        k in arrays
+        and (
+            arrays[k].shape != (d,)
+            or not np.isfinite(arrays[k]).all()
+            or (k == "feature_scale" and not (arrays[k] > 0).all())
+        )
+        for k in ("feature_mean", "feature_scale")
+    ):
+        raise DKernelError(f"{path!r} is corrupt: bad feature_mean / feature_scale")
     _check_fitted(path, header["fitted"])
     return header, arrays, classes
 

@@ -89,16 +89,36 @@ def class_indices(yb: np.ndarray, start: int, *, classes: np.ndarray) -> np.ndar
     return idx.astype(np.int64)
 
 
+class Standardizer(NamedTuple):
+    """Per-feature ``(x - mean) / scale`` (``BudgetedSVC(standardize=True)``)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+
+    def apply(self, Xb: np.ndarray) -> np.ndarray:
+        """A new standardised float64 array (the input is never modified)."""
+        return np.ascontiguousarray((np.asarray(Xb, dtype=np.float64) - self.mean) / self.scale)
+
+
 def checked_rows(
-    Xb, yb, wb, start: int, *, y_map: Callable[[np.ndarray, int], np.ndarray]
+    Xb,
+    yb,
+    wb,
+    start: int,
+    *,
+    y_map: Callable[[np.ndarray, int], np.ndarray],
+    standardize: Standardizer | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One row range as the learner wants it: X float64 C-ordered with NaN/inf reported by
-    global row, class indices, float64 weights; lengths checked."""
+    global row (then standardised if asked), class indices, float64 weights; lengths
+    checked."""
     Xb = np.asarray(Xb)
     if not np.issubdtype(Xb.dtype, np.number):
         raise DKernelError(f"X must be numeric, got dtype {Xb.dtype}")
     Xb = np.ascontiguousarray(Xb, dtype=np.float64)
     report_nonfinite(Xb, name="X", row_offset=start)
+    if standardize is not None:
+        Xb = standardize.apply(Xb)
     yi = y_map(np.asarray(yb).ravel(), start)
     wb = np.asarray(wb, dtype=np.float64).ravel()
     if len(yi) != len(Xb) or len(wb) != len(Xb):
@@ -110,7 +130,13 @@ def checked_rows(
 
 
 def read_block(
-    X, y, w, task: BlockTask, *, y_map: Callable[[np.ndarray, int], np.ndarray]
+    X,
+    y,
+    w,
+    task: BlockTask,
+    *,
+    y_map: Callable[[np.ndarray, int], np.ndarray],
+    standardize: Standardizer | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows ``task.start:task.stop`` of X (float64, C order), class indices and weights,
     in the task's order. NaN/inf are reported with the global row number."""
@@ -121,7 +147,9 @@ def read_block(
         got = dask.compute(*[parts[i] for i in lazy])
         for i, v in zip(lazy, got):
             parts[i] = v
-    Xb, yi, wb = checked_rows(parts[0], parts[1], parts[2], task.start, y_map=y_map)
+    Xb, yi, wb = checked_rows(
+        parts[0], parts[1], parts[2], task.start, y_map=y_map, standardize=standardize
+    )
     if task.order is not None:
         Xb, yi, wb = Xb[task.order], yi[task.order], wb[task.order]
     return np.ascontiguousarray(Xb), yi, wb
