@@ -109,18 +109,22 @@ def test_minibatch_kernel_kmeans(process_client, tmp_path):
     assert again.inertia_ == ref.inertia_
 
 
-def test_budgeted_svc(process_client, tmp_path):
+@pytest.mark.parametrize("distributed", ["auto", True])  # sequential stream; shard rounds
+def test_budgeted_svc(process_client, tmp_path, distributed):
     from dkernel.svm import BudgetedSVC
 
     ds = make_gauss(10000, random_state=0, store=str(tmp_path / "g.zarr"), chunk_rows=1000)
     X_eval = np.random.default_rng(1).standard_normal((200, 2))
 
     def fit():
-        return BudgetedSVC(budget=30, gamma=1.0, max_iter=1, random_state=0).fit(ds.path)
+        return BudgetedSVC(
+            budget=30, gamma=1.0, max_iter=1, random_state=0, distributed=distributed, n_shards=4
+        ).fit(ds.path)
 
     ref = fit()
     again = _with_a_worker_killed(process_client, fit)
     np.testing.assert_array_equal(again.decision_function(X_eval), ref.decision_function(X_eval))
+    assert again.distributed_ == ref.distributed_ == (distributed is True)
 
 
 @pytest.mark.parametrize("method", ["merge-reduce", "two-pass"])
