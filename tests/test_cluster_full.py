@@ -151,6 +151,17 @@ def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
 
+def test_weights_are_exact_once_the_seeding_is_fixed():
+    """The expected failure above is the seeding's alone: with given initial points and
+    gamma, a doubled weight and a repeated row give the same model (the Lloyd loop is exact
+    in the weights)."""
+    from sklearn.utils.estimator_checks import check_sample_weight_equivalence_on_dense_data
+
+    Z = np.random.default_rng(1).uniform(size=(3, 30))  # the check's data has 30 features
+    est = KernelKMeans(3, gamma=0.5, init=Z, max_iter=10, random_state=0)
+    check_sample_weight_equivalence_on_dense_data("KernelKMeans", est)
+
+
 def test_refuses_store_above_max_data_bytes(digits):
     X, _ = digits
     Xd = da.from_array(X, chunks=(100, -1))
