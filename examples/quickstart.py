@@ -54,7 +54,8 @@ def main(workdir: str) -> None:
     test = make_checkerboard(
         20_000, random_state=1, store=os.path.join(workdir, "checkerboard-test.zarr")
     )
-    clf = BudgetedSVC(budget=100, gamma=2.0, random_state=0).fit(train.path)
+    # max_iter=1: the one-pass streaming algorithm (the default, 5 epochs, reads it 5 times)
+    clf = BudgetedSVC(budget=100, gamma=2.0, max_iter=1, random_state=0).fit(train.path)
     pred = clf.predict(test.X)  # lazy, blockwise on the workers
     acc = float((np.asarray(pred) == np.asarray(test.y)).mean())
     print(f"BudgetedSVC: test accuracy {acc:.3f} with {clf.support_vectors_.shape[0]} SVs")
