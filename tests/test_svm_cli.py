@@ -171,3 +171,13 @@ def test_train_with_checkpoint(tmp_path, store, cluster_cfg, capsys):
     ref = BudgetedSVC(budget=40, gamma=2.0, alpha=1e-3, max_iter=2, random_state=1)
     ref.fit(store)
     np.testing.assert_array_equal(load_model(model).dual_coef_, ref.dual_coef_)
+
+
+def test_train_standardize(tmp_path, store, cluster_cfg, capsys):
+    model = str(tmp_path / "m.npz")
+    args = ["--cluster", cluster_cfg, "svm", "train", store.path, model, "--budget", "40"]
+    assert main([*args, "--max-iter", "1", "--standardize"]) == 0
+    assert _json(capsys)["standardize"] is True
+    clf = load_model(model)
+    assert clf.standardize is True
+    np.testing.assert_allclose(clf.feature_mean_, store.X.compute().mean(axis=0), rtol=1e-6)
