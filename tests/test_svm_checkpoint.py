@@ -192,3 +192,27 @@ def test_partial_fit_progress(board, capfd):
     clf.partial_fit(X[:1000], y[:1000], classes=[-1, 1])
     err = capfd.readouterr().err
     assert "BudgetedSVC partial_fit" in err and "1.00k/1.00k" in err and "SVs=20" in err
+
+
+def test_distributed_resume_on_a_client(tmp_path, board, local_cluster_client):
+    """Rounds on the workers (dask input, shards in worker memory): stopped after the
+    third round's checkpoint, resumed to the uninterrupted model."""
+    import dask.array as da
+
+    X, y = board
+    Xd, yd = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    kw = dict(distributed=True, standardize=True)
+    path = str(tmp_path / "c.npz")
+    with local_cluster_client.as_current():
+        _interrupted(path, Xd, yd, after=3, **kw)
+        assert _bsgd._Checkpoint.of(
+            BudgetedSVC(**PARAMS, **kw, checkpoint=path),
+            n=3000,
+            d=2,
+            classes=np.unique(y),
+            distributed=True,
+        ).load()["position"] == [1, 0]
+        resumed = BudgetedSVC(**PARAMS, **kw, checkpoint=path).fit(Xd, yd)
+        full = BudgetedSVC(**PARAMS, **kw).fit(Xd, yd)
+    assert resumed.distributed_ and full.distributed_
+    _same(resumed, full)
