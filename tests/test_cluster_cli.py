@@ -139,3 +139,19 @@ def test_killed_workers_are_one_error_line(rings_store, cluster_cfg, capsys, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "task 'take-rows-123' was lost: 4 workers died" in err[0]
     assert "memory_limit" in err[0] and "labels" not in os.listdir(rings_store)
+
+
+def test_kmeans_gamma_options(rings_store, cluster_cfg, capsys):
+    base = ["kmeans", rings_store, "--n-clusters", "2", "--max-iter", "3", "--batch-size", "64"]
+    assert main([*base, "--gamma", "nope"]) != 0
+    assert "'scale', 'median' or 'select'" in capsys.readouterr().err
+    assert main([*base, "--gamma", "median", "--kernel", "polynomial"]) != 0
+    assert "needs --kernel rbf or laplacian" in capsys.readouterr().err
+    out = {}
+    for opt in ("scale", "median"):
+        argv = ["--cluster", cluster_cfg, *base, "--gamma", opt, "--labels-name", opt]
+        assert main(argv) == 0
+        out[opt] = json.loads(capsys.readouterr().out.split("\n", 1)[1])["gamma"]
+    X = open_dataset(rings_store).X.compute()
+    assert out["scale"] == pytest.approx(1.0 / (X.shape[1] * X.var()), rel=0.2)  # a sample's
+    assert out["median"] != out["scale"]

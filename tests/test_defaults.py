@@ -78,3 +78,24 @@ def test_more_clusters_than_distinct_points_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         KernelKMeans(3, gamma=1.0, random_state=0).fit(X)  # enough distinct points: silent
+
+
+def test_default_gamma_is_the_scale_rule():
+    """gamma=None: 1 / (n_features * X.var()) of the initial sample for rbf (scikit-learn's
+    "scale"; 1 / n_features on standardised data), the median heuristic for laplacian."""
+    X, _ = make_blobs(500, n_features=6, centers=3, random_state=0)
+    X = X * 7.0 + 3.0
+    for est in (
+        MiniBatchKernelKMeans(3, batch_size=500, max_iter=2, random_state=0),
+        KernelKMeans(3, max_iter=2, random_state=0),
+    ):
+        g = est.fit(X).gamma_
+        assert g == pytest.approx(1.0 / (6 * X.var()), rel=1e-12)  # the sample is all of X
+    Xs = (X - X.mean(0)) / X.std(0)
+    g = MiniBatchKernelKMeans(3, batch_size=500, max_iter=2, random_state=0).fit(Xs).gamma_
+    assert g == pytest.approx(1.0 / 6, rel=1e-9)
+    lap = MiniBatchKernelKMeans(3, kernel="laplacian", max_iter=2, random_state=0).fit(X)
+    assert lap.gamma_ == pytest.approx(estimate_gamma(X, kernel="laplacian"), rel=0.5)
+    # partial_fit takes the same rule on its first batch
+    pf = MiniBatchKernelKMeans(3, random_state=0).partial_fit(X)
+    assert pf.gamma_ == pytest.approx(1.0 / (6 * X.var()), rel=1e-12)

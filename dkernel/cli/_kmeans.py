@@ -25,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-iter", type=int, default=200)
     p.add_argument(
         "--gamma",
-        default="median",
-        help="kernel width: a number, 'median' (heuristic, default) or 'select' "
-        "(label-free selection, dkernel.cluster.select_gamma)",
+        default="scale",
+        help="kernel width: a number, 'scale' (1/(n_features*X.var()), the estimators' "
+        "default), 'median' (heuristic) or 'select' (label-free selection, "
+        "dkernel.cluster.select_gamma)",
     )
     p.add_argument("--kernel", default="rbf", help="rbf, laplacian, polynomial, ... (default rbf)")
     p.add_argument("--learning-rate", default="beta", help="'beta', 'sklearn' or a float in (0, 1]")
@@ -73,13 +74,13 @@ def _parse_rate(text: str) -> str | float:
 
 
 def _parse_gamma(text: str) -> str | float:
-    if text in ("median", "select"):
+    if text in ("scale", "median", "select"):
         return text
     try:
         return float(text)
     except ValueError:
         raise DKernelError(
-            f"--gamma must be a number, 'median' or 'select', got {text!r}"
+            f"--gamma must be a number, 'scale', 'median' or 'select', got {text!r}"
         ) from None
 
 
@@ -96,8 +97,10 @@ def _parse_flags(args) -> tuple[int | None, str | float, str | float]:
             raise DKernelError(f"{flag} must be >= 1, got {value}")
     if tau is not None and tau < 1:
         raise DKernelError(f"--tau must be >= 1 or 'none', got {tau}")
+    if gamma_opt in ("median", "select") and args.kernel not in ("rbf", "gaussian", "laplacian"):
+        raise DKernelError(f"--gamma {gamma_opt} needs --kernel rbf or laplacian")
     if isinstance(gamma_opt, float) and not (np.isfinite(gamma_opt) and gamma_opt > 0):
-        raise DKernelError(f"--gamma must be > 0, 'median' or 'select', got {gamma_opt}")
+        raise DKernelError(f"--gamma must be > 0, 'scale', 'median' or 'select', got {gamma_opt}")
     return tau, rate, gamma_opt
 
 
@@ -134,6 +137,7 @@ def run_kmeans(args) -> int:
 
     from ..cluster import select_gamma
     from ..data import open_dataset, write_array
+    from ..kernels import estimate_gamma
 
     tau, rate, gamma_opt = _parse_flags(args)
     ds = open_dataset(args.store)
@@ -146,6 +150,8 @@ def run_kmeans(args) -> int:
             model.set_params(
                 gamma=select_gamma(X, args.n_clusters, kernel=args.kernel, random_state=args.seed)
             )
+        elif gamma_opt == "median":
+            model.set_params(gamma=estimate_gamma(X, kernel=args.kernel, random_state=args.seed))
         model.fit(X)
         fit_s = time.perf_counter() - t0
         summary: dict[str, Any] = {

@@ -90,7 +90,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
     -----
     O(n^2) kernel evaluations per iteration (once in total when the kernel is cached),
     O(n k) memory on the driver plus X itself (the support), one kernel block per task.
-    The seeding sample is fetched once and also gives the median-heuristic gamma; the
+    The seeding sample is fetched once and also gives the default gamma; the
     ``n_init`` runs share it.
 
     References

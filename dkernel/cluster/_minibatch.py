@@ -99,9 +99,15 @@ class MiniBatchKernelKMeans(
         ``labels_`` and ``fit_predict`` work, ``predict``/``transform``/``score`` on new
         rows and ``partial_fit`` raise.
     gamma : float, default=None
-        Kernel width; ``None`` uses the median heuristic
-        (:func:`dkernel.kernels.estimate_gamma`) for rbf/laplacian, ``1 / n_features``
-        otherwise. :func:`select_gamma` picks one without labels.
+        Kernel width; ``None``: ``1 / (n_features * X.var())`` for rbf (scikit-learn's
+        ``"scale"``, from the initial sample; ``1 / n_features`` on standardised data),
+        the median heuristic (:func:`dkernel.kernels.estimate_gamma`) for laplacian,
+        ``1 / n_features`` otherwise. The rule was the best label-free default measured
+        on five datasets (``benchmarks/results/defaults.md``). To choose gamma, grid-search
+        it with :func:`kernel_alignment_score` (``score`` is not comparable across widths),
+        or use :func:`select_gamma`. One width serves every feature: features on very
+        different scales (counts next to fractions, say) should be standardised first
+        (``sklearn.preprocessing.StandardScaler``), or the largest ones decide alone.
     degree, coef0 : float
         Polynomial/sigmoid parameters.
     kernel_params : dict, default=None
@@ -142,7 +148,7 @@ class MiniBatchKernelKMeans(
         Seedings tried on the initial sample; the one with the lowest k-means++
         potential is kept.
     random_state : int, RandomState or None
-        Seeds the initialisation, the median heuristic and every batch; the same seed
+        Seeds the initialisation, the gamma sample and every batch; the same seed
         gives the same model for NumPy, dask (any chunking) or zarr input.
     verbose : int, default=0
         ``>= 1``: a progress bar for :meth:`fit` and :meth:`partial_fit` (iterations
@@ -215,7 +221,7 @@ class MiniBatchKernelKMeans(
     it. Memory on the driver is O(k (tau + b) (d + tau + b)) plus two prefetch groups of
     at most 64 MiB of batch rows (fetched in a background thread while the previous group
     is used, one task per touched chunk). The initial sample is fetched once and gives
-    both the k-means++ seeding and the median-heuristic gamma. ``labels_``/``inertia_``
+    both the k-means++ seeding and the default gamma. ``labels_``/``inertia_``
     take one blockwise pass (``map_blocks`` over row chunks, on the workers). Nothing
     n x n is ever formed.
 
