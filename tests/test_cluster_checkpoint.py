@@ -78,7 +78,8 @@ def test_sigkilled_fit_resumes_bit_identical(X, tmp_path, count_steps):
     data, ckpt = str(tmp_path / "X.npy"), str(tmp_path / "fit.ckpt.npz")
     np.save(data, X)
     script = textwrap.dedent(_KILLED_FIT).replace("{params}", repr(PARAMS))
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
     proc = subprocess.run(
         [sys.executable, "-c", script, data, ckpt, "25"], env=env, capture_output=True
     )
