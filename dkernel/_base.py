@@ -24,13 +24,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
 from ._validation import DKernelError, is_dask_array, report_nonfinite
-from .data import Dataset, as_array_input
-from .kernels import estimate_gamma
+from .data import Dataset, as_array_input, sample_rows
 from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
 
-#: gamma=None rules: 1/n_features, or the median heuristic (rbf/laplacian only).
-GAMMA_RULES = ("inverse_dim", "median")
+#: gamma=None rules: 1/n_features; the median heuristic (rbf/laplacian); "scale",
+#: 1 / (n_features * X.var()) for rbf (scikit-learn's SVC default; the L1 median heuristic for
+#: laplacian), the best label-free rule measured (benchmarks/results/defaults.md).
+GAMMA_RULES = ("inverse_dim", "median", "scale")
 #: Rows of a caller's sample used by the median heuristic (as estimate_gamma's default).
 _GAMMA_SAMPLE = 1000
 
@@ -111,28 +112,38 @@ class _BaseKernelEstimator(BaseEstimator):
     def _resolve_gamma(self, X, rng=None, *, sample=None) -> KernelSpec:
         """The kernel with ``gamma=None`` resolved once, by the estimator's ``_gamma_rule``.
 
-        ``"median"``: the median heuristic on a seeded row sample (rbf/laplacian; reads only
-        the sampled rows), ``1 / n_features`` for the other kernels or when all rows are
-        equal. ``"inverse_dim"``: ``1 / n_features``. ``sample``: rows the caller already
-        fetched (a uniform sample, e.g. for its initialisation); the heuristic then uses
-        them and reads nothing.
+        ``"scale"``: rbf takes ``1 / (n_features * X.var())`` on a row sample, laplacian the
+        L1 median heuristic, other kernels ``1 / n_features``. ``"median"``: the median
+        heuristic (rbf/laplacian). ``"inverse_dim"``: ``1 / n_features``. The sample is
+        ``sample`` (rows the caller already fetched, e.g. for its initialisation; nothing is
+        read then) or 1000 rows drawn with ``rng`` (seed 0 without one: a function of the
+        data alone). All rows equal: ``1 / n_features``.
         """
         spec = self._kernel_spec(None)
         if spec.gamma is not None or not isinstance(spec.kernel, str):
             return spec
-        g = 1.0 / X.shape[1]
-        if self._gamma_rule == "median" and spec.kernel in ("rbf", "laplacian") and X.shape[0] >= 2:
-            seed = None if rng is None else int(rng.randint(0, 2**31 - 1))
+        d = int(X.shape[1])
+        rule = self._gamma_rule
+        if rule == "scale" and spec.kernel == "laplacian":
+            rule = "median"
+        if rule == "inverse_dim" or spec.kernel not in ("rbf", "laplacian") or X.shape[0] < 2:
+            return spec._replace(gamma=1.0 / d)
+        seed = 0 if rng is None else int(rng.randint(0, 2**31 - 1))
+        if sample is None or len(sample) < 2:
+            size = min(int(X.shape[0]), _GAMMA_SAMPLE)
+            sample = sample_rows(X, size, seed, replace=False)
+        sample = np.asarray(sample)
+        if rule == "scale":  # the variance of every sampled row (O(size d))
+            var = float(np.var(sample, dtype=np.float64))
+            g = 1.0 / (d * var) if var > 0 and np.isfinite(var) else 1.0 / d
+        else:  # pairwise distances: a seeded subset of at most 1000 rows, in any row order
+            if len(sample) > _GAMMA_SAMPLE:
+                pick = np.random.RandomState(seed).choice(len(sample), _GAMMA_SAMPLE, False)
+                sample = sample[np.sort(pick)]
             try:
-                if sample is None:
-                    g = estimate_gamma(X, kernel=spec.kernel, random_state=seed)
-                elif len(sample) >= 2:
-                    if len(sample) > _GAMMA_SAMPLE:  # a seeded subset, in any row order
-                        pick = np.random.RandomState(seed).choice(len(sample), _GAMMA_SAMPLE, False)
-                        sample = sample[np.sort(pick)]
-                    g = _gamma_from_rows(sample, kernel=spec.kernel)
+                g = _gamma_from_rows(sample, kernel=spec.kernel)
             except DKernelError:  # all sampled rows equal: any width treats them the same
-                g = 1.0 / X.shape[1]
+                g = 1.0 / d
         return spec._replace(gamma=float(g))
 
     @staticmethod

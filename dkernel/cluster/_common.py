@@ -23,7 +23,7 @@ from .._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from ..data import sample_rows, take_rows
+from ..data import take_rows
 from ..kernels._kernels import row_sq_norms as _row_sq_norms
 from ..kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels
 from . import _kernels as _nb
@@ -216,10 +216,6 @@ def _graph_params(kernel, kernel_params, n):
     return params
 
 
-#: Rows sampled for the ``"scale"`` gamma when the caller has no sample of its own.
-_SCALE_SAMPLE = 1000
-
-
 class _KernelCentersMixin:
     """Centers as weighted support points; input checks; predict/transform/score.
 
@@ -235,21 +231,6 @@ class _KernelCentersMixin:
 
     def _is_graph(self) -> bool:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
-
-    def _resolve_gamma(self, X, rng=None, *, sample=None) -> KernelSpec:
-        """``gamma=None`` resolved once: rbf takes ``1 / (n_features * X.var())`` (the
-        ``"scale"`` rule, on the caller's row sample or 1000 seeded rows), the laplacian the
-        L1 median heuristic, the other kernels ``1 / n_features`` (see ``benchmarks/defaults.py``).
-        """
-        spec = self._kernel_spec(None)  # type: ignore[attr-defined]
-        if spec.gamma is not None or spec.kernel != "rbf" or X.shape[0] < 2:
-            return super()._resolve_gamma(X, rng, sample=sample)  # type: ignore[misc]
-        seed = None if rng is None else int(rng.randint(0, 2**31 - 1))
-        if sample is None or len(sample) < 2:
-            sample = sample_rows(X, min(int(X.shape[0]), _SCALE_SAMPLE), seed, replace=False)
-        var = float(np.var(np.asarray(sample), dtype=np.float64))
-        g = 1.0 / (X.shape[1] * var) if var > 0 and np.isfinite(var) else 1.0 / X.shape[1]
-        return spec._replace(gamma=float(g))
 
     # ------------------------------------------------------------------ input
     def _start_fit(self, X, sample_weight):

@@ -109,7 +109,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
     """
 
     _supported_kernels = SUPPORTED_KERNELS
-    _gamma_rule = "median"
+    _gamma_rule = "scale"
 
     def __init__(
         self,

@@ -242,7 +242,7 @@ class MiniBatchKernelKMeans(
     """
 
     _supported_kernels = SUPPORTED_KERNELS
-    _gamma_rule = "median"
+    _gamma_rule = "scale"
 
     def __init__(
         self,
