@@ -605,11 +605,14 @@ def markdown(results: dict, commands: list[str], notes: list[str]) -> str:
         L += [
             f"## Tree vs one machine: htru2 tiled to {ti['n']:,} rows, {ti['chunks']} chunks, m = {ti['m']}",
             "",
-            "| variant | error mean | median | / offline |",
-            "|---|---|---|---|",
+            "| variant | seeds | error mean | median | mean / offline |",
+            "|---|---|---|---|---|",
         ]
         for label, r in ti["variants"].items():
-            L.append(f"| {label} | {r['mean']:.4g} | {r['median']:.4g} | {r['mean'] / off:.2f} |")
+            L.append(
+                f"| {label} | {r['n']} | {r['mean']:.4g} | {r['median']:.4g} | "
+                f"{r['mean'] / off:.2f} |"
+            )
         L += [
             "",
             f"Same coreset for 20 and 8 chunks (seed 0): {ti['same_for_20_and_8_chunks']}",
