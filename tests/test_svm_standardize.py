@@ -86,3 +86,14 @@ def test_bad_value_and_nan():
     X[33, 1] = np.nan
     with pytest.raises(DKernelError, match="NaN or inf"):
         BudgetedSVC(standardize=True).fit(da.from_array(X, chunks=10), np.arange(40) % 2)
+
+
+def test_default_gamma_is_the_shared_scale_rule(skewed):
+    X, y, _, _ = skewed
+    X, y = X[:800], y[:800]  # under the 1000-row sample: the rule sees every row
+    clf = BudgetedSVC(budget=20, max_iter=1).fit(X, y)
+    assert clf.gamma_ == pytest.approx(1.0 / (2 * X.var()), rel=1e-12)
+    assert BudgetedSVC(budget=20, max_iter=1, standardize=True).fit(X, y).gamma_ == 0.5
+    assert BudgetedSVC(budget=20, max_iter=1, gamma=3.0).fit(X, y).gamma_ == 3.0
+    lin = BudgetedSVC(budget=20, max_iter=1, kernel="linear", maintenance="remove")
+    assert lin.fit(X, y).gamma_ == 0.5

@@ -28,7 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--eta0", type=float, default=1.0, help="step of norma/perceptron")
     t.add_argument("--kernel", default="rbf")
-    t.add_argument("--gamma", type=float, default=None, help="kernel bandwidth (1/d if unset)")
+    t.add_argument(
+        "--gamma",
+        type=float,
+        default=None,
+        help="kernel bandwidth (default: 1/(d X.var()), 1/d with --standardize)",
+    )
     t.add_argument("--max-iter", type=int, default=5, help="epochs (passes over the data)")
     t.add_argument(
         "--standardize",
