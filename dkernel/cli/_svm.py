@@ -97,7 +97,7 @@ def _train(args: argparse.Namespace) -> int:
         ckpt_dir = os.path.dirname(os.path.abspath(args.checkpoint))
         if not os.path.isdir(ckpt_dir):
             raise DKernelError(f"folder {ckpt_dir!r} for the checkpoint does not exist")
-    clf._resolve_spec(ds.X)  # kernel/maintenance errors before starting a cluster
+    clf._resolve_spec(ds.X, resolve=False)  # kernel errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
         clf.fit(ds)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import numbers
 import os
@@ -99,12 +100,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         None: no projection.
     kernel, gamma, degree, coef0, kernel_params
         As :func:`dkernel.kernels.pairwise_kernels`. ``gamma=None``: scikit-learn's
-        ``"scale"``, ``1 / (n_features * X.var())`` on a 1000-row sample for rbf (the L1
+        ``"scale"``, ``1 / (n_features * X.var())`` on a row sample for rbf (the L1
         median heuristic for laplacian, ``1 / n_features`` for the other kernels), the rule
-        all dkernel estimators share; ``1 / n_features`` with ``standardize=True`` (the same
-        rule on standardised data). Measured (``benchmarks/results/bsgd_defaults.md``,
-        20000 rows, defaults otherwise) against the former ``1 / n_features``: ijcnn1 92.8 ->
-        98.1 %, a9a 85.1 -> 84.0 %, letter 94.0 -> 91.2 %, usps 92.0 -> 94.4 % (mean +1.9).
+        all dkernel estimators share; a sequential fit takes the sample from its first block
+        (read once, also trained on), a distributed one samples 1000 rows. ``1 /
+        n_features`` with ``standardize=True`` (the same rule on standardised data).
+        Measured (``benchmarks/results/bsgd_defaults.md``, 20000 rows, defaults otherwise)
+        against the former ``1 / n_features``: ijcnn1 92.8 -> 97.9 %, a9a 85.1 -> 84.1 %,
+        letter 94.0 -> 91.3 %, usps 92.0 -> 94.3 % (mean +0.9).
         Callables and ``precomputed`` are not supported (the loop is compiled).
     fit_intercept : bool, default=False
         Learn an intercept as the weight of a constant feature of value 1 appended to phi(x)
@@ -351,10 +354,18 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 "sigmoid, cosine); callables and 'precomputed' are not supported"
             )
 
-    def _resolve_spec(self, X) -> KernelSpec:
-        """The kernel with gamma resolved (the base's rule; ``1 / n_features`` on data that
-        will be standardised) and the merge/radial check."""
-        spec = self._kernel_spec(X) if self.standardize else self._resolve_gamma(X)
+    def _samples_gamma(self) -> bool:
+        """Whether resolving gamma needs rows of the data (the base's rule on raw data)."""
+        spec = self._kernel_spec(None)
+        return spec.gamma is None and not self.standardize and spec.kernel in ("rbf", "laplacian")
+
+    def _resolve_spec(self, X, *, sample=None, resolve: bool = True) -> KernelSpec:
+        """The kernel with gamma resolved (the base's rule, on ``sample`` when given;
+        ``1 / n_features`` on data that will be standardised) and the merge/radial check
+        (``resolve=False``: the check alone, reading nothing)."""
+        spec = self._kernel_spec(X)
+        if resolve and self._samples_gamma():
+            spec = self._resolve_gamma(X, sample=sample)
         if self.maintenance == "merge" and not spec.is_radial:
             raise DKernelError(
                 f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
@@ -473,10 +484,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
-        spec = self._resolve_spec(X)
+        self._resolve_spec(X, resolve=False)  # kernel errors before any read
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
         n_cols = 1 if len(classes) == 2 else len(classes)
-        scaler = _feature_stats(X) if self.standardize else None
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
@@ -486,6 +496,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if saved is not None:
             seed = int(saved["seed"])
             logger.info("resuming from checkpoint %s at %s", ckpt.path, saved["position"])
+        y_map = _label_map(classes)
+        # a sequential fit's gamma comes from its first block, read once and trained on
+        # (X is then read once per epoch); a distributed fit samples rows
+        head = None
+        if not use_dist and self._samples_gamma():
+            task0 = block_plan(
+                n, seed=seed, epoch=0, shuffle=bool(self.shuffle), block_rows=int(self._block_rows)
+            )[0]
+            head = read_block(X, y, w, task0, y_map=y_map)
+        spec = self._resolve_spec(X, sample=None if head is None else head[0])
+        scaler = _feature_stats(X) if self.standardize else None
         show = progress_enabled(self.verbose)
         if use_dist:
             chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))
@@ -543,7 +564,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             if saved is not None:
                 state = nb.BSGDState(*(saved[f"state_{f}"] for f in nb.BSGDState._fields))
                 epoch0, block0 = (int(v) for v in saved["position"])
-            y_map = _label_map(classes)
             with progress(
                 int(self.max_iter) * n,
                 "BudgetedSVC",
@@ -580,6 +600,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                             first=skip,
                             after=after,
                             scaler=scaler,
+                            head=head if epoch == 0 and skip == 0 else None,
                         )
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
@@ -605,13 +626,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         first: int = 0,
         after=None,
         scaler: Standardizer | None = None,
+        head=None,
     ) -> None:
-        """Blocks ``plan[first:]`` through the numba loop; ``after(i)`` once block i is done."""
+        """Blocks ``plan[first:]`` through the numba loop; ``after(i)`` once block i is done.
+        ``head``: block ``plan[first]`` already read (not read again)."""
 
         def reader(task):
             return read_block(X, y, w, task, y_map=y_map, standardize=scaler)
 
-        for i, (Xb, yi, wb) in enumerate(prefetch(reader, plan[first:], depth=2), start=first):
+        rest = prefetch(reader, plan[first + (head is not None) :], depth=2)
+        blocks = rest if head is None else itertools.chain([head], rest)
+        for i, (Xb, yi, wb) in enumerate(blocks, start=first):
             t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
             if bar is not None:
                 with bar.compiling("bsgd"):
