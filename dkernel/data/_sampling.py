@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import DKernelError, check_scalar
+from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
 
 
@@ -130,7 +130,7 @@ def take_rows(X, indices) -> np.ndarray:
     if idx.size == 0:
         return np.empty((0,) + tuple(X.shape[1:]), dtype=X.dtype)
     uniq, inverse = np.unique(idx, return_inverse=True)
-    if _is_dask(X):
+    if is_dask_array(X):
         got = _take_dask(X, uniq)
     elif hasattr(X, "get_orthogonal_selection"):  # zarr.Array
         sel = (uniq,) + (slice(None),) * (len(X.shape) - 1)
@@ -144,10 +144,6 @@ def _check_result_bytes(X, rows: int) -> None:
     """Refuse a gather of ``rows`` rows that cannot fit in memory (``size=10**9`` typos)."""
     row = int(np.prod(X.shape[1:], dtype=np.float64)) * np.dtype(X.dtype).itemsize
     check_allocation(float(rows) * row, f"{rows} rows of {tuple(X.shape[1:])} {X.dtype}")
-
-
-def _is_dask(X) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "__dask_keys__")
 
 
 def _take_local(block, local):
