@@ -327,7 +327,7 @@ def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=Non
     )
 
 
-def _validate(X, y, m, C, sample_weight, *, allow_multiclass=False):
+def _validate(X, y, m, C, sample_weight):
     X = check_finite_2d(X)
     n = X.shape[0]
     m = _check_m(m, n)
