@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import numbers
+import os
 
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
+from ..runtime import load_checkpoint, save_checkpoint
 from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, merge
 from ._sensitivity import _base_seed, check_C
 
@@ -39,10 +41,21 @@ class StreamingCoreset:
     random_state : int or None
         Base seed: node (level, index) uses ``SeedSequence([seed, level, index])``, so the
         same stream and seed give the same coreset.
+    checkpoint : str or os.PathLike, optional
+        A ``.npz`` file: the state (buckets, buffered rows, counters, seed) is written to it
+        atomically after every ``checkpoint_every`` leaves. A new ``StreamingCoreset`` with
+        the same parameters and checkpoint resumes from it on its first ``partial_fit``:
+        feed it the stream from row ``n_seen_`` on and the coreset is exactly the one an
+        uninterrupted run gives. A checkpoint of other parameters is a ``DKernelError``.
+    checkpoint_every : int, default=1
+        Leaves built between two checkpoint writes.
 
     Attributes
     ----------
     n_samples_seen_ : int
+    n_seen_ : int
+        Rows consumed so far, restored ones included (with a checkpoint: the row of the
+        stream to continue from; 0 before any ``partial_fit``).
     buckets_ : list of Coreset or None
         ``buckets_[i]`` summarises ``leaf_size * 2**i`` rows, or is empty.
     classes_ : ndarray of shape (2,)
@@ -73,8 +86,20 @@ class StreamingCoreset:
     (1000, 3, True)
     """
 
+    buckets_: list[Coreset | None]
+
     def __init__(
-        self, m, leaf_size, *, C=1.0, k=None, beta=BETA, loss_share=LOSS_SHARE, random_state=None
+        self,
+        m,
+        leaf_size,
+        *,
+        C=1.0,
+        k=None,
+        beta=BETA,
+        loss_share=LOSS_SHARE,
+        random_state=None,
+        checkpoint=None,
+        checkpoint_every=1,
     ):
         self.m = m
         self.leaf_size = leaf_size
@@ -83,6 +108,102 @@ class StreamingCoreset:
         self.beta = beta
         self.loss_share = loss_share
         self.random_state = random_state
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+
+    def _ckpt_params(self) -> dict:
+        """What a checkpoint is tied to (not the checkpoint path or interval)."""
+        rs = self.random_state
+        return {
+            "kind": "StreamingCoreset",
+            "m": self.m,
+            "leaf_size": self.leaf_size,
+            "C": self.C,
+            "k": self.k,
+            "beta": self.beta,
+            "loss_share": self.loss_share,
+            "random_state": rs if rs is None or isinstance(rs, numbers.Integral) else repr(rs),
+        }
+
+    @property
+    def n_seen_(self) -> int:
+        """Rows consumed so far (restored from a checkpoint included)."""
+        if not hasattr(self, "n_samples_seen_"):
+            self._resume()
+        return int(getattr(self, "n_samples_seen_", 0))
+
+    def _resume(self) -> bool:
+        """Load the checkpoint into self when there is one; True when state was restored."""
+        if self.checkpoint is None or hasattr(self, "n_samples_seen_"):
+            return False
+        self._check_params()
+        state = load_checkpoint(self.checkpoint, params=self._ckpt_params())
+        if state is None:
+            return False
+        self.n_samples_seen_ = int(state["n_samples_seen"])
+        self.n_features_in_ = int(state["n_features_in"])
+        self.classes_ = state["classes"]
+        self._seed = int(state["seed"])
+        self._made = {int(lv): int(c) for lv, c in state["made"].items()}
+        self._buf_X, self._buf_y = [state["buf_X"]], [state["buf_y"]]
+        self._buffered = int(state["buf_X"].shape[0])
+        self.buckets_ = []
+        for i, meta in enumerate(state["buckets"]):
+            if meta is None:
+                self.buckets_.append(None)
+                continue
+            self.buckets_.append(
+                Coreset(
+                    X=state[f"b{i}_X"],
+                    y=state[f"b{i}_y"],
+                    weight=state[f"b{i}_weight"],
+                    sensitivity=state[f"b{i}_sensitivity"],
+                    total_sensitivity=float(meta["total_sensitivity"]),
+                    source_size=int(meta["source_size"]),
+                    C=float(meta["C"]),
+                    classes=tuple(state[f"b{i}_classes"].tolist()),
+                    info=dict(meta["info"]),
+                )
+            )
+        self._leaves_saved = self._made.get(1, 0)
+        logger.info(
+            "streaming coreset resumed from %s at row %d", self.checkpoint, self.n_samples_seen_
+        )
+        return True
+
+    def _save(self) -> None:
+        Xb = np.concatenate(self._buf_X) if self._buf_X else np.empty((0, self.n_features_in_))
+        yb = np.concatenate(self._buf_y) if self._buf_y else np.empty(0)
+        state: dict = {
+            "n_samples_seen": int(self.n_samples_seen_),
+            "n_features_in": int(self.n_features_in_),
+            "classes": np.asarray(self.classes_),
+            "seed": int(self._seed),
+            "made": {str(lv): int(c) for lv, c in self._made.items()},
+            "buf_X": Xb,
+            "buf_y": yb,
+        }
+        metas: list = []
+        for i, b in enumerate(self.buckets_):
+            if b is None:
+                metas.append(None)
+                continue
+            metas.append(
+                {
+                    "total_sensitivity": float(b.total_sensitivity),
+                    "source_size": int(b.source_size),
+                    "C": float(b.C),
+                    "info": b.info,
+                }
+            )
+            state[f"b{i}_X"] = np.asarray(b.X)
+            state[f"b{i}_y"] = np.asarray(b.y)
+            state[f"b{i}_weight"] = np.asarray(b.weight)
+            state[f"b{i}_sensitivity"] = np.asarray(b.sensitivity)
+            state[f"b{i}_classes"] = np.asarray(b.classes)
+        state["buckets"] = metas
+        save_checkpoint(os.fspath(self.checkpoint), state, params=self._ckpt_params())
+        self._leaves_saved = self._made.get(1, 0)
 
     def _check_params(self):
         check_scalar(self.m, "m", kind=numbers.Integral, low=1)
@@ -94,6 +215,7 @@ class StreamingCoreset:
         check_C(self.C)
         check_scalar(self.k, "k", kind=numbers.Integral, low=1, allow_none=True)
         _check_mixture(self.beta, self.loss_share)
+        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
 
     def partial_fit(self, X, y, classes=None):
         """Add a batch of rows; returns self.
@@ -112,7 +234,9 @@ class StreamingCoreset:
             raise DKernelError(
                 f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows of X"
             )
+        self._resume()
         if not hasattr(self, "n_samples_seen_"):
+            self._leaves_saved = 0
             self.n_samples_seen_ = 0
             self.n_features_in_ = X.shape[1]
             self.buckets_ = []
@@ -120,10 +244,11 @@ class StreamingCoreset:
             self._buffered = 0
             self._seed = _base_seed(self.random_state)
             self._made = {}
-            self.classes_ = np.array([]) if classes is None else np.unique(classes)
+            self.classes_ = np.unique(y) if classes is None else np.unique(classes)
         if X.shape[1] != self.n_features_in_:
             raise DKernelError(f"X has {X.shape[1]} features, the stream has {self.n_features_in_}")
-        labels = np.union1d(self.classes_, np.unique(y))
+        # union1d with an empty float array would turn int labels into floats
+        labels = np.unique(y) if self.classes_.size == 0 else np.union1d(self.classes_, y)
         if labels.size > 2:
             raise DKernelError(f"the stream has labels {labels.tolist()}: more than two classes")
         self.classes_ = labels
@@ -137,6 +262,11 @@ class StreamingCoreset:
             self._buf_X, self._buf_y = [Xa[L:]], [ya[L:]]
             self._buffered -= L
             self._push(self._leaf(Xa[:L], ya[:L]))
+        if (
+            self.checkpoint is not None
+            and self._made.get(1, 0) - self._leaves_saved >= self.checkpoint_every
+        ):
+            self._save()
         return self
 
     def _leaf_rows(self) -> int:
@@ -184,8 +314,8 @@ class StreamingCoreset:
 
     def _push(self, c: Coreset) -> None:
         level = 0
-        while level < len(self.buckets_) and self.buckets_[level] is not None:
-            merged = merge(self.buckets_[level], c)
+        while level < len(self.buckets_) and (held := self.buckets_[level]) is not None:
+            merged = merge(held, c)
             self.buckets_[level] = None
             c = merged.reduce(
                 int(self.m),
@@ -214,6 +344,11 @@ class StreamingCoreset:
         if not getattr(self, "n_samples_seen_", 0):
             raise DKernelError("no rows seen yet: call partial_fit first")
         neg, pos = self._classes()
+        if neg == pos:
+            raise DKernelError(
+                f"the stream has one class only ({neg!r}); an SVM coreset needs two "
+                "(pass classes=[negative, positive] to partial_fit if the other is to come)"
+            )
         parts = [b for b in self.buckets_ if b is not None]
         if self._buffered:
             Xb, yb = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
@@ -235,8 +370,6 @@ class StreamingCoreset:
             out = merge(out, p)
         if m is not None:
             check_scalar(m, "m", kind=numbers.Integral, low=1)
-            if neg == pos:
-                raise DKernelError("the stream has one class only; an SVM coreset needs two")
             out = out.reduce(
                 int(m),
                 random_state=random_state,
