@@ -7,7 +7,14 @@ F(S, w) approximates F(P, w) for every w; train any estimator taking ``sample_we
 with :meth:`Coreset.fit`.
 """
 
-from ._coreset import Coreset, coreset_cost, merge, svm_coreset, uniform_coreset
+from ._coreset import (
+    Coreset,
+    VacuousCoresetWarning,
+    coreset_cost,
+    merge,
+    svm_coreset,
+    uniform_coreset,
+)
 from ._distributed import distributed_coreset
 from ._kmeans import kernel_kmeans_coreset
 from ._sensitivity import svm_sensitivity
@@ -17,6 +24,7 @@ from ._streaming import StreamingCoreset
 __all__ = [
     "Coreset",
     "StreamingCoreset",
+    "VacuousCoresetWarning",
     "coreset_cost",
     "distributed_coreset",
     "kernel_kmeans_coreset",

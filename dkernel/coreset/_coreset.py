@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import numbers
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -33,6 +34,25 @@ _MEAN_LOSS_PARAMS = frozenset({"alpha"})
 BETA = 0.3
 #: Default share of the point costs at the coarse solution in the non-uniform part.
 LOSS_SHARE = 0.5
+
+
+class VacuousCoresetWarning(UserWarning):
+    """The total sensitivity t is at least the number of rows n: the bound saves nothing."""
+
+
+def _warn_vacuous(c: Coreset, stacklevel: int = 3) -> None:
+    """Warn when ``c``'s total sensitivity is no smaller than the rows it was built from."""
+    n = int(c.source_size)
+    t = float(c.total_sensitivity)
+    if n > 0 and t >= n:
+        warnings.warn(
+            f"the coreset's total sensitivity t = {t:.4g} is >= n = {n} rows (t/n = {t / n:.3g}): "
+            "its bound gives no saving over the full data. Features on large or very "
+            "different scales are the usual cause: standardise X first (e.g. "
+            "sklearn.preprocessing.StandardScaler)",
+            VacuousCoresetWarning,
+            stacklevel=stacklevel,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -396,6 +416,12 @@ def svm_coreset(
     -------
     Coreset, or dict of Coreset with ``multiclass="ovr"``
 
+    Warns
+    -----
+    VacuousCoresetWarning
+        When the total sensitivity is at least n (the bound saves nothing; unscaled
+        features are the usual cause: standardise X).
+
     Notes
     -----
     O(n d (k + I)) for the clustering, O(n d) per L-BFGS iteration of the coarse solve and
@@ -427,11 +453,16 @@ def svm_coreset(
     classes = np.unique(y)
     if multiclass == "ovr" and classes.size > 2:
         seeds = np.random.SeedSequence(_base_seed(random_state)).spawn(classes.size)
-        return {
+        per_class = {
             c.item(): _one(X, np.where(y == c, 1, -1), u, m, C, k, opt, mix, s)
             for c, s in zip(classes, seeds)
         }
-    return _one(X, y, u, m, C, k, opt, mix, random_state)
+        for one in per_class.values():
+            _warn_vacuous(one)
+        return per_class
+    out = _one(X, y, u, m, C, k, opt, mix, random_state)
+    _warn_vacuous(out)
+    return out
 
 
 def _one(X, y, u, m, C, k, opt, mix, random_state) -> Coreset:

@@ -41,7 +41,17 @@ from .._validation import DKernelError, check_scalar, is_dask_array, report_nonf
 from ..data import Dataset, open_dataset, take_rows
 from ..runtime import _timer
 from ..runtime._tree import TreeNode, tree_levels, tree_reduce
-from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_m, _check_mixture, _draw, merge
+from ._coreset import (
+    BETA,
+    LOSS_SHARE,
+    Coreset,
+    _build,
+    _check_m,
+    _check_mixture,
+    _draw,
+    _warn_vacuous,
+    merge,
+)
 from ._kernels import _bounds_from_geometry
 from ._sensitivity import _base_seed, _cluster_geometry, check_C
 from ._solver import _dual_bound, _local_aggregates, coarse_svm
@@ -403,6 +413,11 @@ def _inputs(X, y):
         if Xa.ndim != 2:
             raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {Xa.shape}")
         X = da.from_array(Xa, chunks=(max(1, min(len(Xa), 65536)), Xa.shape[1]))
+    if np.dtype(X.dtype).kind == "c":
+        raise DKernelError(
+            f"X has complex dtype {X.dtype}: an SVM coreset needs real features "
+            "(take .real, .imag or abs() explicitly)"
+        )
     check_dask_2d(X)
     if not is_dask_array(y):
         y = np.asarray(y)
@@ -475,6 +490,11 @@ def distributed_coreset(
     -------
     Coreset
 
+    Warns
+    -----
+    VacuousCoresetWarning
+        Two-pass: when the total sensitivity is at least n (standardise X).
+
     Notes
     -----
     Two-pass: the sample solve on the client (O(20000 d) per L-BFGS iteration), then three
@@ -539,9 +559,9 @@ def distributed_coreset(
     seed = _base_seed(random_state)
     with _timer(f"distributed coreset ({method})", logger):
         if method == "two-pass":
-            return _two_pass(
-                X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol)
-            )
+            out = _two_pass(X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol))
+            _warn_vacuous(out)  # the root of a tree resamples m rows: its t is not over n
+            return out
         return _merge_reduce(
             X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, split_every=int(split_every)
         )
