@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
-from ..runtime import _timer
+from ..runtime import _timer, progress, progress_enabled
 from ._sensitivity import (
     _base_seed,
     _binary_labels,
@@ -372,6 +372,7 @@ def svm_coreset(
     loss_share=LOSS_SHARE,
     multiclass=None,
     random_state=None,
+    verbose=0,
 ):
     """Sensitivity-sampling coreset of a labelled set for the linear SVM cost.
 
@@ -411,6 +412,9 @@ def svm_coreset(
         dict ``{class: Coreset}``; more than two classes without it is an error.
     random_state : int, Generator, RandomState or None
         Seeds the k-means++ seeding and the draw (the coarse solve is deterministic).
+    verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (a notebook widget in Jupyter), one step per
+        coreset built (one per class with ``multiclass="ovr"``).
 
     Returns
     -------
@@ -450,17 +454,23 @@ def svm_coreset(
     if opt is not None:
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
+    check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
     classes = np.unique(y)
-    if multiclass == "ovr" and classes.size > 2:
-        seeds = np.random.SeedSequence(_base_seed(random_state)).spawn(classes.size)
-        per_class = {
-            c.item(): _one(X, np.where(y == c, 1, -1), u, m, C, k, opt, mix, s)
-            for c, s in zip(classes, seeds)
-        }
-        for one in per_class.values():
-            _warn_vacuous(one)
-        return per_class
-    out = _one(X, y, u, m, C, k, opt, mix, random_state)
+    ovr = multiclass == "ovr" and classes.size > 2
+    with progress(
+        classes.size if ovr else 1, "svm_coreset", enabled=progress_enabled(verbose)
+    ) as bar:
+        if ovr:
+            seeds = np.random.SeedSequence(_base_seed(random_state)).spawn(classes.size)
+            per_class = {}
+            for c, s in zip(classes, seeds):
+                per_class[c.item()] = _one(X, np.where(y == c, 1, -1), u, m, C, k, opt, mix, s)
+                bar.update(1, **{"class": c.item()})
+            for one in per_class.values():
+                _warn_vacuous(one)
+            return per_class
+        out = _one(X, y, u, m, C, k, opt, mix, random_state)
+        bar.update(1, t_over_n=out.total_sensitivity / out.source_size)
     _warn_vacuous(out)
     return out
 

@@ -35,11 +35,13 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.callbacks import Callback
 
 from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
 from ..data import Dataset, open_dataset, take_rows
-from ..runtime import _timer
+from ..runtime import _timer, progress, progress_enabled
+from ..runtime._progress import Progress
 from ..runtime._tree import TreeNode, tree_levels, tree_reduce
 from ._coreset import (
     BETA,
@@ -168,7 +170,7 @@ def _block_sample(Xb, yb, state, gam, count, m, totals, mix, seed, start, stop):
     return Xb[idx], yb[idx], weight * count / m, gamma[idx]
 
 
-def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
+def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     n = int(X.shape[0])
     U = float(n)
     X, y = dask.persist(X, y)
@@ -187,6 +189,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
             w, opt_est = sol.w, sol.upper
         else:  # a sample with one label: w = 0 (cost C n), still certified below
             w, opt_est = np.zeros(Xs1.shape[1]), C * U
+    bar.update(1, step="sample solve")
     with _timer("two-pass: certificate and clustering", logger):
         persisted = dask.persist(
             *[
@@ -197,6 +200,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
             ]
         )
         stats = dask.compute(*[delayed(_first)(s) for s in persisted])
+    bar.update(1, step="certificate")
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
         raise DKernelError(
@@ -215,6 +219,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
     with _timer("two-pass: sensitivities", logger):
         gams = dask.persist(*[delayed(_block_gamma)(s, C, lower, U) for s in persisted])
         tb = np.array(dask.compute(*[delayed(_second)(g) for g in gams]))
+    bar.update(1, step="sensitivities")
     t = float(tb.sum())
     Lb = reg * np.diff(bounds) / U + C * np.array([s[0] for s in stats])
     mass = (1.0 - mix.beta) * (
@@ -242,6 +247,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol):
                 if c > 0
             ]
         )
+    bar.update(1, step="draw")
     return Coreset(
         X=np.concatenate([p[0] for p in parts]),
         y=np.concatenate([p[1] for p in parts]),
@@ -337,7 +343,22 @@ def _combine(children, node: TreeNode, *, bounds, split_every, m, inner, k, U_to
     return _node(children, draws, k, U_total, mix, seed, int(bounds[first]), int(bounds[last]))
 
 
-def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every):
+class _CountLeaves(Callback):
+    """Advances ``bar`` as leaf tasks finish (local schedulers; a cluster reports at the end)."""
+
+    def __init__(self, bar: Progress):
+        super().__init__()
+        self.bar = bar
+        self.done = 0
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        name = key[0] if isinstance(key, tuple) else key
+        if isinstance(name, str) and name.startswith("_leaf-"):
+            self.done += 1
+            self.bar.update(1, step="leaves")
+
+
+def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progress):
     n = int(X.shape[0])
     xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
     bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
@@ -372,8 +393,9 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every):
         mix=mix,
         seed=seed,
     )
-    with _timer("merge-reduce tree", logger):
+    with _timer("merge-reduce tree", logger), _CountLeaves(bar) as counted:
         (root,) = dask.compute(tree_reduce(None, leaves, combine, split_every=split_every))
+    bar.update(n_leaves - counted.done + 1, step="tree")  # leaves not seen here, and the root
     return Coreset(
         X=root.X,
         y=root.y,
@@ -445,6 +467,7 @@ def distributed_coreset(
     classes=None,
     random_state=None,
     tol=0.05,
+    verbose=0,
 ):
     """SVM coreset of a dask array or zarr store, built across the workers.
 
@@ -485,6 +508,9 @@ def distributed_coreset(
         Certified-gap target of the two-pass coarse solve on its sample; the gap actually
         certified on the whole data (one pass) inflates the bounds by at most its square
         root, whatever it is.
+    verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (a notebook widget in Jupyter): the four
+        two-pass steps, or the merge-reduce leaves done and the tree.
 
     Returns
     -------
@@ -531,6 +557,7 @@ def distributed_coreset(
     mix = _check_mixture(beta, loss_share)
     check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
     check_scalar(tol, "tol", low=0.0)
+    check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
     k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
     X, y, store_classes = _inputs(X, y)
     n = int(X.shape[0])
@@ -557,11 +584,29 @@ def distributed_coreset(
         )
     neg, pos = classes
     seed = _base_seed(random_state)
-    with _timer(f"distributed coreset ({method})", logger):
+    n_steps = 4 if method == "two-pass" else len(X.chunks[0]) + 1
+    with (
+        _timer(f"distributed coreset ({method})", logger),
+        progress(
+            n_steps, f"distributed_coreset ({method})", enabled=progress_enabled(verbose)
+        ) as bar,
+    ):
         if method == "two-pass":
-            out = _two_pass(X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol))
+            out = _two_pass(
+                X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol), bar=bar
+            )
             _warn_vacuous(out)  # the root of a tree resamples m rows: its t is not over n
             return out
         return _merge_reduce(
-            X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, split_every=int(split_every)
+            X,
+            y,
+            m,
+            C=C,
+            k=k,
+            mix=mix,
+            seed=seed,
+            pos=pos,
+            neg=neg,
+            split_every=int(split_every),
+            bar=bar,
         )

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from ..runtime import load_checkpoint, save_checkpoint
+from ..runtime import load_checkpoint, progress, progress_enabled, save_checkpoint
 from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, merge
 from ._sensitivity import _base_seed, check_C
 
@@ -49,6 +49,9 @@ class StreamingCoreset:
         uninterrupted run gives. A checkpoint of other parameters is a ``DKernelError``.
     checkpoint_every : int, default=1
         Leaves built between two checkpoint writes.
+    verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (a notebook widget in Jupyter) for each
+        ``partial_fit`` that builds leaves: leaves built, rows seen, buckets held.
 
     Attributes
     ----------
@@ -100,6 +103,7 @@ class StreamingCoreset:
         random_state=None,
         checkpoint=None,
         checkpoint_every=1,
+        verbose=0,
     ):
         self.m = m
         self.leaf_size = leaf_size
@@ -110,6 +114,7 @@ class StreamingCoreset:
         self.random_state = random_state
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
+        self.verbose = verbose
 
     def _ckpt_params(self) -> dict:
         """What a checkpoint is tied to (not the checkpoint path or interval)."""
@@ -216,6 +221,7 @@ class StreamingCoreset:
         check_scalar(self.k, "k", kind=numbers.Integral, low=1, allow_none=True)
         _check_mixture(self.beta, self.loss_share)
         check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
+        check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
 
     def partial_fit(self, X, y, classes=None):
         """Add a batch of rows; returns self.
@@ -256,12 +262,19 @@ class StreamingCoreset:
         self._buf_X.append(X)
         self._buf_y.append(y)
         self._buffered += X.shape[0]
-        while self._buffered >= self.leaf_size:
-            Xa, ya = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
-            L = int(self.leaf_size)
-            self._buf_X, self._buf_y = [Xa[L:]], [ya[L:]]
-            self._buffered -= L
-            self._push(self._leaf(Xa[:L], ya[:L]))
+        L = int(self.leaf_size)
+        n_leaves = self._buffered // L
+        with progress(
+            n_leaves or None,
+            "StreamingCoreset leaves",
+            enabled=bool(n_leaves) and progress_enabled(self.verbose),
+        ) as bar:
+            while self._buffered >= L:
+                Xa, ya = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
+                self._buf_X, self._buf_y = [Xa[L:]], [ya[L:]]
+                self._buffered -= L
+                self._push(self._leaf(Xa[:L], ya[:L]))
+                bar.update(1, rows=self.n_samples_seen_, buckets=self.n_buckets_)
         if (
             self.checkpoint is not None
             and self._made.get(1, 0) - self._leaves_saved >= self.checkpoint_every
