@@ -7,6 +7,7 @@ the numeric kernels, row indices into the training set for the transductive grap
 
 from __future__ import annotations
 
+import abc
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -84,15 +85,16 @@ class _NumericOracle:
         return _pairwise_kernels(A, B, self.spec, x_sq=a_sq, y_sq=b_sq if B is not None else None)
 
 
-class _IndexOracle:
+class _IndexOracle(abc.ABC):
     """Points are row indices (graph and precomputed kernels): nothing to prepare."""
 
     graph = True
     mu = None
     evals = 0
 
-    def kernel(self, A, B):  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def kernel(self, A, B):
+        """Kernel values between the index sets ``A`` and ``B``."""
 
     def prep(self, A, out=None):
         return A, None
