@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -80,8 +79,6 @@ def test_bad_arguments_fail_fast_without_a_cluster(
     tmp_path, store, no_cluster, capsys, argv, match
 ):
     argv = [a.format(tmp=tmp_path, store=store) for a in argv]
-    t0 = time.perf_counter()
-    assert main(argv) == 2
-    assert time.perf_counter() - t0 < 3
+    assert main(argv) == 2  # no_cluster: starting a cluster would raise instead
     assert match in _one_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["s.zarr"]

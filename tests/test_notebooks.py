@@ -6,7 +6,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 
 import nbformat
 import pytest
@@ -20,9 +19,9 @@ import make_notebooks  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-#: Each notebook runs in 6-20 s with numba's cache warm (the suite's earlier tests compile the
-#: same kernels); a cold cache adds 20-40 s of compiling on a loaded machine.
-LIMIT_S = 90
+#: A hang guard per notebook (pytest-timeout), not a speed check: each runs in 6-20 s with
+#: numba's cache warm; a cold cache adds 20-40 s of compiling on a loaded machine.
+LIMIT_S = 240
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +52,16 @@ def kernel_name(tmp_path_factory):
         os.environ["JUPYTER_PATH"] = old
 
 
-def _run(name: str, workdir, kernel: str) -> tuple[nbformat.NotebookNode, dict, float]:
+def _run(name: str, workdir, kernel: str) -> tuple[nbformat.NotebookNode, dict]:
     nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
     client = NotebookClient(
         nb, timeout=120, kernel_name=kernel, resources={"metadata": {"path": str(workdir)}}
     )
-    t0 = time.perf_counter()
     client.execute()
-    seconds = time.perf_counter() - t0
     last = nb.cells[-1]
     text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
     summary = json.loads(text.strip().splitlines()[-1])
-    return nb, summary, seconds
+    return nb, summary
 
 
 def _images(nb) -> int:
@@ -115,16 +112,17 @@ def test_notebooks_match_their_generator():
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
 
 
+@pytest.mark.timeout(LIMIT_S)
 def test_kernel_kmeans_notebook(tmp_path, kernel_name):
-    nb, s, seconds = _run("kernel_kmeans_digits.ipynb", tmp_path, kernel_name)
+    nb, s = _run("kernel_kmeans_digits.ipynb", tmp_path, kernel_name)
     assert not _errors(nb)
     assert _images(nb) == 2  # the cluster means and the PCA scatter
     assert s["ari"] > 0.5 and s["mean_purity"] > 0.6 and s["gamma"] > 0
-    assert seconds < LIMIT_S, seconds
 
 
+@pytest.mark.timeout(LIMIT_S)
 def test_bsgd_notebook(tmp_path, kernel_name):
-    nb, s, seconds = _run("bsgd_streaming_zarr.ipynb", tmp_path, kernel_name)
+    nb, s = _run("bsgd_streaming_zarr.ipynb", tmp_path, kernel_name)
     assert not _errors(nb)
     assert _images(nb) == 2  # accuracy vs budget, decision regions
     acc = s["accuracy"]
@@ -132,11 +130,11 @@ def test_bsgd_notebook(tmp_path, kernel_name):
     assert acc[-1] > 0.9  # a checkerboard: majority class is 0.5
     assert max(acc[-3:]) > acc[0] + 0.1  # the budget buys accuracy
     assert "6/6" in _progress_bar_text(nb) and "accuracy=" in _progress_bar_text(nb)
-    assert seconds < LIMIT_S, seconds
 
 
+@pytest.mark.timeout(LIMIT_S)
 def test_coreset_notebook(tmp_path, kernel_name):
-    nb, s, seconds = _run("coreset_vs_uniform.ipynb", tmp_path, kernel_name)
+    nb, s = _run("coreset_vs_uniform.ipynb", tmp_path, kernel_name)
     assert not _errors(nb)
     assert _images(nb) == 2
     sens, unif = s["sensitivity"], s["uniform"]
@@ -144,4 +142,3 @@ def test_coreset_notebook(tmp_path, kernel_name):
     assert sens[0] < unif[0] and sens[1] < unif[1]
     assert all(v >= -1e-6 for v in sens + unif)  # nothing beats the full optimum
     assert sens[-1] < 0.05
-    assert seconds < LIMIT_S, seconds

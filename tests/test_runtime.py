@@ -319,12 +319,11 @@ def test_listeners_are_configurable():
         _close(client)
 
 
+@pytest.mark.timeout(60)  # the bug was a hang: the error must come, and come soon
 def test_worker_memory_below_its_resting_use_is_refused_before_work():
     """A worker past its pause threshold at rest would pause for ever (the 250MB hang)."""
-    t0 = time.perf_counter()
     with pytest.raises(DKernelError, match=r"at rest, above the .* it would pause for ever"):
         get_client(None, processes=False, n_workers=1, memory_limit="40MB")
-    assert time.perf_counter() - t0 < 10
 
 
 def test_pause_guard_unpauses_a_worker_with_nothing_to_spill(tmp_path):
