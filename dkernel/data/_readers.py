@@ -61,8 +61,51 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
     n = 0
     header = False
     integral = True
-    size = os.path.getsize(path)
     lab: int | None = None
+    for lineno, line in _numbered_lines(path):
+        if line[0] in _BLANK_START and not line.strip():
+            continue
+        if not width:
+            tokens = line.rstrip("\n").split(delimiter)
+            width = len(tokens)
+            if label_column is not None and -width <= label_column < width:
+                lab = label_column % width
+            if lineno == 1 and not _all_numeric(tokens):
+                header = True
+                continue
+            _floats(tokens, path, lineno)  # the first row: a precise error early
+        n += 1
+        if lab is None or not integral:
+            continue
+        if lab == width - 1:
+            tok = line.rpartition(delimiter)[2]
+        elif lab == 0:
+            tok = line.partition(delimiter)[0]
+        else:
+            tok = line.split(delimiter)[lab]
+        try:
+            integral = float(tok).is_integer()
+        except ValueError:  # quoted, or not a number: the slow path decides
+            try:
+                integral = float(_unquote(tok)).is_integer()
+            except ValueError:
+                _floats(line.rstrip("\n").split(delimiter), path, lineno)
+                raise DKernelError(  # pragma: no cover - _floats names it first
+                    f"{path}: line {lineno}: cannot read label {tok.strip()!r}"
+                ) from None
+    if n == 0:
+        raise DKernelError(f"{path}: no data rows")
+    return TextLayout(n, width, header, integral)
+
+
+#: Characters of a scan batch (``readlines`` hint) and the first characters of blank lines.
+_SCAN_HINT = 1 << 22
+_BLANK_START = frozenset(" \t\r\n\f\v")
+
+
+def _numbered_lines(path: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text file read in batches, with a scan progress bar."""
+    size = os.path.getsize(path)
     with (
         progress(size, f"scan {os.path.basename(path)}", unit="B", unit_scale=True) as bar,
         open(path, encoding="utf-8-sig") as fh,
@@ -73,47 +116,9 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
             if not lines:
                 break
             first, done = done + 1, done + len(lines)
-            for lineno, line in enumerate(lines, start=first):
-                if line[0] in _BLANK_START and not line.strip():
-                    continue
-                if not width:
-                    tokens = line.rstrip("\n").split(delimiter)
-                    width = len(tokens)
-                    if label_column is not None and -width <= label_column < width:
-                        lab = label_column % width
-                    if lineno == 1 and not _all_numeric(tokens):
-                        header = True
-                        continue
-                    _floats(tokens, path, lineno)  # the first row: a precise error early
-                n += 1
-                if lab is None or not integral:
-                    continue
-                if lab == width - 1:
-                    tok = line.rpartition(delimiter)[2]
-                elif lab == 0:
-                    tok = line.partition(delimiter)[0]
-                else:
-                    tok = line.split(delimiter)[lab]
-                try:
-                    integral = float(tok).is_integer()
-                except ValueError:  # quoted, or not a number: the slow path decides
-                    try:
-                        integral = float(_unquote(tok)).is_integer()
-                    except ValueError:
-                        _floats(line.rstrip("\n").split(delimiter), path, lineno)
-                        raise DKernelError(  # pragma: no cover - _floats names it first
-                            f"{path}: line {lineno}: cannot read label {tok.strip()!r}"
-                        ) from None
+            yield from enumerate(lines, start=first)
             if bar.enabled:
                 bar.update(sum(len(line) for line in lines))
-    if n == 0:
-        raise DKernelError(f"{path}: no data rows")
-    return TextLayout(n, width, header, integral)
-
-
-#: Characters of a scan batch (``readlines`` hint) and the first characters of blank lines.
-_SCAN_HINT = 1 << 22
-_BLANK_START = frozenset(" \t\r\n\f\v")
 
 
 def _all_numeric(tokens) -> bool:
@@ -253,28 +258,15 @@ def scan_svmlight(
     n = 0
     width = 0
     integral = True
-    size = os.path.getsize(path)
-    with (
-        progress(size, f"scan {os.path.basename(path)}", unit="B", unit_scale=True) as bar,
-        open(path, encoding="utf-8-sig") as fh,
-    ):
-        done = 0  # lines before this batch
-        while True:
-            lines = fh.readlines(_SCAN_HINT)
-            if not lines:
-                break
-            first, done = done + 1, done + len(lines)
-            for lineno, line in enumerate(lines, start=first):
-                parsed = _parse_svmlight_line(line, path, lineno, zero_based)
-                if parsed is None:
-                    continue
-                label, idx, _ = parsed
-                integral = integral and float(label).is_integer()
-                if idx:
-                    width = max(width, idx[-1] + 1)
-                n += 1
-            if bar.enabled:
-                bar.update(sum(len(line) for line in lines))
+    for lineno, line in _numbered_lines(path):
+        parsed = _parse_svmlight_line(line, path, lineno, zero_based)
+        if parsed is None:
+            continue
+        label, idx, _ = parsed
+        integral = integral and float(label).is_integer()
+        if idx:
+            width = max(width, idx[-1] + 1)
+        n += 1
     if n == 0:
         raise DKernelError(f"{path}: no data rows")
     if n_features is not None:
