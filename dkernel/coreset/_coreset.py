@@ -347,6 +347,12 @@ def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=Non
     )
 
 
+def _with_labels(out, classes):
+    """A coreset built on labels -1/+1 (:func:`_build`) with the caller's ``(neg, pos)``."""
+    neg, pos = classes
+    return replace(out, y=np.where(out.y > 0, pos, neg), classes=(neg, pos))
+
+
 def _validate(X, y, m, C, sample_weight):
     X = check_finite_2d(X)
     n = X.shape[0]
@@ -480,7 +486,7 @@ def _one(X, y, u, m, C, k, opt, mix, random_state) -> Coreset:
     rng = _rng(random_state)
     with _timer("svm_coreset", logger):
         out = _build(X, ys, u, m, C=C, k=k, rng=rng, mix=mix, opt=opt)
-    return replace(out, y=np.where(out.y > 0, classes[1], classes[0]), classes=classes)
+    return _with_labels(out, classes)
 
 
 def uniform_coreset(X, y, m, *, C=1.0, sample_weight=None, random_state=None):

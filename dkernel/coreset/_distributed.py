@@ -52,6 +52,7 @@ from ._coreset import (
     _check_mixture,
     _draw,
     _warn_vacuous,
+    _with_labels,
     merge,
 )
 from ._kernels import _bounds_from_geometry
@@ -288,7 +289,7 @@ def _exact(Xb, yb, classes, C) -> Coreset:
 def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Coreset:
     Xb, yb = np.asarray(Xb), np.asarray(yb)
     report_nonfinite(Xb, name="X", row_offset=start)
-    neg, pos = classes
+    pos = classes[1]
     n = Xb.shape[0]
     if n <= draws:  # nothing to reduce: the rows themselves, unit weights
         return _exact(Xb, yb, classes, C)
@@ -304,17 +305,7 @@ def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Core
         tol=0.05,
         U_total=U_total,
     )
-    return Coreset(
-        X=out.X,
-        y=np.where(out.y > 0, pos, neg),
-        weight=out.weight,
-        sensitivity=out.sensitivity,
-        total_sensitivity=out.total_sensitivity,
-        source_size=n,
-        C=C,
-        classes=classes,
-        info={**out.info, "levels": 1},
-    )
+    return _with_labels(out, classes)
 
 
 def _node(children, draws, k, U_total, mix, seed, start, stop) -> Coreset:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from ..runtime import load_checkpoint, progress, progress_enabled, save_checkpoint
-from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, merge
+from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, _with_labels, merge
 from ._sensitivity import _base_seed, check_C
 
 logger = logging.getLogger(__name__)
@@ -313,17 +313,7 @@ class StreamingCoreset:
             tol=0.05,
             U_total=float(self._leaf_rows() + n),  # this leaf included
         )
-        return Coreset(
-            X=out.X,
-            y=np.where(out.y > 0, pos, neg),
-            weight=out.weight,
-            sensitivity=out.sensitivity,
-            total_sensitivity=out.total_sensitivity,
-            source_size=n,
-            C=float(self.C),
-            classes=(neg, pos),
-            info={**out.info, "levels": 1},
-        )
+        return _with_labels(out, (neg, pos))
 
     def _push(self, c: Coreset) -> None:
         level = 0

@@ -27,7 +27,7 @@ from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
-from ._io import MAX_MODEL_BYTES, model_header, read_model, write_model
+from ._io import MAX_MODEL_BYTES, RAW_ARRAYS, model_header, read_model, write_model
 from ._stream import (
     BLOCK_ROWS,
     BlockTask,
@@ -907,7 +907,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             dict(params.get("kernel_params") or {}),
         )
         est._state = None
-        est._raw = {k: arrays[k] for k in _RAW_KEYS}
+        est._raw = {k: arrays[k] for k in RAW_ARRAYS}
         est.feature_mean_ = arrays.get("feature_mean")
         est.feature_scale_ = arrays.get("feature_scale")
         return est
@@ -916,17 +916,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False
         return tags
-
-
-_RAW_KEYS = (
-    "coef_unscaled",
-    "bias_unscaled",
-    "scale",
-    "coef_average_sum",
-    "bias_average_sum",
-    "average_weight",
-    "average_offset",
-)
 
 
 def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES) -> BudgetedSVC:

@@ -44,10 +44,9 @@ MAX_MODEL_BYTES = 1 << 30
 FORMAT = "dkernel.BudgetedSVC"
 VERSION = 2
 #: Arrays every model file holds.
-ARRAYS = (
-    "support_vectors",
-    "dual_coef",
-    "intercept",
+#: The learner's own state (unscaled coefficients, averaging sums): a loaded model continues
+#: bit for bit.
+RAW_ARRAYS = (
     "coef_unscaled",
     "bias_unscaled",
     "scale",
@@ -56,6 +55,7 @@ ARRAYS = (
     "average_weight",
     "average_offset",
 )
+ARRAYS = ("support_vectors", "dual_coef", "intercept", *RAW_ARRAYS)
 
 
 def _jsonable(v: Any) -> Any:
