@@ -8,6 +8,7 @@ the numeric kernels, row indices into the training set for the transductive grap
 from __future__ import annotations
 
 import abc
+import itertools
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,13 @@ from .._validation import (
 )
 from ..data import take_rows
 from ..kernels._kernels import row_sq_norms as _row_sq_norms
-from ..kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels
+from ..kernels._pairwise import (
+    KernelSpec,
+    _effective_n_jobs,
+    _kernel_diag,
+    _pairwise_kernels,
+    _run_tiles,
+)
 from . import _kernels as _nb
 
 #: Transductive graph kernels, built on the training rows and addressed by index.
@@ -74,15 +81,39 @@ class _NumericOracle:
             return A, _row_sq_norms(np.ascontiguousarray(A))
         return A, None
 
-    def kernel_p(self, A, a_sq, B=None, b_sq=None) -> np.ndarray:
-        """K(A, B) on prepared rows (``B=None``: the symmetric K(A, A))."""
+    def kernel_p(self, A, a_sq, B=None, b_sq=None, out=None) -> np.ndarray:
+        """K(A, B) on prepared rows (``B=None``: the symmetric K(A, A)), into ``out`` if
+        given (a buffer reused across calls: no fresh pages per call)."""
         nb = A.shape[0] if B is None else B.shape[0]
         self.evals += A.shape[0] * nb
         if A.shape[0] == 0 or nb == 0:
             return np.zeros((A.shape[0], nb), dtype=A.dtype)
         if a_sq is None:  # a kernel without norms: nothing was prepared
-            return _pairwise_kernels(A, B, self.spec)
-        return _pairwise_kernels(A, B, self.spec, x_sq=a_sq, y_sq=b_sq if B is not None else None)
+            return _pairwise_kernels(A, B, self.spec, out)
+        y_sq = b_sq if B is not None else None
+        return _pairwise_kernels(A, B, self.spec, out, x_sq=a_sq, y_sq=y_sq)
+
+    def kernel_blocks(self, A, a_sq, bounds) -> list:
+        """The symmetric blocks ``K(A[bounds[j]:bounds[j + 1]])`` of consecutive row ranges
+        (prepared rows), the ranges spread over the kernel module's threads."""
+        sizes = np.diff(bounds)
+        blocks: list = [None] * len(sizes)
+
+        def work(j0, j1):
+            for j in range(j0, j1):
+                r0, r1 = bounds[j], bounds[j + 1]
+                if r1 == r0:
+                    blocks[j] = np.zeros((0, 0), dtype=A.dtype)
+                elif a_sq is None:
+                    blocks[j] = _pairwise_kernels(A[r0:r1], None, self.spec)
+                else:
+                    blocks[j] = _pairwise_kernels(A[r0:r1], None, self.spec, x_sq=a_sq[r0:r1])
+
+        entries = int(np.dot(sizes, sizes))
+        threads = _effective_n_jobs(None, len(sizes), entries * (A.shape[1] + 16))
+        _run_tiles(work, [(j, j + 1) for j in range(len(sizes))], threads)
+        self.evals += entries
+        return blocks
 
 
 class _IndexOracle(abc.ABC):
@@ -99,8 +130,11 @@ class _IndexOracle(abc.ABC):
     def prep(self, A, out=None):
         return A, None
 
-    def kernel_p(self, A, a_sq, B=None, b_sq=None):
+    def kernel_p(self, A, a_sq, B=None, b_sq=None, out=None):
         return self.kernel(A, A if B is None else B)
+
+    def kernel_blocks(self, A, a_sq, bounds) -> list:
+        return [self.kernel(A[r0:r1], A[r0:r1]) for r0, r1 in itertools.pairwise(bounds)]
 
 
 class _GraphOracle(_IndexOracle):
@@ -428,10 +462,15 @@ def _inner_block(Xb, support, coef, spec):
     Xb = np.ascontiguousarray(Xb, dtype=support.dtype)
     oracle, S, S_sq, inner = _support_inner(support, coef, spec)
     out = np.empty((Xb.shape[0], coef.shape[0]))
-    buf = np.empty_like(Xb[:_TILE_ROWS])
-    for r0, r1 in _tiles(Xb.shape[0], S.shape[0], S.dtype.itemsize):
+    tiles = _tiles(Xb.shape[0], S.shape[0], S.dtype.itemsize)
+    step = tiles[0][1] - tiles[0][0] if tiles else 0
+    buf = np.empty_like(Xb[:step])
+    # one kernel tile buffer for the block: a fresh allocation per tile costs page faults
+    # (Dask workers trim the heap at 64 KiB: MALLOC_TRIM_THRESHOLD_)
+    K = np.empty((step, S.shape[0]), dtype=S.dtype)
+    for r0, r1 in tiles:
         P, p_sq = oracle.prep(Xb[r0:r1], out=buf[: r1 - r0] if oracle.mu is not None else None)
-        inner(oracle.kernel_p(P, p_sq, S, S_sq), out[r0:r1])
+        inner(oracle.kernel_p(P, p_sq, S, S_sq, out=K[: r1 - r0]), out[r0:r1])
     return oracle.diag(Xb), out
 
 

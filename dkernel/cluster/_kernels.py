@@ -10,6 +10,9 @@ and its part ``B_j`` assigned to center ``j``.
   ``sum_{i, l in B_j} w_i w_l K(x_i, x_l)``, the terms of the recursive norm update
   ``<C'_j, C'_j> = (1-a)^2 <C_j, C_j> + 2 a (1-a) <cm(B_j), C_j> + a^2 <cm(B_j), cm(B_j)>``.
 - :func:`bilinear`: ``u^T K v`` (the norm correction when a window batch is dropped).
+- :func:`window_gram`: a window's next Gram matrix from its kept part, the new rows'
+  kernel values against the kept points (rows of the iteration's block) and among
+  themselves.
 """
 
 from __future__ import annotations
@@ -87,3 +90,25 @@ def bilinear(K, u, v):
             row += K[i, j] * v[j]
         acc += u[i] * row
     return acc
+
+
+@njit(cache=True, nogil=True)
+def window_gram(gram, m_drop, K, rows, col0, Kjj):
+    """``[[gram[m_drop:, m_drop:], Kjw.T], [Kjw, Kjj]]`` with ``Kjw = K[rows, col0:col0 + m_keep]``
+    (the new rows against the kept window points), in float64."""
+    m_keep = gram.shape[0] - m_drop
+    r = rows.shape[0]
+    n = m_keep + r
+    G = np.empty((n, n))
+    for i in range(m_keep):
+        for j in range(m_keep):
+            G[i, j] = gram[m_drop + i, m_drop + j]
+    for a in range(r):
+        Krow = K[rows[a]]
+        for j in range(m_keep):
+            v = np.float64(Krow[col0 + j])
+            G[m_keep + a, j] = v
+            G[j, m_keep + a] = v
+        for b in range(r):
+            G[m_keep + a, m_keep + b] = Kjj[a, b]
+    return G

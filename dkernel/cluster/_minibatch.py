@@ -627,8 +627,18 @@ class MiniBatchKernelKMeans(
         W = np.bincount(labels, weights=wb, minlength=k)
         count = np.bincount(labels, minlength=k)
         self._wins += count
+        # the batch sorted by center (stable: rows keep their batch order): each center's
+        # new rows are one slice, kept in its window as a view (no per-center copies)
+        order = np.argsort(labels, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(count)])
+        Xs = Xb[order]
+        Xcs = Xc[order] if Xc is not Xb else Xs
+        sqs = None if x_sq is None else x_sq[order]
+        ws = wb[order]
         track = self.tol > 0
         Kbb = oracle.kernel_p(Xc, x_sq) if track else None
+        # each center's new rows among themselves, the k blocks in parallel
+        Kjjs = None if track else oracle.kernel_blocks(Xcs, sqs, bounds)
         inner_new = inner.copy() if track else None
         for j in range(k):
             if count[j] == 0 or W[j] <= 0.0:
@@ -636,11 +646,10 @@ class MiniBatchKernelKMeans(
             win = self._windows[j]
             a = self._rate(W[j], W_tot, win)
             win.seen += W[j]
-            rows = np.flatnonzero(labels == j)
-            if Kbb is not None:
-                Kjj = Kbb[np.ix_(rows, rows)]
-            else:
-                Kjj = oracle.kernel_p(Xc[rows], None if x_sq is None else x_sq[rows])
+            r0, r1 = bounds[j], bounds[j + 1]
+            rows = order[r0:r1]
+            sq = None if sqs is None else sqs[r0:r1]
+            Kjj = Kbb[np.ix_(rows, rows)] if Kjjs is None else Kjjs[j]
             # drop whole oldest batches while the rest (the new one included) holds >= tau
             counts = [*win.count, len(rows)]
             n_drop, total = 0, sum(counts)
@@ -649,21 +658,16 @@ class MiniBatchKernelKMeans(
                 n_drop += 1
             m_drop = sum(counts[:n_drop])
             m_keep = len(win.c) - m_drop
-            c = np.concatenate([win.c[m_drop:] * (1 - a), a * wb[rows] / W[j]])
-            G = np.empty((len(c), len(c)))
-            G[:m_keep, :m_keep] = win.gram[m_drop:, m_drop:]
-            Kjw = Kxs[rows, ptr[j] + m_drop : ptr[j + 1]]  # new rows x kept window
-            G[m_keep:, :m_keep] = Kjw
-            G[:m_keep, m_keep:] = Kjw.T
-            G[m_keep:, m_keep:] = Kjj
+            c = np.concatenate([win.c[m_drop:] * (1 - a), a * ws[r0:r1] / W[j]])
+            # the kept window's Gram, the new rows x kept window (from the block), Kjj
+            G = _nb.window_gram(win.gram, m_drop, Kxs, rows, ptr[j] + m_drop, Kjj)
             if n_drop and self.renormalize:
                 c /= c.sum()
             win.gram, win.c = G, c
             win.norm = max(float(_nb.bilinear(G, c, c)), 0.0)
-            sq = None if x_sq is None else x_sq[rows]
             del win.pts[:n_drop], win.pc[:n_drop], win.sq[:n_drop], win.count[:n_drop]
-            win.pts.append(Xb[rows])
-            win.pc.append(Xc[rows] if Xc is not Xb else win.pts[-1])
+            win.pts.append(Xs[r0:r1])
+            win.pc.append(Xcs[r0:r1])
             win.sq.append(sq)
             win.count.append(len(rows))
             if inner_new is not None and Kbb is not None:
