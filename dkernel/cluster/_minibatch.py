@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
 import numbers
 import os
@@ -637,8 +638,12 @@ class MiniBatchKernelKMeans(
         ws = wb[order]
         track = self.tol > 0
         Kbb = oracle.kernel_p(Xc, x_sq) if track else None
-        # each center's new rows among themselves, the k blocks in parallel
-        Kjjs = None if track else oracle.kernel_blocks(Xcs, sqs, bounds)
+        # each center's new rows among themselves (the k blocks in parallel, or from Kbb)
+        if Kbb is None:
+            Kjjs = oracle.kernel_blocks(Xcs, sqs, bounds)
+        else:
+            rows_of = [order[r0:r1] for r0, r1 in itertools.pairwise(bounds)]
+            Kjjs = [Kbb[np.ix_(rows, rows)] for rows in rows_of]
         inner_new = inner.copy() if track else None
         for j in range(k):
             if count[j] == 0 or W[j] <= 0.0:
@@ -649,7 +654,7 @@ class MiniBatchKernelKMeans(
             r0, r1 = bounds[j], bounds[j + 1]
             rows = order[r0:r1]
             sq = None if sqs is None else sqs[r0:r1]
-            Kjj = Kbb[np.ix_(rows, rows)] if Kjjs is None else Kjjs[j]
+            Kjj = Kjjs[j]
             # drop whole oldest batches while the rest (the new one included) holds >= tau
             counts = [*win.count, len(rows)]
             n_drop, total = 0, sum(counts)
