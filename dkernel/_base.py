@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
-from ._validation import DKernelError, is_dask_array, report_nonfinite
+from ._validation import DKernelError, checked_block, is_dask_array, report_nonfinite
 from .data import Dataset, as_array_input, sample_rows
 from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
@@ -56,18 +56,6 @@ def check_dask_2d(X, *, name: str = "X") -> None:
         raise DKernelError(f"{name} must be real and numeric, got dtype {X.dtype}")
     if 0 in X.shape:
         raise DKernelError(f"{name} is empty (shape {X.shape})")
-
-
-def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
-    """``func(Xb, *args)`` after checking the block's values (NaN/inf named by global row).
-
-    The map_blocks body of every row pass: the value check rides on the read that the pass
-    makes anyway, so no separate scan reads the chunks a second time.
-    """
-    Xb = np.asarray(Xb)
-    offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
-    report_nonfinite(Xb, name="X", row_offset=offset)
-    return func(Xb, *args, **kwargs)
 
 
 class _BaseKernelEstimator(BaseEstimator):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 
@@ -101,3 +102,15 @@ def check_sample_weight(sample_weight, n: int, dtype=np.float64, *, name="sample
     if not (w > 0).any():
         raise DKernelError(f"{name} is zero everywhere: nothing to fit")
     return w
+
+
+def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
+    """``func(Xb, *args)`` after checking the block's values (NaN/inf named by global row).
+
+    The map_blocks body of every row pass: the value check rides on the read that the pass
+    makes anyway, so no separate scan reads the chunks a second time.
+    """
+    Xb = np.asarray(Xb)
+    offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    report_nonfinite(Xb, name="X", row_offset=offset)
+    return func(Xb, *args, **kwargs)

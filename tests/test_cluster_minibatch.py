@@ -334,18 +334,18 @@ def test_float32_norms_stay_accurate_when_most_mass_is_dropped(digits):
 def test_one_kernel_block_per_iteration(digits, monkeypatch):
     """Per iteration: one K(batch, support) block, plus K(B_j, B_j) within each center's
     new rows (no per-center inner-product or truncation-correction calls)."""
-    from dkernel.cluster import _common
+    from dkernel.cluster import _blocks
 
     X, _ = digits
     calls = []
-    real = _common._pairwise_kernels
+    real = _blocks._pairwise_kernels
 
     def counting(A, B, spec, *args, **kw):
         calls.append((A.shape[0], A.shape[0] if B is None else B.shape[0], B is None))
         return real(A, B, spec, *args, **kw)
 
     m = MiniBatchKernelKMeans(**_params(tau=30, max_iter=1)).fit(X)
-    monkeypatch.setattr(_common, "_pairwise_kernels", counting)
+    monkeypatch.setattr(_blocks, "_pairwise_kernels", counting)
     rng = np.random.RandomState(0)
     for _ in range(4):
         s = sum(win.total for win in m._windows)

@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from dkernel._validation import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.cluster._common import _NumericOracle
+from dkernel.cluster._blocks import _NumericOracle
 from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
 from dkernel.coreset._kmeans import kernel_kmeans_sensitivity
 from dkernel.kernels import resolve_kernel

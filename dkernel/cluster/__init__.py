@@ -1,10 +1,19 @@
-"""Kernel k-means: truncated mini-batch (Jourdan & Schwartzman, 2024) and full batch."""
+"""Kernel k-means: truncated mini-batch (Jourdan & Schwartzman, 2024) and full batch.
 
-from ._bandwidth import select_gamma
-from ._full import KernelKMeans
-from ._init import kernel_kmeans_plusplus
-from ._minibatch import MiniBatchKernelKMeans
-from ._scoring import kernel_alignment_score
+The names below load on first use (PEP 562), so that a Dask worker unpickling a task of
+``dkernel.cluster._blocks`` loads that module only, not the estimators (scikit-learn).
+"""
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "KernelKMeans": "._full",
+    "MiniBatchKernelKMeans": "._minibatch",
+    "kernel_alignment_score": "._scoring",
+    "kernel_kmeans_plusplus": "._init",
+    "select_gamma": "._bandwidth",
+}
 
 __all__ = [
     "KernelKMeans",
@@ -13,3 +22,15 @@ __all__ = [
     "kernel_kmeans_plusplus",
     "select_gamma",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

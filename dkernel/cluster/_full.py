@@ -12,13 +12,14 @@ import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 
-from .._base import _BaseKernelEstimator, checked_block
-from .._validation import DKernelError, check_scalar
+from .._base import _BaseKernelEstimator
+from .._validation import DKernelError, check_scalar, checked_block
 from ..data import draw_indices, take_rows
 from ..kernels import heat_kernel, kernel_matrix, knn_kernel
 from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
 from ..runtime import _timer, progress, progress_enabled
 from . import _kernels as _nb
+from ._blocks import _NumericOracle
 from ._common import (
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
@@ -29,7 +30,6 @@ from ._common import (
     _graph_params,
     _GraphOracle,
     _KernelCentersMixin,
-    _NumericOracle,
 )
 from ._init import _init_centers
 

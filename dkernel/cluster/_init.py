@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..kernels import resolve_kernel
-from ._common import _NumericOracle
+from ._blocks import _NumericOracle
 
 
 def kernel_kmeans_plusplus(

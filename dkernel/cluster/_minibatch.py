@@ -24,8 +24,8 @@ from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from ..runtime._progress import Progress
 from . import _kernels as _nb
+from ._blocks import _TILE_ROWS, _NumericOracle
 from ._common import (
-    _TILE_ROWS,
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
     _check_max_data_bytes,
@@ -36,7 +36,6 @@ from ._common import (
     _graph_params,
     _GraphOracle,
     _KernelCentersMixin,
-    _NumericOracle,
 )
 from ._init import _init_centers
 

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
-from ..cluster._common import _NumericOracle
+from ..cluster._blocks import _NumericOracle
 from ..cluster._init import _kernel_kmeans_plusplus
 from ..kernels import resolve_kernel
 from ..runtime import _timer

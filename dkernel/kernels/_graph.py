@@ -11,12 +11,12 @@ import abc
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import expm_multiply
-from sklearn.neighbors import NearestNeighbors
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 
 
 def _knn_adjacency(X: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
+    from sklearn.neighbors import NearestNeighbors  # not at import: workers load this package
 
     nn = NearestNeighbors(n_neighbors=n_neighbors + 1).fit(X)
     A = nn.kneighbors_graph(X, mode="connectivity")

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Modules a dkernel task loads on a worker (their memory is part of a worker at rest).
-WORKER_MODULES = ("dkernel.cluster", "dkernel.svm", "dkernel.coreset")
+#: Modules every dkernel task loads on a worker (their memory is part of a worker at rest):
+#: the store reads and the kernel k-means blocks, without scikit-learn. BSGD and coreset
+#: tasks load their packages (and scikit-learn, about 50 MiB more) when they first run.
+WORKER_MODULES = ("dkernel.data", "dkernel.cluster._blocks")
 
 
 def _worker_memory(modules: tuple[str, ...], dask_worker=None) -> dict[str, Any]:
