@@ -225,13 +225,19 @@ def _pairwise_kernels(
     # for every tile; and every thread gets at least two tiles to balance the load.
     tile = max(8, _TILE_BYTES // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
     tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
+    # A small symmetric K(X, X) (one cache-sized tile) is one product X @ X.T, which BLAS
+    # computes as a rank-k update (half the work, symmetric by construction): a fixed
+    # rule of the shape, so the result is the same for any n_jobs.
+    whole = symmetric and k != "laplacian" and m * m * dt.itemsize <= _TILE_BYTES
+    if whole:
+        tile = m
     tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
     threads = _effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
 
     # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its diagonal
     # block and the upper triangle right of it) and mirrors them into the lower triangle.
     # For narrow rows the strided mirror costs more than the half product it saves.
-    half = symmetric and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
+    half = symmetric and not whole and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
     if k == "laplacian":
         Xc = np.ascontiguousarray(X)
         YT = np.ascontiguousarray(Y.T)
@@ -274,7 +280,7 @@ def _pairwise_kernels(
                 _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1, c0)
             elif k == "cosine":
                 _nb.cosine_from_gram(out, xx, yy, r0, r1, c0)
-            if half:
+            if half or whole:  # exactly symmetric, whatever the transform's rounding
                 _nb.mirror_tile(out, r0, r1)
 
     _run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
