@@ -856,16 +856,19 @@ def _batch_stream(
     Indices are drawn one batch at a time from ``rng`` in the calling thread (so they do
     not depend on the grouping or the prefetch); a group of batches (at most
     ``_PREFETCH_BYTES`` of rows, balanced over ``max_batches``) is gathered in one pass
-    over the touched chunks. ``head``: indices fetched with the first group and yielded
-    first (the initial sample: one read serves both). ``prefetch``: the next group is
-    fetched in a background thread while this one is used (dask/store input), never more
-    than ``max_batches`` need. ``skip``: batches drawn and discarded first (never read):
-    a resumed fit continues the same sequence. Call ``close()`` when done.
+    over the touched chunks (rows in memory, ``prefetch=False``: one batch per fetch).
+    ``head``: indices fetched with the first group and yielded first (the initial sample:
+    one read serves both). ``prefetch``: the next group is fetched in a background thread
+    while this one is used (dask/store input), never more than ``max_batches`` need.
+    ``skip``: batches drawn and discarded first (never read): a resumed fit continues the
+    same sequence. Call ``close()`` when done.
     """
     for _ in range(skip):
         draw_indices(n, batch_size, rng)
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
-    group = max(1, _PREFETCH_BYTES // per_batch)
+    # rows in memory (no prefetch) are gathered a batch at a time: a group only pays off as
+    # one pass over a store's chunks, and a large gather costs fresh pages
+    group = max(1, _PREFETCH_BYTES // per_batch) if prefetch else 1
     n_groups = None
     if max_batches is not None:
         n_groups = -(-max_batches // group)

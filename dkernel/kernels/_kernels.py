@@ -244,15 +244,16 @@ def laplacian_tile(X, YT, gamma, out, r0, r1, c0=0):
                 acc[j] = fast_exp(g * acc[j])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def row_sq_norms(X):
-    """Squared Euclidean norm of each row, accumulated in float64, returned in X's dtype."""
+    """Squared Euclidean norm of each row, accumulated in float64 (vectorised: the sum may
+    be reassociated), returned in X's dtype."""
     m, d = X.shape
     out = np.empty(m, dtype=X.dtype)
     for i in range(m):
         s = 0.0
         for k in range(d):
-            v = X[i, k]
+            v = np.float64(X[i, k])
             s += v * v
         out[i] = s
     return out
