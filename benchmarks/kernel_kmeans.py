@@ -289,102 +289,115 @@ def _cluster(n_workers: int):
 
 
 def section_scaling(args, out):
-    """Run the scaling measurements in a fresh child process, so that the client's memory
-    is that of a process that only fits (not what earlier sections left behind)."""
+    """Write the stores here, then measure each cluster size from a fresh child process,
+    so that the client's memory is that of a process that only fits (not what writing the
+    stores or earlier sections left behind)."""
     import subprocess
 
-    fd, path = tempfile.mkstemp(suffix=".json", prefix="kkm-scaling-")
-    os.close(fd)
-    cmd = [sys.executable, os.path.abspath(__file__), "--scaling-child", path]
-    if args.quick:
-        cmd.append("--quick")
-    if args.scaling_chunk_rows:
-        cmd += ["--scaling-chunk-rows", str(args.scaling_chunk_rows)]
-    try:
-        subprocess.run(cmd, check=True)
-        with open(path) as fh:
-            out["scaling"] = json.load(fh)
-    finally:
-        os.remove(path)
-
-
-def _scaling_child(args) -> None:
-    from dkernel.cluster import MiniBatchKernelKMeans
     from dkernel.data import make_rings
 
     sizes = [20_000, 50_000] if args.quick else [400_000, 1_000_000]
-    max_iter = 10 if args.quick else 100  # the default
     tmp = tempfile.mkdtemp(prefix="kkm-scaling-")
     res = []
     try:
-        stores = {}
         for n in sizes:
-            path = os.path.join(tmp, f"rings{n}.zarr")
             t0 = time.perf_counter()
             ds = make_rings(
                 n,
                 n_rings=3,
                 n_features=50,
                 random_state=0,
-                store=path,
+                store=os.path.join(tmp, f"rings{n}.zarr"),
                 chunk_rows=args.scaling_chunk_rows,  # None: the library's default (8 MiB)
             )
-            stores[n] = (path, int(ds.X.chunks[0][0]), len(ds.X.chunks[0]))
             log(
-                f"  store n={n:,}: {stores[n][2]} chunks of {stores[n][1]:,} rows, written in "
-                f"{time.perf_counter() - t0:.1f} s"
+                f"  store n={n:,}: {len(ds.X.chunks[0])} chunks of {ds.X.chunks[0][0]:,} rows, "
+                f"written in {time.perf_counter() - t0:.1f} s"
             )
-        tiny = os.path.join(tmp, "tiny.zarr")
-        make_rings(4000, n_rings=3, n_features=50, random_state=0, store=tiny, chunk_rows=1000)
+        make_rings(4000, random_state=0, n_features=50, store=os.path.join(tmp, "tiny.zarr"))
         for workers in (1, 2):
-            cluster, client, where = _cluster(workers)
-            pids = list(client.run(os.getpid).values())
-            # first store read and first tasks (module loads, numba caches) on the client
-            # and on the workers, outside the timing: the workers load what tasks load only
-            warm = MiniBatchKernelKMeans(3, max_iter=2, random_state=0).fit(tiny)
-            warm.predict(tiny).compute()
-            try:
-                for n in sizes:
-                    model = MiniBatchKernelKMeans(3, max_iter=max_iter, random_state=0)
+            path = os.path.join(tmp, f"result{workers}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--scaling-child", path]
+            cmd += ["--scaling-workers", str(workers), "--scaling-dir", tmp]
+            cmd += ["--scaling-repeats", str(args.scaling_repeats)]
+            if args.quick:
+                cmd.append("--quick")
+            subprocess.run(cmd, check=True)
+            with open(path) as fh:
+                res += json.load(fh)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["scaling"] = res
 
-                    def run(path=stores[n][0], model=model):
-                        model.fit(path)
-                        return np.asarray(model.predict(path).compute())
 
-                    w0 = sum(client.run(time.process_time).values())
-                    pred, cost = measure(run, pids)
-                    worker_cpu = sum(client.run(time.process_time).values()) - w0
-                    r = {
-                        "n": n,
-                        "d": 50,
-                        "workers": workers,
+def _scaling_child(args) -> None:
+    """One cluster size (``--scaling-workers``): fit + predict on each store, repeated."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.data import open_dataset
+
+    sizes = [20_000, 50_000] if args.quick else [400_000, 1_000_000]
+    max_iter = 10 if args.quick else 100  # the default
+    workers = args.scaling_workers
+    res = []
+    cluster, client, where = _cluster(workers)
+    try:
+        pids = list(client.run(os.getpid).values())
+        # first store read and first tasks (module loads, numba caches) on the client and on
+        # the workers, outside the timing: the workers load what the tasks load, no more
+        tiny = os.path.join(args.scaling_dir, "tiny.zarr")
+        MiniBatchKernelKMeans(3, max_iter=2, random_state=0).fit(tiny).predict(tiny).compute()
+        for n in sizes:
+            path = os.path.join(args.scaling_dir, f"rings{n}.zarr")
+            chunks = open_dataset(path).X.chunks[0]
+            runs = []
+            for _ in range(args.scaling_repeats):
+                model = MiniBatchKernelKMeans(3, max_iter=max_iter, random_state=0)
+
+                def run(path=path, model=model):
+                    model.fit(path)
+                    return np.asarray(model.predict(path).compute())
+
+                w0 = sum(client.run(time.process_time).values())
+                pred, cost = measure(run, pids)
+                runs.append(
+                    {
                         **cost,
-                        "client_cpu_frac": cost["cpu_s"] / cost["wall_s"],
-                        "scheduler": where,
-                        "worker_cpu_s": worker_cpu,
+                        "worker_cpu_s": sum(client.run(time.process_time).values()) - w0,
                         "timings": model.timings_,
                         "per_iter_ms": 1e3 * model.timings_["iterations"] / model.n_iter_,
                         "support": int(model.center_support_.shape[0]),
                         "entries_per_iter": model.kernel_evals_["iterations"] / model.n_iter_,
-                        "chunk_rows": stores[n][1],
-                        "n_chunks": stores[n][2],
                         "labels_digest": _digest(model.labels_),
                         "predict_equals_labels": bool(np.array_equal(pred, model.labels_)),
                     }
-                    res.append(r)
-                    log(
-                        f"  n={n:,} workers={workers}: fit + predict {r['wall_s']:.1f} s, "
-                        f"client CPU {r['cpu_s']:.1f} s ({100 * r['client_cpu_frac']:.0f} %), "
-                        f"workers' CPU {worker_cpu:.1f} s, "
-                        f"{r['per_iter_ms']:.1f} ms/iteration, labels pass "
-                        f"{model.timings_['labels']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB "
-                        f"({r['peak_above_start_mib']:.0f} above start)"
-                    )
-            finally:
-                client.close()
-                cluster.close()
+                )
+                del model, pred, run  # nothing of a run stays in the client
+            runs.sort(key=lambda r: r["wall_s"])
+            r = {
+                "n": n,
+                "d": 50,
+                "workers": workers,
+                **runs[len(runs) // 2],  # the median run by wall time
+                "repeat_walls_s": [q["wall_s"] for q in runs],
+                "peak_rss_mib": max(q["peak_rss_mib"] for q in runs),
+                "repeats_identical": len({q["labels_digest"] for q in runs}) == 1,
+                "scheduler": where,
+                "chunk_rows": int(chunks[0]),
+                "n_chunks": len(chunks),
+            }
+            r["client_cpu_frac"] = r["cpu_s"] / r["wall_s"]
+            res.append(r)
+            log(
+                f"  n={n:,} workers={workers}: fit + predict {r['wall_s']:.2f} s "
+                f"(runs {', '.join(f'{w:.2f}' for w in r['repeat_walls_s'])}), client CPU "
+                f"{r['cpu_s']:.2f} s ({100 * r['client_cpu_frac']:.0f} %), workers' CPU "
+                f"{r['worker_cpu_s']:.1f} s, {r['per_iter_ms']:.1f} ms/iteration, labels pass "
+                f"{r['timings']['labels']:.2f} s, peak RSS {r['peak_rss_mib']:.0f} MiB "
+                f"({r['peak_above_start_mib']:.0f} above start)"
+            )
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        client.close()
+        cluster.close()
     with open(args.scaling_child, "w") as fh:
         json.dump(res, fh, default=float)
 
@@ -507,23 +520,27 @@ def render(out: dict, stem: str) -> None:
                 "Stores: "
                 + "; ".join(f"n = {n:,} in {k} chunks of {c:,} rows" for n, c, k in ch)
                 + " (the library's default chunking unless `--scaling-chunk-rows` is given). "
-                "Measured in a child process of its own (the client holds nothing else).\n"
+                "Each cluster size is measured from a fresh child process (the client holds "
+                "nothing else).\n"
             )
         L.append(
             "Fit + predict of a store path on worker processes with 1 thread each (nothing "
-            "persisted: every pass reads the chunks); the scheduler runs in its own process "
+            "persisted: every pass reads the chunks), the median of the repeats (each "
+            "repeat's wall in the next column; CPU, iteration and labels-pass figures are "
+            "the median run's, peak RSS the largest); the scheduler runs in its own process "
             "(SubprocessCluster). Client CPU = CPU time of the client process (all its "
             "threads) over the wall time. Peak RSS = client + worker processes (sampled "
             "every 50 ms; nannies and scheduler not counted).\n"
         )
         L.append(
-            "| n | workers | fit + predict (s) | client CPU | workers' CPU (s) | per iteration (ms) "
-            "| labels pass (s) | peak RSS (MiB) | above start (MiB) | labels |"
+            "| n | workers | fit + predict (s) | repeats (s) | client CPU | workers' CPU (s) "
+            "| per iteration (ms) | labels pass (s) | peak RSS (MiB) | above start (MiB) | labels |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sc:
+            walls = ", ".join(f"{w:.2f}" for w in r.get("repeat_walls_s", [r["wall_s"]]))
             L.append(
-                f"| {r['n']:,} | {r['workers']} | {r['wall_s']:.1f} | {100 * r['client_cpu_frac']:.0f} % | "
+                f"| {r['n']:,} | {r['workers']} | {r['wall_s']:.2f} | {walls} | {100 * r['client_cpu_frac']:.0f} % | "
                 f"{r.get('worker_cpu_s', float('nan')):.1f} | {r['per_iter_ms']:.1f} | {r['timings']['labels']:.1f} | {r['peak_rss_mib']:.0f} | "
                 f"{r['peak_above_start_mib']:.0f} | {r['labels_digest']} |"
             )
@@ -666,6 +683,14 @@ def main(argv=None) -> int:
         help="rows per chunk of the scaling stores (default: the library's 8 MiB chunks)",
     )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--scaling-workers", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--scaling-dir", default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--scaling-repeats",
+        type=int,
+        default=3,
+        help="fit + predict runs per store and cluster size (the median is reported)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         MBKK_KW["max_iter"] = 20

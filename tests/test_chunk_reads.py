@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.data import make_rings
+from dkernel.data import _verify, make_rings
 
 N, CHUNK = 2000, 250  # 8 row chunks of X
 N_CHUNKS = N // CHUNK
@@ -32,7 +32,9 @@ def store(tmp_path):
 
 @pytest.fixture
 def reads(monkeypatch):
-    """Counter of ``get`` calls per chunk key of X (2-D: ``c/<row chunk>/0``; y's are 1-D)."""
+    """Counter of chunk reads per chunk key of X (2-D: ``c/<row chunk>/0``; y's are 1-D):
+    zarr's ``LocalStore.get`` calls, and the direct reads of plain-layout chunks
+    (``dkernel.data._verify._read_plain``, which open the chunk file themselves)."""
     counts: Counter = Counter()
     original = zarr.storage.LocalStore.get
 
@@ -41,7 +43,15 @@ def reads(monkeypatch):
             counts[key] += 1
         return await original(self, key, prototype, byte_range)
 
+    read_plain = _verify._read_plain
+
+    def counting_read_plain(arr, folder, index, start, stop):
+        if arr.ndim == 2:
+            counts[f"c/{index}/0"] += 1
+        return read_plain(arr, folder, index, start, stop)
+
     monkeypatch.setattr(zarr.storage.LocalStore, "get", counting_get)
+    monkeypatch.setattr(_verify, "_read_plain", counting_read_plain)
     return counts
 
 

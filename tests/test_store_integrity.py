@@ -154,3 +154,50 @@ def test_cli_fit_on_a_corrupt_store_is_one_line(tmp_path, cli_cluster, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "array 'X', chunk 3 (rows 300-399) is corrupt" in err[0]
     assert "labels" not in os.listdir(ds.path)
+
+
+# --- the direct read of plain-layout chunks (no zarr event loop per chunk) ---------------
+
+
+@pytest.mark.parametrize("compressors", ["default", None])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plain_chunks_read_directly_equal_zarrs_read(tmp_path, rng, compressors, dtype):
+    from dkernel.data import _verify
+
+    X = rng.standard_normal((45, 3)).astype(dtype)  # chunks of 16, 16 and 13 rows
+    ds = ingest(X, tmp_path / "p.zarr", chunk_rows=16, compressors=compressors, dtype=dtype)
+    folder = os.path.join(ds.path, "X")
+    arr, plain = _verify._open_for_read(folder, "test-" + str(compressors) + str(dtype))
+    assert plain  # the layout dkernel writes is read without zarr
+    for i, (start, stop) in enumerate([(0, 16), (16, 32), (32, 45)]):
+        got = _verify._read_plain(arr, folder, i, start, stop)
+        assert got.dtype == dtype and got.flags.writeable
+        np.testing.assert_array_equal(got, zarr.open_array(folder, mode="r")[start:stop])
+    np.testing.assert_array_equal(open_dataset(ds.path).X.compute(), X)
+
+
+def test_other_layouts_are_read_through_zarr(tmp_path, rng):
+    from zarr.codecs import GzipCodec
+
+    from dkernel.data import _verify
+
+    X = rng.standard_normal((40, 2))
+    ds = ingest(X, tmp_path / "g.zarr", chunk_rows=16, compressors=[GzipCodec()])
+    assert not _verify._plain_layout(ds.array("X"))
+    np.testing.assert_array_equal(open_dataset(ds.path).X.compute(), X)
+    np.testing.assert_array_equal(take_rows(ds.X, [39, 0, 17]), X[[39, 0, 17]])
+
+
+def test_zstd_frame_of_another_size_is_corrupt_not_garbage(store):
+    from numcodecs import Zstd
+
+    ds, _, _ = store
+    path = _chunk_file(ds, "X", 1)
+    # a valid zstd frame, but of fewer bytes than the chunk: decoding it into the chunk's
+    # buffer would leave rows of garbage behind
+    open(path, "wb").write(Zstd().encode(np.zeros(10, dtype=ds.X.dtype)))
+    with pytest.raises(DKernelError, match=r"chunk 1 \(rows 16-31\) is corrupt .*zstd frame"):
+        open_dataset(ds.path).X.compute()
+    with dask.config.set({"dkernel.data.verify-reads": False}):  # no checksum: still caught
+        with pytest.raises(DKernelError, match="chunk 1 .* is corrupt"):
+            open_dataset(ds.path).X.compute()
