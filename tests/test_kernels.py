@@ -231,6 +231,56 @@ def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
     )
 
 
+def _blas_counts():
+    return [lib.get_num_threads() for lib in _pairwise._ONE_BLAS_THREAD.libs()]
+
+
+@pytest.fixture
+def two_blas_threads():
+    """BLAS at 2 threads for the test (whatever the machine has), put back afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    libs = _pairwise._ONE_BLAS_THREAD.libs()
+    if not libs:
+        pytest.skip("no BLAS controllable through threadpoolctl")
+    with threadpool_limits(2, user_api="blas"):
+        yield
+
+
+def test_blas_limit_restored_when_the_last_exit_is_refused(two_blas_threads):
+    """OpenBLAS ignores a raise of its thread count made from a non-main thread while
+    another thread is inside BLAS: the last exit of the one-thread limit happens in such a
+    thread here. The restore is kept pending, retried, and the count is back at 2."""
+    stop = threading.Event()
+    in_blas = threading.Event()
+
+    def busy():  # BLAS outside the limit, in another thread
+        a = np.random.default_rng(0).random((300, 300))
+        while not stop.is_set():
+            a @ a
+            in_blas.set()
+
+    def limited():
+        with _pairwise._ONE_BLAS_THREAD:
+            np.ones((50, 50)) @ np.ones((50, 50))
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        in_blas.wait(5)
+        worker = threading.Thread(target=limited)
+        worker.start()
+        worker.join()
+        # the restore may or may not have taken (OpenBLAS only refuses it while the other
+        # thread is inside a call); either way the policy sees the caller's count
+        assert _pairwise._ONE_BLAS_THREAD.outer_counts() == [2] * len(_blas_counts())
+    finally:
+        stop.set()
+        t.join()
+    _pairwise._ONE_BLAS_THREAD.settle()
+    assert _blas_counts() == [2] * len(_blas_counts())
+
+
 def test_n_jobs_rules(monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
     monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)

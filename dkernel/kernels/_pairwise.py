@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -360,13 +360,22 @@ class _SingleThreadBLAS:
     one limit: the first to enter sets it, the last to leave restores the saved counts.
     Small tiles gain nothing from BLAS threads, and on a loaded machine a BLAS call that
     waits for a descheduled helper thread takes many times longer.
+
+    OpenBLAS ignores a raise of its thread count made from a thread other than the main
+    one while another thread is inside a BLAS call: a restore from a Dask pool thread
+    could leave the whole process at one BLAS thread. Such a restore is kept pending and
+    retried at the next entry or exit, by every kernel call's thread policy
+    (:meth:`outer_counts`), and when a local Dask computation finishes (:meth:`settle`,
+    registered as a local-scheduler callback the first time a restore is missed).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._depth = 0
         self._saved: list = []
+        self._pending: list = []
         self._libs: list | None = None
+        self._callback: Any = None
 
     def libs(self) -> list:
         """The process's BLAS controllers (looked up once)."""
@@ -374,20 +383,47 @@ class _SingleThreadBLAS:
             self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
         return self._libs
 
+    def _outer(self) -> list:
+        """``(lib, count)`` as the caller set them: a pending restore's counts win."""
+        pending = {id(lib): n for lib, n in self._pending}
+        return [(lib, pending.get(id(lib), lib.get_num_threads())) for lib in self.libs()]
+
     def outer_counts(self) -> list[int]:
         """BLAS thread counts as the caller set them (saved ones while held at one)."""
+        self.settle()
         with self._lock:
             if self._depth:
                 return [n for _, n in self._saved]
-        return [lib.get_num_threads() for lib in self.libs()]
+            return [n for _, n in self._outer()]
+
+    def _restore(self, saved: list) -> None:
+        missed = []
+        for lib, n in saved:
+            if lib.get_num_threads() != n:
+                lib.set_num_threads(n)
+                if lib.get_num_threads() != n:
+                    missed.append((lib, n))
+        self._pending = missed
+        if missed and self._callback is None:
+            from dask.callbacks import Callback
+
+            self._callback = Callback(finish=lambda *args: self.settle())
+            self._callback.register()
+
+    def settle(self) -> None:
+        """Retry a restore that OpenBLAS ignored (nothing to do otherwise)."""
+        if self._pending:
+            with self._lock:
+                if self._depth == 0 and self._pending:
+                    self._restore(self._pending)
 
     def __enter__(self):
         with self._lock:
             if self._depth == 0:
-                self.libs()
-                self._saved = [(lib, lib.get_num_threads()) for lib in self._libs]
-                for lib, n in self._saved:
-                    if n != 1:
+                self._saved = self._outer()
+                self._pending = []
+                for lib, _ in self._saved:
+                    if lib.get_num_threads() != 1:
                         lib.set_num_threads(1)
             self._depth += 1
         return self
@@ -396,9 +432,7 @@ class _SingleThreadBLAS:
         with self._lock:
             self._depth -= 1
             if self._depth == 0:
-                for lib, n in self._saved:
-                    if n != 1:
-                        lib.set_num_threads(n)
+                self._restore(self._saved)
                 self._saved = []
 
 
