@@ -633,7 +633,11 @@ def plot(out: dict, path: str) -> None:
                     label=method,
                 )
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        # label the minor ticks too: a panel that spans less than a decade has no major one
+        fmt = matplotlib.ticker.FormatStrFormatter("%g")
+        ax.xaxis.set_major_formatter(fmt)
+        ax.xaxis.set_minor_formatter(fmt)
+        ax.tick_params(axis="x", which="minor", labelsize=6)
         ax.set_xlabel("wall (s)")
         ax.set_ylabel("ARI")
         ax.set_title(title)
@@ -718,7 +722,8 @@ def main(argv=None) -> int:
             globals()[f"section_{name}"](args, out)
     wall = time.perf_counter() - t0
     cmd = " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
-    out["commands"] = [c for c in out.get("commands", []) if args.merge] + [cmd]
+    kept = [c for c in out.get("commands", []) if args.merge and c != cmd]
+    out["commands"] = [*kept, cmd]  # each command once, the latest last
     out["machine"] = (
         f"Machine: {platform.machine()}, {os.cpu_count()} cores; 1-minute load average "
         f"{load0:.1f} at the start of the last run, {os.getloadavg()[0]:.1f} at its end "
