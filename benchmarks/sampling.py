@@ -266,7 +266,7 @@ def _markdown(meta, rows) -> str:
         "",
         f"Data: checkerboard {meta['n_rows']:,} x 2 float32 in {meta['n_chunks']} chunks of "
         f"{meta['chunk_rows']:,} rows; real: {meta['real']}. Cluster: {meta['cluster']}. "
-        f"Machine: {meta['machine']} shared by five engineers, contended by other jobs (1-min load "
+        f"Machine: {meta['machine']} (1-min load "
         f"average {meta['load_average_start_end'][0]} at the start, "
         f"{meta['load_average_start_end'][1]} at the end). "
         f"{meta['batches_per_case']} batches per case after 2 warm-up batches; before and after "

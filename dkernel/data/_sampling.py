@@ -8,7 +8,9 @@ with the chunk count).
 
 from __future__ import annotations
 
+import dask
 import numpy as np
+from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
@@ -225,4 +227,9 @@ def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
             client.map(_take_local, futs, [local for _, local in groups], pure=False)
         )
         return np.concatenate(parts, axis=0)
-    return np.asarray(_take_graph(X, uniq).compute(optimize_graph=False))
+    # each touched chunk's rows come straight to this process and are joined here (a dask
+    # array's compute would first gather every part on one worker to concatenate them)
+    arr = _take_graph(X, uniq)
+    keys = list(flatten(arr.__dask_keys__()))  # row-chunk order
+    get = dask.base.get_scheduler(collections=[arr])
+    return np.concatenate(get(dict(arr.__dask_graph__()), keys), axis=0)
