@@ -1,8 +1,9 @@
 """Shared plumbing of the kernel k-means estimators: kernel access, input checks, centers.
 
 A *kernel oracle* evaluates ``K(A, B)`` and ``diag K(A, A)`` on "points": rows of X for
-the numeric kernels, row indices into the training set for the transductive graph kernels
-(``kernel="knn"``/``"heat"``). Everything above it is written once for both.
+the numeric kernels (``_NumericOracle``, in ``_blocks.py`` with the worker-side passes),
+row indices into the training set for the transductive graph kernels
+(``kernel="knn"``/``"heat"``, here). Everything above it is written once for both.
 """
 
 from __future__ import annotations

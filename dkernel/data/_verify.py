@@ -146,24 +146,24 @@ def _read_plain(arr, folder: str, index: int, start: int, stop: int) -> np.ndarr
     (the last chunk is stored whole too) and the rows ``start:stop`` are returned.
     """
     key = arr.metadata.encode_chunk_key((index,) + (0,) * (arr.ndim - 1))
-    with open(os.path.join(folder, *key.split("/")), "rb") as fh:
-        raw = fh.read()
     full = np.empty((int(arr.chunks[0]), *arr.shape[1:]), dtype=arr.dtype)
-    if len(arr.metadata.codecs) == 1:  # bytes only
-        if len(raw) != full.nbytes:
-            raise ValueError(f"{len(raw)} bytes stored, {full.nbytes} expected")
-        full.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, dtype=np.uint8)
+    with open(os.path.join(folder, *key.split("/")), "rb") as fh:
+        if len(arr.metadata.codecs) == 1:  # bytes only: straight into the chunk's buffer
+            got = fh.readinto(full.reshape(-1).view(np.uint8))
+            if got != full.nbytes or fh.read(1):
+                raise ValueError(f"the chunk file does not hold {full.nbytes} bytes")
+            return full[: stop - start]
+        raw = fh.read()
+    size = _zstd_content_size(raw)
+    if size is None:  # no declared size: decode, then check the length
+        dec = _ZSTD.decode(raw)
+        if len(dec) != full.nbytes:
+            raise ValueError(f"{len(dec)} bytes decoded, {full.nbytes} expected")
+        full.reshape(-1).view(np.uint8)[:] = np.frombuffer(dec, dtype=np.uint8)
+    elif size != full.nbytes:
+        raise ValueError(f"the zstd frame holds {size} bytes, {full.nbytes} expected")
     else:
-        size = _zstd_content_size(raw)
-        if size is None:  # no declared size: decode, then check the length
-            dec = _ZSTD.decode(raw)
-            if len(dec) != full.nbytes:
-                raise ValueError(f"{len(dec)} bytes decoded, {full.nbytes} expected")
-            full.reshape(-1).view(np.uint8)[:] = np.frombuffer(dec, dtype=np.uint8)
-        elif size != full.nbytes:
-            raise ValueError(f"the zstd frame holds {size} bytes, {full.nbytes} expected")
-        else:
-            _ZSTD.decode(raw, out=full)
+        _ZSTD.decode(raw, out=full)
     return full[: stop - start]
 
 
