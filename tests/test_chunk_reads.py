@@ -124,3 +124,89 @@ def test_budgeted_svc(store, reads):
     _assert_reads(reads, 1)
     m.predict(store).compute()
     _assert_reads(reads, 1)
+
+
+# --------------------------------------------------------- tasks per chunk of a pass
+def _n_tasks(arr) -> int:
+    """Tasks the scheduler would get for ``arr`` (after Dask's own graph optimisation)."""
+    import dask
+
+    (opt,) = dask.optimize(arr)
+    return len(dict(opt.__dask_graph__()))
+
+
+@pytest.mark.parametrize("method", ["predict", "transform", "fit_pass"])
+def test_store_pass_is_one_task_per_chunk(store, method):
+    """A row pass over a store reads its chunk in the pass's own task: one task per chunk,
+    no read task or alias task beside it, and the same values as the in-memory pass."""
+    from dkernel.data import open_dataset
+
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
+    X = np.asarray(open_dataset(store).X.compute())
+    if method == "fit_pass":  # fit's labels/inertia pass: (label, distance) per row
+        lazy = model._assign_all(open_dataset(store).X, True)
+        ref = model._assign_all(X, False)
+    else:
+        lazy = getattr(model, method)(store)
+        ref = getattr(model, method)(X)
+    assert _n_tasks(lazy) == N_CHUNKS
+    np.testing.assert_allclose(np.asarray(lazy.compute()), ref, rtol=1e-6)
+
+
+def test_pass_over_a_sliced_view_keeps_the_generic_path(store):
+    """A slice of the view is another array (no chunk reader): mapped blockwise over it."""
+    from dkernel.data import open_dataset
+    from dkernel.data._verify import chunk_reader
+
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
+    X = open_dataset(store).X
+    assert chunk_reader(X) is not None
+    part = X[CHUNK // 2 : N - CHUNK // 2]
+    assert chunk_reader(part) is None
+    got = np.asarray(model.predict(part).compute())
+    np.testing.assert_array_equal(got, model.predict(np.asarray(part.compute())))
+
+
+def test_take_rows_is_one_task_per_touched_chunk(store, reads):
+    """take_rows on a store reads each touched chunk once, in one task per chunk."""
+    from dkernel.data import open_dataset, take_rows
+    from dkernel.data._sampling import _take_graph
+
+    X = open_dataset(store).X
+    idx = np.array([3, N - 1, 3, CHUNK + 7, 5 * CHUNK + 1])
+    uniq = np.unique(idx)
+    assert _n_tasks(_take_graph(X, uniq)) == 4  # chunks 0, 1, 5 and 7
+    got = take_rows(X, idx)
+    assert sorted(reads) == ["c/0/0", "c/1/0", "c/5/0", "c/7/0"]
+    assert set(reads.values()) == {1}
+    np.testing.assert_array_equal(got, np.asarray(X.compute())[idx])
+
+
+def test_unverified_view_has_its_own_keys(store):
+    """With verify-reads off the view's tasks differ (no checksums), and so do its keys."""
+    import dask
+
+    from dkernel.data import open_dataset
+
+    checked = open_dataset(store).X
+    with dask.config.set({"dkernel.data.verify-reads": False}):
+        unchecked = open_dataset(store).X
+    assert checked.name != unchecked.name
+    np.testing.assert_array_equal(checked.compute(), unchecked.compute())
+
+
+def test_nan_in_a_store_pass_names_its_global_row(store):
+    """The value check rides on the pass's own read: a NaN is named by its global row."""
+    import dask
+
+    from dkernel import DKernelError
+
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
+    row = 5 * CHUNK + 3
+    zarr.open_array(os.path.join(store, "X"), mode="r+")[row, 1] = np.nan
+    with pytest.raises(DKernelError, match="checksum"):  # verified reads: the edit is seen
+        model.predict(store).compute()
+    with dask.config.set({"dkernel.data.verify-reads": False}):
+        lazy = model.predict(store)
+    with pytest.raises(DKernelError, match=f"NaN at row {row}, column 1"):
+        lazy.compute()

@@ -14,6 +14,7 @@ from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
+from ._verify import chunk_reader
 
 
 def _n_rows(X) -> int:
@@ -152,6 +153,10 @@ def _take_local(block, local):
     return np.asarray(block)[local]
 
 
+def _take_read(reader, chunk: int, local):
+    return reader.read(chunk)[local]
+
+
 def chunk_bounds(X) -> np.ndarray:
     """Row offsets ``[0, c0, c0 + c1, ..., n]`` of a dask array's row chunks."""
     return np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
@@ -180,7 +185,8 @@ def _take_graph(X, uniq: np.ndarray):
 
     The graph is built from the chunk keys of ``X`` and culled to what those keys need,
     so it holds no task for an untouched chunk and runs without a whole-graph optimisation
-    (``compute(optimize_graph=False)``).
+    (``compute(optimize_graph=False)``). Over a store's view as opened, each task reads
+    its chunk itself (no read task beside it).
     """
     import dask.array as da
     from dask.base import tokenize
@@ -192,9 +198,16 @@ def _take_graph(X, uniq: np.ndarray):
     groups = _group_by_chunk(X, uniq)
     name = "take-rows-" + tokenize(X.name, uniq)
     tail = (0,) * (X.ndim - 1)
-    layer = {(name, j) + tail: (_take_local, keys[c], local) for j, (c, local) in enumerate(groups)}
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
-    graph = graph.cull(set(layer))
+    reader = chunk_reader(X)
+    layer: dict = {}
+    for j, (c, local) in enumerate(groups):
+        # a store's view as opened: each task reads its chunk itself (one task per chunk)
+        task = (_take_local, keys[c], local) if reader is None else (_take_read, reader, c, local)
+        layer[(name, j) + tail] = task
+    if reader is None:
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=[X]).cull(set(layer))
+    else:
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
     return da.Array(graph, name, chunks=chunks, meta=X._meta)
 

@@ -27,7 +27,6 @@ import dask.config
 import numpy as np
 import zarr
 import zarr.errors
-from dask.highlevelgraph import HighLevelGraph
 from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
@@ -184,6 +183,41 @@ def _read_chunk(
     return block
 
 
+class ChunkReader:
+    """The verified reads of one stored array's row chunks (a task argument, no key).
+
+    ``read(i)`` is row chunk ``i`` checked against the manifest (:func:`_read_chunk`);
+    ``starts[i]`` its first row. A store's dask view is a blockwise layer of these reads,
+    and a row pass or a row gather over the view as opened can call them itself, so the
+    read and the work on the chunk are one task (see :func:`chunk_reader`).
+    """
+
+    __slots__ = ("crcs", "folder", "name", "starts", "store", "token")
+
+    def __init__(self, folder: str, token: str, store: str, name: str, starts, crcs):
+        self.folder, self.token, self.store, self.name = folder, token, store, name
+        self.starts = tuple(int(s) for s in starts)
+        self.crcs = None if crcs is None else tuple(int(c) for c in crcs)
+
+    def read(self, i: int) -> np.ndarray:
+        crc = None if self.crcs is None else self.crcs[i]
+        start, stop = self.starts[i], self.starts[i + 1]
+        return _read_chunk(self.folder, self.token, self.store, self.name, i, start, stop, crc)
+
+    def __reduce__(self):
+        return ChunkReader, (self.folder, self.token, self.store, self.name, self.starts, self.crcs)
+
+
+def chunk_reader(X) -> ChunkReader | None:
+    """The :class:`ChunkReader` behind ``X`` when ``X`` is a store's dask view as opened
+    (not sliced, rechunked or persisted: those are other arrays), else None."""
+    return getattr(X, "_dkernel_reader", None)
+
+
+def _read_view_block(reader: ChunkReader, block_id=None) -> np.ndarray:
+    return reader.read(int(block_id[0]))
+
+
 def verified_view(
     arr, *, folder: str, store: str, name: str, dask_name: str, manifest: Mapping | None
 ):
@@ -199,25 +233,17 @@ def verified_view(
     tail = tuple(int(s) for s in arr.shape[1:])
     verify = bool(dask.config.get("dkernel.data.verify-reads", True))
     crcs = manifest["crc32"] if manifest is not None and verify else None
-    token = dask_name  # unique per store write and array: the cache key of the opened array
-    zeros = (0,) * len(tail)
-    layer: dict[Any, Any] = {}
-    sizes = []
-    for i, start in enumerate(range(0, n, rows)):
-        stop = min(n, start + rows)
-        crc = None if crcs is None else int(crcs[i])
-        layer[(dask_name, i) + zeros] = (
-            _read_chunk,
-            folder,
-            token,
-            store,
-            name,
-            i,
-            start,
-            stop,
-            crc,
-        )
-        sizes.append(stop - start)
-    graph = HighLevelGraph.from_collections(dask_name, layer, dependencies=())
-    chunks = (tuple(sizes),) + tuple((s,) for s in tail)
-    return da.Array(graph, dask_name, chunks=chunks, meta=np.empty((0,) * arr.ndim, arr.dtype))
+    starts = (*range(0, n, rows), n)
+    # the token is unique per store write and array: the cache key of the opened array
+    reader = ChunkReader(folder, dask_name, store, name, starts, crcs)
+    chunks = (tuple(np.diff(starts).tolist()),) + tuple((s,) for s in tail)
+    view = da.map_blocks(
+        _read_view_block,
+        reader,
+        name=dask_name + ("" if verify else "-unverified"),
+        chunks=chunks,
+        dtype=arr.dtype,
+        meta=np.empty((0,) * arr.ndim, arr.dtype),
+    )
+    view._dkernel_reader = reader
+    return view
