@@ -325,9 +325,81 @@ def section_scaling(args, out):
             subprocess.run(cmd, check=True)
             with open(path) as fh:
                 res += json.load(fh)
+        out["scaling_ceiling"] = _ceiling(os.path.join(tmp, f"rings{sizes[-1]}.zarr"), args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["scaling"] = res
+
+
+def _ceiling_part(path, chunks, model, barrier, results) -> None:
+    """One process of the ceiling: the labels pass's task body (chunk read and checksum,
+    value check, kernel tile and assignment, one thread) on its share of the chunks, timed
+    from a barrier that every process of the run passes together."""
+    from threadpoolctl import threadpool_limits
+
+    from dkernel._validation import read_checked_block
+    from dkernel.cluster._blocks import _assign_block
+    from dkernel.data import open_dataset
+    from dkernel.data._verify import chunk_reader
+
+    reader = chunk_reader(open_dataset(path).X)
+    with threadpool_limits(1):
+        read_checked_block(reader, _assign_block, *model, block_id=(chunks[0],))  # warm
+        barrier.wait()
+        t0 = time.perf_counter()
+        for i in chunks:
+            read_checked_block(reader, _assign_block, *model, block_id=(i,))
+        results.put(time.perf_counter() - t0)
+
+
+def _ceiling(path: str, args) -> dict:
+    """What two cores give the parallel part with no Dask at all: the labels pass's task
+    body over every chunk of the store in one process, then in two processes at once
+    (each half the chunks); the ratio bounds any 2-worker speed-up of the passes here."""
+    import multiprocessing
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.data import open_dataset
+
+    X = open_dataset(path).X
+    rows = np.asarray(X[: min(X.shape[0], 200_000)].compute())
+    model = MiniBatchKernelKMeans(3, random_state=0).fit(rows)._center_args()
+    n = len(X.chunks[0])
+    ctx = multiprocessing.get_context("spawn")
+
+    def run(shares) -> float:
+        barrier, results = ctx.Barrier(len(shares)), ctx.Queue()
+        procs = [
+            ctx.Process(target=_ceiling_part, args=(path, share, model, barrier, results))
+            for share in shares
+        ]
+        for p in procs:
+            p.start()
+        times = [results.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        return max(times)
+
+    runs = []
+    for _ in range(args.scaling_repeats):
+        one = run([list(range(n))])
+        two = run([list(range(w, n, 2)) for w in (0, 1)])
+        runs.append({"one_s": one, "two_s": two, "ratio": one / two})
+    runs.sort(key=lambda r: r["ratio"])
+    med = runs[len(runs) // 2]
+    ratios = ", ".join(f"{r['ratio']:.2f}" for r in runs)
+    log(
+        f"  ceiling (no Dask, {n} chunks, support {model[0].shape[0]}): 1 process "
+        f"{med['one_s']:.2f} s, 2 processes {med['two_s']:.2f} s = {med['ratio']:.2f}x "
+        f"(runs {ratios})"
+    )
+    return {
+        **med,
+        "n": int(X.shape[0]),
+        "chunks": n,
+        "support": int(model[0].shape[0]),
+        "repeat_ratios": [r["ratio"] for r in runs],
+    }
 
 
 def _scaling_child(args) -> None:
@@ -562,6 +634,26 @@ def render(out: dict, stem: str) -> None:
                     f"(**{'met' if max(one['peak_rss_mib'], two['peak_rss_mib']) * 2**20 < 1e9 else 'missed'}**, "
                     "target < 1 GB = 10^9 bytes)"
                 )
+        ce = out.get("scaling_ceiling")
+        if ce:
+            one = next((r for r in sc if r["n"] == ce["n"] and r["workers"] == 1), None)
+            bound = ""
+            if one:  # Amdahl: the client loop serial, the rest at the ceiling's ratio
+                loop = one["timings"]["iterations"]
+                best = one["wall_s"] / (loop + (one["wall_s"] - loop) / ce["ratio"])
+                bound = (
+                    f"; with the client loop ({loop:.2f} s) as the only serial part and the "
+                    f"rest at that ratio, fit + predict could reach at most {best:.2f}x"
+                )
+            L.append(
+                f"- Ceiling of this machine, no Dask (n = {ce['n']:,}, {ce['chunks']} chunks, "
+                f"support {ce['support']}): the labels pass's task body (read, checksum, value "
+                f"check, kernel, assignment) over every chunk in 1 process {ce['one_s']:.2f} s, "
+                f"in 2 processes at once {ce['two_s']:.2f} s = **{ce['ratio']:.2f}x** "
+                f"(median of {', '.join(f'{x:.2f}' for x in ce['repeat_ratios'])}){bound}. "
+                "On 2 workers the client, scheduler and nannies share the same 2 cores; on 1 "
+                "worker they have the second core to themselves."
+            )
         its = [r["per_iter_ms"] for r in sc if r["workers"] == 2]
         if len(its) > 1:
             L.append(
