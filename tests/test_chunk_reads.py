@@ -210,3 +210,15 @@ def test_nan_in_a_store_pass_names_its_global_row(store):
         lazy = model.predict(store)
     with pytest.raises(DKernelError, match=f"NaN at row {row}, column 1"):
         lazy.compute()
+
+
+def test_store_pass_keys_are_deterministic(store):
+    """The same pass over the same store has the same task keys (Dask can share results);
+    with reads unverified the keys differ (the tasks differ)."""
+    import dask
+
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
+    assert model.predict(store).name == model.predict(store).name
+    with dask.config.set({"dkernel.data.verify-reads": False}):
+        unverified = model.predict(store)
+    assert unverified.name != model.predict(store).name

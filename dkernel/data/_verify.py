@@ -207,6 +207,9 @@ class ChunkReader:
     def __reduce__(self):
         return ChunkReader, (self.folder, self.token, self.store, self.name, self.starts, self.crcs)
 
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.token, self.starts, self.crcs)
+
 
 def chunk_reader(X) -> ChunkReader | None:
     """The :class:`ChunkReader` behind ``X`` when ``X`` is a store's dask view as opened
