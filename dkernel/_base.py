@@ -207,7 +207,7 @@ class _BaseKernelEstimator(BaseEstimator):
             # a store's view as opened: the pass reads its chunk itself, one task per chunk
             # (mapped over the view, Dask fuses the read into the pass and keeps an alias
             # task per chunk beside it, or, for 1-D output, a separate read task: about
-            # 10 % of a predict on a 10^6-row store)
+            # 8 % of a predict on a 10^6-row store)
             return da.map_blocks(
                 read_checked_block, reader, func, *args, chunks=chunks, dtype=dtype, meta=meta
             )
