@@ -205,9 +205,9 @@ class _BaseKernelEstimator(BaseEstimator):
         reader = chunk_reader(X)
         if reader is not None:
             # a store's view as opened: the pass reads its chunk itself, one task per chunk
-            # (mapped over the view, Dask fuses the read into the pass and keeps an alias
-            # task per chunk beside it, or, for 1-D output, a separate read task: about
-            # 8 % of a predict on a 10^6-row store)
+            # (mapped over the view, a pass that drops the column axis does not fuse with
+            # the read blockwise, and Dask's linear fusion leaves an alias task beside each
+            # fused one: about 8 % of a predict on a 10^6-row store)
             return da.map_blocks(
                 read_checked_block, reader, func, *args, chunks=chunks, dtype=dtype, meta=meta
             )
