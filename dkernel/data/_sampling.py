@@ -233,7 +233,8 @@ def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
     groups = _group_by_chunk(X, uniq)
     keys = _row_keys(X)
-    futs = _persisted_futures(X, [keys[c] for c, _ in groups])
+    # a store's view as opened holds no futures (and looking would build its whole layer)
+    futs = None if chunk_reader(X) else _persisted_futures(X, [keys[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
         parts = client.gather(

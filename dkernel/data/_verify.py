@@ -204,9 +204,6 @@ class ChunkReader:
         start, stop = self.starts[i], self.starts[i + 1]
         return _read_chunk(self.folder, self.token, self.store, self.name, i, start, stop, crc)
 
-    def __reduce__(self):
-        return ChunkReader, (self.folder, self.token, self.store, self.name, self.starts, self.crcs)
-
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.starts, self.crcs)
 
