@@ -1,0 +1,139 @@
+"""A real S3 API server for tests: moto's server mode in its own process.
+
+s3fs's and zarr's own suites test against ``moto_server`` the same way: the clients under
+test (s3fs/aiobotocore, obstore) talk HTTP to it exactly as to a cloud endpoint, configured
+by the usual ``AWS_*`` variables. Nothing here mocks a client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+#: Credentials moto accepts (any non-empty pair); never real ones.
+ACCESS_KEY = "testing-key"
+SECRET_KEY = "testing-secret"
+REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running moto server: its endpoint URL and process id."""
+
+    endpoint: str
+    pid: int
+
+    def env(self) -> dict[str, str]:
+        """The ``AWS_*`` variables that point the standard clients at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def storage_options(self) -> dict[str, object]:
+        """Explicit options for the same server (as a user would pass them)."""
+        return {
+            "endpoint_url": self.endpoint,
+            "key": ACCESS_KEY,
+            "secret": SECRET_KEY,
+            "client_kwargs": {"region_name": REGION},
+        }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    """Wait until ``url`` answers HTTP at all (any status)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no S3 server answered at {url} within {timeout} s") from None
+            time.sleep(0.1)
+
+
+def start(host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=()) -> tuple:
+    """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
+
+    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``).
+    """
+    port = port or free_port(host)
+    cmd = [*argv_prefix, sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
+    )
+    endpoint = f"http://{host}:{port}"
+    try:
+        wait_http(endpoint + "/moto-api/")
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, S3Server(endpoint=endpoint, pid=proc.pid)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the server by its process id (its own session: nothing else is signalled)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def make_bucket(server: S3Server, name: str) -> None:
+    """Create bucket ``name`` through boto3 (the real client)."""
+    import boto3
+
+    boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    ).create_bucket(Bucket=name)
+
+
+def reset(server: S3Server) -> None:
+    """Delete every bucket and object (moto's reset endpoint)."""
+    req = urllib.request.Request(server.endpoint + "/moto-api/reset", method="POST")
+    urllib.request.urlopen(req, timeout=10).close()
+
+
+@contextlib.contextmanager
+def running(host: str = "127.0.0.1", port: int | None = None) -> Iterator[S3Server]:
+    proc, server = start(host, port)
+    try:
+        yield server
+    finally:
+        stop(proc)
