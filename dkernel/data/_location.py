@@ -169,6 +169,8 @@ def _request_options(protocol: str) -> dict[str, Any]:
                 "read_timeout": timeout,
                 "retries": {"max_attempts": max(1, retries), "mode": "standard"},
             },
+            # one GET per object: no size probe (HEAD) and no ranged split of large chunks
+            "max_concurrency": 1,
         }
     if protocol in ("gs", "gcs"):
         return {"timeout": timeout}

@@ -82,7 +82,8 @@ class Dataset:
     def array(self, name: str = "X"):
         """The underlying read-only ``zarr.Array`` (raw chunk access, no verification)."""
         loc = self.location or as_location(self.path)
-        return zarr.open_array(_array_location(loc, name, self.arrays).zarr_store(read_only=True))
+        where = _array_location(loc, name, self.arrays)
+        return zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
 
     def read(self, name: str):
         """Array ``name`` of the store (``X``, ``labels``, ...) as a verified dask array.
@@ -114,6 +115,11 @@ class Dataset:
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
+def _format(where: Location) -> dict[str, Any]:
+    """Arrays on object storage are dkernel's own (zarr 3): no probe for zarr 2 metadata."""
+    return {} if where.is_local else {"zarr_format": 3}
+
+
 def _array_location(loc: Location, name: str, arrays: Mapping[str, str]) -> Location:
     """Where array ``name`` lives: its folder in a local store, its prefix in a remote one."""
     if loc.is_local:
@@ -141,7 +147,7 @@ def _open_view(loc: Location, name: str, attrs: Mapping[str, Any], arrays: Mappi
         return None
     where = _array_location(loc, name, arrays)
     try:
-        arr = zarr.open_array(where.zarr_store(read_only=True), mode="r")
+        arr = zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
     except Exception as exc:  # unreadable metadata
         raise DKernelError(f"store {path!r}: array {name!r} cannot be opened ({exc})") from None
     man = read_manifest(arr, store=path, name=name)

@@ -102,8 +102,9 @@ def _open_for_read(where: Location, token: str):
     """``(array, plain)``: a read-only zarr array that raises on a missing chunk, and whether
     its chunks can be read without zarr (:func:`_plain_layout`); cached per process and write
     (one metadata request per array and process on object storage)."""
+    fmt: Any = {} if where.is_local else {"zarr_format": 3}  # no zarr 2 probes remotely
     arr = zarr.open_array(
-        where.zarr_store(read_only=True), mode="r", config={"read_missing_chunks": False}
+        where.zarr_store(read_only=True), mode="r", config={"read_missing_chunks": False}, **fmt
     )
     return arr, _plain_layout(arr)
 
