@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -113,6 +114,20 @@ class Dataset:
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+@contextlib.contextmanager
+def _storage_errors(loc: Location, what: str):
+    """An object-storage client's failure becomes a :class:`DKernelError` naming the URL
+    (and no secret); local stores keep their own errors."""
+    try:
+        yield
+    except DKernelError:
+        raise
+    except Exception as exc:
+        if loc.is_local:
+            raise
+        raise _remote.storage_error(loc, what, exc) from None
 
 
 def _format(where: Location) -> dict[str, Any]:
@@ -504,7 +519,7 @@ def write_arrays(
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
     loc = as_location(store, storage_options)
-    with StoreWriter(loc, overwrite=overwrite) as w:
+    with _storage_errors(loc, "cannot write store"), StoreWriter(loc, overwrite=overwrite) as w:
         w.add(
             "X",
             n=n,
@@ -656,7 +671,7 @@ def write_array(
         _remote.clean_debris(loc, head)
         prefix = _remote.new_prefix(name)
         target = loc.child(prefix)
-    with _atomic.terminate_as_interrupt():
+    with _atomic.terminate_as_interrupt(), _storage_errors(loc, "cannot write to store"):
         try:
             z = zarr.create_array(
                 target.zarr_store(read_only=False),
