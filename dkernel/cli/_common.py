@@ -30,19 +30,23 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
     """A connected client for the ``--cluster`` option; closes what it started.
 
     SIGTERM is handled like Ctrl-C inside, so a killed command still closes the cluster
-    it started (no orphaned worker processes). A task lost to repeated worker deaths
-    (``KilledWorker``: most often workers out of memory) becomes a one-line ``DKernelError``.
+    it started (no orphaned worker processes). The dashboard link goes to stderr. A task
+    lost to repeated worker deaths (``KilledWorker``: most often workers out of memory),
+    work that found no worker for ``dkernel.cluster.no-workers-timeout`` and a scheduler
+    lost mid-command each become a one-line ``DKernelError``.
     """
     # imported here, not with the module: the parser (and ``--help``) must not pay for
     # distributed's import
     from distributed import KilledWorker
+    from distributed.scheduler import NoWorkerError
 
     from ..data._atomic import terminate_as_interrupt
     from ..runtime import get_client
 
     with terminate_as_interrupt():
-        client = get_client(cluster, **local_options)
+        client = get_client(cluster, new=True, **local_options)
         owns = cluster is None or not _is_address(cluster)
+        say(f"dashboard: {client.dashboard_link}")
         try:
             yield client
         except KilledWorker as exc:
@@ -51,6 +55,22 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
                 f"task {exc.task!r} was lost: {exc.allowed_failures + 1} workers died running "
                 f"it (the last {last}); workers killed for exceeding their memory_limit are "
                 "the usual cause: give them more memory or use smaller chunks"
+            ) from None
+        except NoWorkerError as exc:
+            raise DKernelError(
+                f"no Dask worker ran for {exc.timeout:g} s: the cluster has none (or lost its "
+                "last); start workers, or raise dkernel.cluster.no-workers-timeout"
+            ) from None
+        except Exception:
+            if client.status in ("running", "newly-created"):
+                raise
+            # the scheduler stopped (killed, out of memory, its job ended): whatever the
+            # failing call raised (a closed comm, or a local scheduler's missing-dependency
+            # error once the client has given up), the cause is the lost scheduler
+            where = cluster or "the embedded cluster"
+            raise DKernelError(
+                f"lost the connection to the Dask scheduler ({where}): it stopped or was "
+                "killed while the command ran"
             ) from None
         finally:
             cl = client.cluster if owns else None
@@ -76,6 +96,11 @@ def _jsonable(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
+
+
+def say(msg: str) -> None:
+    """A message for the person at the terminal: stderr, so stdout carries only the result."""
+    print(f"dkernel: {msg}", file=sys.stderr, flush=True)
 
 
 def fail(msg: str, code: int = 2) -> int:

@@ -99,8 +99,7 @@ def _coreset(args) -> int:
 
     ds = open_dataset(args.store)
     _check_args(args, ds)
-    with cluster_session(args.cluster) as client:
-        logger.info("dashboard: %s", client.dashboard_link)
+    with cluster_session(args.cluster):
         t0 = time.perf_counter()
         c = build(
             ds,

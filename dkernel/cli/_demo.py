@@ -148,8 +148,7 @@ def run_demo(args) -> int:
     summary: dict[str, Any] = {}
     t_all = time.perf_counter()
     with cluster_session(args.cluster) as client:
-        print(f"dkernel demo on {client}")
-        print(f"dashboard: {client.dashboard_link}", flush=True)
+        print(f"dkernel demo on {client}", flush=True)
         os.makedirs(args.workdir, exist_ok=True)  # only once the options and cluster are good
         ctx = DemoContext(client=client, workdir=args.workdir, n_rows=args.rows, seed=args.seed)
         for i, (title, step) in enumerate(STEPS, start=1):

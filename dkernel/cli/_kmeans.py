@@ -142,8 +142,7 @@ def run_kmeans(args) -> int:
     tau, rate, gamma_opt = _parse_flags(args)
     ds = open_dataset(args.store)
     model = _build_model(args, ds, tau, rate, gamma_opt)
-    with cluster_session(args.cluster) as client:
-        print(f"dashboard: {client.dashboard_link}", flush=True)
+    with cluster_session(args.cluster):
         t0 = time.perf_counter()
         X = ds.X.persist()
         if gamma_opt == "select":
