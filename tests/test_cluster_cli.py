@@ -73,6 +73,7 @@ def test_kmeans_writes_labels_and_summary(rings_store, cluster_cfg, tmp_path, ca
         "64",
         "--labels-name",
         "labels",
+        "--overwrite",  # the same name: replaced only when asked
         "--seed",
         "1",
     ]
