@@ -71,6 +71,7 @@ def build(
         beta=beta,
         split_every=split_every,
         leaf_size=leaf_size,
+        multiclass="ovr",
         random_state=seed,
     )
 
@@ -117,14 +118,77 @@ def _coreset(args) -> int:
             seed=args.seed,
         )
         seconds = time.perf_counter() - t0
-    write_coreset(
-        c,
-        local_path(args.out_store),
-        source=f"dkernel coreset {args.method} of {ds.path}",
-        overwrite=args.overwrite,
-    )
-    emit_json(summary(c, ds, args.out_store, seconds), args.summary)
+    source = f"dkernel coreset {args.method} of {ds.path}"
+    out = local_path(args.out_store)
+    if isinstance(c, dict):
+        write_ovr_coreset(c, out, source=source, overwrite=args.overwrite)
+        emit_json(ovr_summary(c, ds, out, seconds), args.summary)
+        return 0
+    write_coreset(c, out, source=source, overwrite=args.overwrite)
+    emit_json(summary(c, ds, out, seconds), args.summary)
     return 0
+
+
+def write_ovr_coreset(cores: dict, out: str, *, source: str, overwrite: bool):
+    """One-vs-rest coresets as one store: the rows of every class's coreset, ``y`` their
+    -1/+1 labels within it and ``ovr_class`` the class whose coreset holds them.
+
+    The rows with ``ovr_class == c`` (with ``weight``) stand for the whole data set in the
+    binary problem "c against the rest".
+    """
+    from ..data import write_arrays
+
+    parts = list(cores.items())
+    X = np.concatenate([np.asarray(c.X) for _, c in parts])
+    signs = np.concatenate([c.signs.astype(np.int64) for _, c in parts])
+    owner = np.concatenate([np.full(len(c), label) for label, c in parts])
+    return write_arrays(
+        out,
+        [(X, signs)],
+        n=X.shape[0],
+        n_features=X.shape[1],
+        dtype=X.dtype,
+        chunk_rows=max(1, X.shape[0]),
+        has_y=True,
+        attrs={
+            "source": source,
+            "coreset": {
+                "multiclass": "ovr",
+                "classes": [label for label, _ in parts],
+                "source_size": int(parts[0][1].source_size),
+                "C": float(parts[0][1].C),
+                "total_sensitivity": {str(label): float(c.total_sensitivity) for label, c in parts},
+                "method": parts[0][1].info.get("method"),
+            },
+        },
+        extra={
+            "weight": np.concatenate([np.asarray(c.weight, dtype=np.float64) for _, c in parts]),
+            "sensitivity": np.concatenate(
+                [np.asarray(c.sensitivity, dtype=np.float64) for _, c in parts]
+            ),
+            "ovr_class": owner,
+        },
+        overwrite=overwrite,
+    )
+
+
+def ovr_summary(cores: dict, ds, out: str, seconds: float) -> dict[str, Any]:
+    per_class = {str(label): summary(c, ds, out, seconds) for label, c in cores.items()}
+    keep = ("rows", "total_weight", "total_sensitivity", "t_over_n", "opt_lower_bound")
+    first = next(iter(cores.values()))
+    return {
+        "store": ds.path,
+        "out_store": out,
+        "method": first.info.get("method"),
+        "multiclass": "ovr",
+        "n_samples": int(first.source_size),
+        "n_features": int(first.X.shape[1]),
+        "rows": sum(len(c) for c in cores.values()),
+        "C": float(first.C),
+        "classes": list(cores),
+        "per_class": {k: {f: v[f] for f in keep} for k, v in per_class.items()},
+        "seconds": seconds,
+    }
 
 
 def summary(c, ds, out: str, seconds: float) -> dict[str, Any]:
