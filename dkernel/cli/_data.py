@@ -168,6 +168,8 @@ def _describe(ds) -> dict:
         "classes": ds.attrs.get("classes"),
         "source": ds.attrs.get("source"),
     }
+    if ds.attrs.get("label_names") is not None:  # text labels: y holds their indices
+        out["label_names"] = list(ds.attrs["label_names"])
     if ds.X_test is not None:
         out["n_test"] = int(ds.X_test.shape[0])
     out["arrays"] = _arrays(ds)

@@ -615,6 +615,7 @@ def ingest(
     Parameters
     ----------
     source : ndarray, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        (CSV and LIBSVM may be gzip- or bzip2-compressed).
         An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
@@ -634,7 +635,9 @@ def ingest(
     format : {"npz", "csv", "svmlight"}, optional
         Guessed from the file extension when omitted.
     label_column : int or None, default=-1
-        CSV column holding the label (``None``: no labels).
+        CSV column holding the label (``None``: no labels). Labels that are text are
+        class names: ``y`` holds their indices in the sorted names, and the store's
+        ``label_names`` attribute the names (label ``i`` is ``label_names[i]``).
     delimiter : str, default=","
         CSV field separator.
     zero_based : bool, default=False
@@ -716,7 +719,8 @@ def ingest(
                 dtype=dtype or np.float32,
                 has_y=lab is not None,
                 y_dtype=np.int64 if layout.integral_labels else np.float64,
-                attrs={"source": os.path.basename(path)},
+                attrs={"source": os.path.basename(path)}
+                | ({} if layout.label_names is None else {"label_names": layout.label_names}),
                 **common,
             )
         if fmt == "svmlight":
