@@ -442,3 +442,12 @@ def test_binary_file_is_not_text(tmp_path, fmt):
 )
 def test_guess_format_looks_through_compression(name, fmt):
     assert guess_format(name) == fmt
+
+
+def test_gzipped_tsv_uses_tabs(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "d.tsv.gz", "wt", encoding="utf-8") as fh:
+        fh.write("1\t2\t1\n3\t4\t0\n")
+    ds = ingest(tmp_path / "d.tsv.gz", tmp_path / "d.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4]])

@@ -185,8 +185,9 @@ def test_cli_fit_whose_only_worker_is_killed_ends_in_one_line(store, capsys):
         captured = capsys.readouterr()
         errors = [ln for ln in captured.err.splitlines() if ln.startswith("dkernel: error")]
         assert errors == [
-            "dkernel: error: no Dask worker ran for 2 s: the cluster has none (or lost its "
-            "last); start workers, or raise dkernel.cluster.no-workers-timeout"
+            "dkernel: error: no Dask worker ran for 2 s: the cluster has none, lost its last, "
+            "or all are paused (memory); start workers, or raise "
+            "dkernel.cluster.no-workers-timeout"
         ]
         assert "Traceback" not in captured.err and captured.out == ""
     finally:

@@ -60,8 +60,9 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
             ) from None
         except NoWorkerError as exc:
             raise DKernelError(
-                f"no Dask worker ran for {exc.timeout:g} s: the cluster has none (or lost its "
-                "last); start workers, or raise dkernel.cluster.no-workers-timeout"
+                f"no Dask worker ran for {exc.timeout:g} s: the cluster has none, lost its "
+                "last, or all are paused (memory); start workers, or raise "
+                "dkernel.cluster.no-workers-timeout"
             ) from None
         except Exception:
             if client.status in ("running", "newly-created"):

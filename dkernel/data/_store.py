@@ -690,7 +690,8 @@ def ingest(
                 **common,
             )
         if fmt == "csv":
-            delim = "\t" if path.lower().endswith(".tsv") and delimiter == "," else delimiter
+            tsv = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith(".tsv")
+            delim = "\t" if tsv and delimiter == "," else delimiter
             layout = scan_csv(path, delimiter=delim, label_column=label_column)
             if (
                 label_column is not None
