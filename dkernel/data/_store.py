@@ -738,6 +738,7 @@ def ingest(
     Parameters
     ----------
     source : ndarray, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        (CSV and LIBSVM may be gzip- or bzip2-compressed).
         An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
@@ -758,7 +759,9 @@ def ingest(
     format : {"npz", "csv", "svmlight"}, optional
         Guessed from the file extension when omitted.
     label_column : int or None, default=-1
-        CSV column holding the label (``None``: no labels).
+        CSV column holding the label (``None``: no labels). Labels that are text are
+        class names: ``y`` holds their indices in the sorted names, and the store's
+        ``label_names`` attribute the names (label ``i`` is ``label_names[i]``).
     delimiter : str, default=","
         CSV field separator.
     zero_based : bool, default=False
@@ -818,7 +821,8 @@ def ingest(
                 **common,
             )
         if fmt == "csv":
-            delim = "\t" if path.lower().endswith(".tsv") and delimiter == "," else delimiter
+            tsv = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith(".tsv")
+            delim = "\t" if tsv and delimiter == "," else delimiter
             layout = scan_csv(path, delimiter=delim, label_column=label_column)
             if (
                 label_column is not None
@@ -847,7 +851,8 @@ def ingest(
                 dtype=dtype or np.float32,
                 has_y=lab is not None,
                 y_dtype=np.int64 if layout.integral_labels else np.float64,
-                attrs={"source": os.path.basename(path)},
+                attrs={"source": os.path.basename(path)}
+                | ({} if layout.label_names is None else {"label_names": layout.label_names}),
                 **common,
             )
         if fmt == "svmlight":
