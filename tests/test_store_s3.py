@@ -7,6 +7,7 @@ speaking HTTP, and its access log counts the requests.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -353,3 +354,83 @@ def test_fault_server_killed_mid_read(tmp_path, fast_failing):
         assert took < 30
     finally:
         _s3server.stop(proc)
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def test_cli_on_s3_with_storage_options(s3, bucket, tmp_path, monkeypatch, capsys, cli_cluster):
+    """Every store and model path of the CLI as an s3:// URL, the endpoint and credentials
+    given as --storage-option (no AWS_* variables): the same results as on local paths."""
+    from dkernel.cli.main import main
+
+    server, _ = s3
+    X, y = _data(3000)
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * X.shape[1] + ["%d"])
+    opts = []
+    for k, v in server.storage_options().items():
+        if isinstance(v, dict):
+            opts += [f"--storage-option={k}.{kk}={vv}" for kk, vv in v.items()]
+        else:
+            opts += [f"--storage-option={k}={v}"]
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+
+    def run(*args):
+        assert main([*opts, *args]) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    outs = {}
+    for where in (f"s3://{bucket}/cli", str(tmp_path / "cli")):
+        if not where.startswith("s3"):
+            os.makedirs(where)
+        store = f"{where}/d.zarr"
+        info = run("ingest", str(src), store, "--chunk-rows", "1000")
+        assert info["n_samples"] == 3000
+        km = run("kmeans", store, "--n-clusters", "2", "--seed", "0", "--cluster", cli_cluster)
+        svm = run(
+            "svm",
+            "train",
+            store,
+            f"{where}/m.npz",
+            "--budget",
+            "30",
+            "--seed",
+            "0",
+            "--cluster",
+            cli_cluster,
+        )
+        pred = run("svm", "predict", f"{where}/m.npz", store, "--cluster", cli_cluster)
+        core = run(
+            "coreset",
+            store,
+            f"{where}/c.zarr",
+            "--size",
+            "100",
+            "--seed",
+            "0",
+            "--cluster",
+            cli_cluster,
+        )
+        checked = run("check", store, "--cluster", cli_cluster)
+        assert checked
+        ds = open_dataset(store, storage_options=server.storage_options())
+        outs[where[:2]] = (
+            ds.read("labels").compute(),
+            ds.read(pred["array"]).compute(),
+            open_dataset(f"{where}/c.zarr", storage_options=server.storage_options()).X.compute(),
+            km.get("inertia"),
+            svm.get("n_support"),
+            core.get("size"),
+        )
+    for a, b in zip(outs["s3"], outs[str(tmp_path)[:2]]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cli_help_names_the_url_forms(capsys):
+    from dkernel.cli.main import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "s3://" in out and "--storage-option" in out

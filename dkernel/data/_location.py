@@ -120,11 +120,15 @@ class Location:
 def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Location:
     """The :class:`Location` of ``store``: a path (``~`` expanded, made absolute), a
     ``file://`` URL, a remote URL, or a Location (returned with ``storage_options`` added).
+    Without ``storage_options``, those of the Dask config key ``dkernel.storage.options``
+    apply (empty by default: the client's environment variables and profiles).
     """
     if isinstance(store, Location):
         if storage_options:
             return Location(store.url, store.protocol, _freeze(storage_options))
         return store
+    if storage_options is None:  # the process-wide default (the CLI's --storage-option)
+        storage_options = dask.config.get("dkernel.storage.options", None) or None
     if not isinstance(store, (str, os.PathLike)):
         raise DKernelError(f"a store is named by a path or URL ({URL_FORMS}), got {store!r}")
     text = os.fspath(store)
