@@ -434,3 +434,19 @@ def test_cli_help_names_the_url_forms(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "s3://" in out and "--storage-option" in out
+
+
+def test_example_runs_against_the_server(s3, bucket):
+    """examples/object_storage.py, as a user runs it, against this module's S3 server."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "object_storage.py"), f"s3://{bucket}/ex"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **s3[0].env()},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"'store': 's3://{bucket}/ex/checkerboard.zarr'" in out.stdout
+    ds = open_dataset(f"s3://{bucket}/ex/checkerboard.zarr")
+    assert ds.n_samples == 20_000 and ds.X.numblocks[0] == 5
