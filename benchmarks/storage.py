@@ -226,7 +226,8 @@ def main(argv=None) -> int:
             runs = {}
 
             def count_x():
-                return _s3server.count_requests(log, needle=f"{bucket}/data.zarr/X.v-")
+                # chunk objects only (an array's metadata is read once per process)
+                return _s3server.count_requests(log, needle=f"{bucket}/data.zarr/X.v-", also="/c/")
 
             for name, path in (("local", local_path), ("s3", s3_url)):
                 reps = []

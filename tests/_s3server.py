@@ -174,10 +174,11 @@ def reset(server: S3Server) -> None:
     urllib.request.urlopen(req, timeout=10).close()
 
 
-def count_requests(log: str, method: str = "GET", needle: str = "") -> int:
-    """Requests of ``method`` whose path contains ``needle`` in a server's access log."""
+def count_requests(log: str, method: str = "GET", needle: str = "", also: str = "") -> int:
+    """Requests of ``method`` whose path contains ``needle`` (and ``also``) in a server's
+    access log."""
     with open(log, errors="replace") as fh:
-        return sum(f'"{method} ' in line and needle in line for line in fh)
+        return sum(f'"{method} ' in line and needle in line and also in line for line in fh)
 
 
 @contextlib.contextmanager
