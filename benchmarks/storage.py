@@ -168,6 +168,64 @@ def _client_compare(server, bucket, store_url, n_chunks):
     return res
 
 
+def _faults(server, bucket):
+    """Each fault with the default timeout/retries: seconds to the error, and its message."""
+    from dkernel import DKernelError
+    from dkernel.data import ingest, open_dataset
+
+    url = f"s3://{bucket}/faults.zarr"
+    ds = ingest(np.ones((4000, 4), np.float32), url, chunk_rows=500)
+    rows = []
+
+    def trial(name, func):
+        t0 = time.perf_counter()
+        try:
+            func()
+            msg = "NO ERROR"
+        except DKernelError as exc:
+            msg = str(exc)
+        except Exception as exc:  # reported as it is: a fault that escapes unnamed
+            msg = f"UNNAMED {type(exc).__name__}: {exc}"
+        rows.append({"fault": name, "seconds": time.perf_counter() - t0, "message": msg})
+
+    good = server.storage_options()
+    trial("no such bucket", lambda: open_dataset("s3://dk-no-such-bucket/x.zarr"))
+    trial("no such store", lambda: open_dataset(f"s3://{bucket}/missing.zarr"))
+    dead = {**good, "endpoint_url": f"http://127.0.0.1:{_s3server.free_port()}"}
+    trial("endpoint down", lambda: open_dataset(url, storage_options=dead))
+    for status, delay, name in ((503, 0.0, "every answer 503"), (200, 30.0, "no answer (30 s)")):
+        bad = _s3server.BadServer(status, delay)
+        try:
+            opts = {**good, "endpoint_url": bad.endpoint}
+            trial(name, lambda opts=opts: open_dataset(url, storage_options=opts))
+        finally:
+            bad.close()
+    proc, other = _s3server.start(check_credentials=True)
+    try:
+        key, secret = _s3server.make_user(other)
+        wrong = {"endpoint_url": other.endpoint, "key": key, "secret": "wrong-" + secret[:4]}
+        trial("wrong credentials", lambda: open_dataset(url, storage_options=wrong))
+        rows[-1]["secret_in_message"] = "wrong-" in rows[-1]["message"]
+    finally:
+        _s3server.stop(proc)
+    proc, third = _s3server.start()
+    try:
+        _s3server.make_bucket(third, "dk-fault")
+        opts = third.storage_options()
+        kill = ingest(
+            np.ones((4000, 4), np.float32),
+            "s3://dk-fault/k.zarr",
+            chunk_rows=500,
+            storage_options=opts,
+        )
+        kill.X.blocks[0].compute(scheduler="sync")
+    finally:
+        _s3server.stop(proc)
+    trial("server killed mid-read", lambda: kill.X.blocks[3].compute(scheduler="sync"))
+    del ds
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -284,6 +342,7 @@ def main(argv=None) -> int:
         reqs = (_s3server.count_requests(log, needle=bucket) - before) / max(3, args.repeats)
         result["open"] = {"chunks": args.open_chunks, "median_s": t_open, "requests": reqs}
         result["clients"] = _client_compare(server, bucket, s3_url, n_chunks)
+        result["faults"] = _faults(server, bucket)
     finally:
         _s3server.stop(proc)
         shutil.rmtree(work, ignore_errors=True)
@@ -334,6 +393,9 @@ def _markdown(r) -> str:
     )
     c = r["clients"]
     fl = r["floor"]
+    faults = "\n".join(
+        f"| {f['fault']} | {f['seconds']:.1f} | {f['message'][:160]} |" for f in r["faults"]
+    )
     ratio = r["extra_over_floor"]
     return f"""# Stores on local disk and on S3 (moto server on 127.0.0.1)
 
@@ -371,6 +433,11 @@ median {r["open"]["median_s"] * 1000:.0f} ms, {r["open"]["requests"]:.0f} reques
 |---|---|---|
 | s3fs (zarr FsspecStore) | {c["s3fs_sequential_s"]:.3f} | {c["s3fs_8_in_flight_s"]:.3f} |
 | obstore (zarr ObjectStore) | {c.get("obstore_sequential_s", float("nan")):.3f} | {c.get("obstore_8_in_flight_s", float("nan")):.3f} |
+
+## Faults (default `dkernel.storage.timeout` 10 s, `retries` 3)
+| fault | seconds to the error | message |
+|---|---|---|
+{faults}
 {ON_PAPER}"""
 
 

@@ -238,40 +238,6 @@ def test_bad_urls_are_named(url, match):
 # ----------------------------------------------------------------------------- faults
 
 
-class _BadServer:
-    """An HTTP endpoint on 127.0.0.1 that answers every request with ``status`` after
-    ``delay`` seconds (a slow or failing object store)."""
-
-    def __init__(self, status: int, delay: float = 0.0):
-        import http.server
-        import threading
-
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self):
-                time.sleep(outer.delay)
-                self.send_response(outer.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.status, self.delay = status, delay
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def _timed_error(func):
     t0 = time.monotonic()
     with pytest.raises(dkernel.DKernelError) as info:
@@ -328,7 +294,7 @@ def test_fault_endpoint_down(fast_failing):
 
 @pytest.mark.parametrize("status, delay", [(503, 0.0), (500, 0.0), (200, 3.0)])
 def test_fault_5xx_or_slow_responses_end_in_a_named_error(status, delay, fast_failing):
-    bad = _BadServer(status, delay)
+    bad = _s3server.BadServer(status, delay)
     try:
         opts = {"endpoint_url": bad.endpoint}
         took, msg = _timed_error(lambda: open_dataset("s3://dk-any/a.zarr", storage_options=opts))

@@ -162,13 +162,16 @@ def is_url(store) -> bool:
 def _request_options(protocol: str) -> dict[str, Any]:
     """Timeouts and retries from the Dask config, in each client's own words."""
     timeout = float(dask.config.get("dkernel.storage.timeout", 10))
+    attempts = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
     if protocol in ("s3", "s3a"):
         return {
-            # s3fs retries with backoff itself (see _bounded); botocore tries once
+            # botocore's standard mode retries timeouts, dropped connections, 5xx and
+            # throttling with capped exponential backoff; s3fs's own loops (nested, one per
+            # call layer) are turned off in _bounded so that the attempts do not multiply
             "config_kwargs": {
                 "connect_timeout": timeout,
                 "read_timeout": timeout,
-                "retries": {"max_attempts": 1, "mode": "standard"},
+                "retries": {"max_attempts": attempts, "mode": "standard"},
             },
             # one GET per object: no size probe (HEAD) and no ranged split of large chunks
             "max_concurrency": 1,
@@ -202,9 +205,10 @@ def _filesystem(protocol: str, options: tuple):
 
 
 def _bounded(fs):
-    """``fs`` with the configured number of attempts per request (s3fs's own retry loop)."""
+    """``fs`` with one attempt per call of its own retry loop (s3fs): the attempts and their
+    backoff are the client library's (see :func:`_request_options`)."""
     if hasattr(type(fs), "retries"):
-        fs.retries = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
+        fs.retries = 1
     return fs
 
 
@@ -237,6 +241,8 @@ def describe_error(exc: BaseException) -> str:
         return "the storage endpoint did not answer in time"
     if "could not connect" in low or ("connect" in low and "refused" in low):
         return "cannot connect to the storage endpoint"
+    if any(k in low for k in ("service unavailable", "internal error", "slow down")):
+        return f"the storage endpoint failed ({msg[:120]})"
     for k in _SECRET_KEYS:
         if k in low and "=" in low:
             return type(exc).__name__
