@@ -82,16 +82,6 @@ class Location:
         return Location("/".join([self.url, *names]), self.protocol, self.options)
 
     @property
-    def name(self) -> str:
-        return self.url.rstrip("/").rsplit("/", 1)[-1]
-
-    @property
-    def parent(self) -> Location:
-        if self.is_local:
-            return Location(os.path.dirname(self.url), "file", self.options)
-        return Location(self.url.rsplit("/", 1)[0], self.protocol, self.options)
-
-    @property
     def fs(self):
         """The fsspec filesystem of a remote location (cached per process and options)."""
         return _filesystem(self.protocol, self.options)
@@ -152,11 +142,6 @@ def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Loca
             "prefix inside a bucket)"
         )
     return Location(f"{scheme}://{rest}", scheme, opts)
-
-
-def is_url(store) -> bool:
-    """True when ``store`` is a string naming a remote location (``scheme://``)."""
-    return isinstance(store, str) and "://" in store and not store.startswith("file://")
 
 
 def _request_options(protocol: str) -> dict[str, Any]:
