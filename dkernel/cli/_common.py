@@ -83,8 +83,15 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
 
 
 def local_path(text: str) -> str:
-    """A path argument as the command uses it: ``~`` expanded, absolute."""
+    """A path argument as the command uses it: ``~`` expanded, absolute; a URL
+    (``s3://...``, ``memory://...``) as it is."""
+    if is_url(text):
+        return text
     return os.path.abspath(os.path.expanduser(text))
+
+
+def is_url(text: str) -> bool:
+    return "://" in text and not text.startswith("file://")
 
 
 def check_output_file(text: str | None, what: str) -> str | None:
@@ -106,24 +113,32 @@ def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) ->
     and it is none of the input stores (nor inside one, nor holding one): replacing it
     would destroy the data the command reads."""
     path = local_path(text)
-    real = os.path.realpath(path)
+    real = _comparable(path)
     for inp in inputs:
-        src = os.path.realpath(local_path(inp))
+        src = _comparable(local_path(inp))
         if real == src or _inside(real, src) or _inside(src, real):
             raise DKernelError(
                 f"{what} {text!r} is the input store {inp!r} (or inside it, or holds it): "
                 "write the output to another path"
             )
-    _check_folder(os.path.dirname(path), what)
+    if not is_url(path):  # an object store's writability shows at its first write
+        _check_folder(os.path.dirname(path), what)
     return path
 
 
+def _comparable(path: str) -> str:
+    return path.rstrip("/") if is_url(path) else os.path.realpath(path)
+
+
 def check_store_writable(path: str) -> None:
-    """A store the command writes an array into (labels, predictions) accepts writes."""
-    _check_folder(path, "store")
+    """A local store the command writes an array into (labels, predictions) accepts writes."""
+    if not is_url(path):
+        _check_folder(path, "store")
 
 
 def _inside(path: str, folder: str) -> bool:
+    if is_url(path) or is_url(folder):
+        return path.startswith(folder.rstrip("/") + "/")
     return os.path.commonpath([path, folder]) == folder and path != folder
 
 
