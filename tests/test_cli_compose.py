@@ -228,6 +228,6 @@ def test_urls_are_not_local_paths():
 
     assert local_path("s3://bucket/d.zarr") == "s3://bucket/d.zarr"
     assert check_output_store("s3://bucket/out.zarr", "output store") == "s3://bucket/out.zarr"
-    for out in ("s3://bucket/d.zarr/", "s3://bucket/d.zarr/sub", "s3://bucket"):
+    for out in ("s3://bucket/d/x.zarr", "s3://bucket/d/x.zarr/sub", "s3://bucket/d"):
         with pytest.raises(DKernelError, match="is the input store"):
-            check_output_store(out, "output store", inputs=("s3://bucket/d.zarr",))
+            check_output_store(out, "output store", inputs=("s3://bucket/d/x.zarr",))
