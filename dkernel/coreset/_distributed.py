@@ -40,6 +40,7 @@ from dask.callbacks import Callback
 from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
 from ..data import Dataset, open_dataset, take_rows
+from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, progress, progress_enabled
 from ..runtime._progress import Progress
 from ..runtime._tree import TreeNode, tree_levels, tree_reduce
@@ -185,8 +186,10 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
     bounds = np.r_[0, np.cumsum(X.chunks[0])]
 
-    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1
-    with _timer("two-pass: sample solve", logger):
+    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1;
+    # its products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay, and on a
+    # busy client they oversubscribe the cores (20x slower measured on 2 shared cores)
+    with _timer("two-pass: sample solve", logger), _ONE_BLAS_THREAD:
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
         )
