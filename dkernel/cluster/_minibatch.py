@@ -151,8 +151,8 @@ class MiniBatchKernelKMeans(
     n_init : int, default=3
         Seedings tried on the initial sample; the one with the lowest k-means++
         potential is kept (scikit-learn's ``MiniBatchKMeans`` also tries 3). The
-        seedings cost ``n_init`` times ``O(init_size k)`` kernel values, about 1 % of a
-        default fit.
+        seedings cost ``n_init`` times ``O(init_size k)`` kernel values, a small share
+        of a fit's ``O(max_iter b (k tau + b))``.
     random_state : int, RandomState or None
         Seeds the initialisation, the gamma sample and every batch; the same seed
         gives the same model for NumPy, dask (any chunking) or zarr input.

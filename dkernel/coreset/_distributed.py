@@ -188,7 +188,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
 
     # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1;
     # its products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay, and on a
-    # busy client they oversubscribe the cores (20x slower measured on 2 shared cores)
+    # busy client the threads oversubscribe the cores and slow every product down
     with _timer("two-pass: sample solve", logger), _ONE_BLAS_THREAD:
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)

@@ -63,8 +63,8 @@ def kernel_kmeans_coreset(
     The kernel k-means++ seeding of ``n_clusters`` centres (an O(log k) approximation in
     expectation) gives every point a sensitivity bound: its share of the seeding's cost
     plus one over its cluster's weight. The coreset is ``m`` draws from a mixture of
-    three equal-weight parts: weight-proportional (share ``beta``), the cost shares and
-    the clusters (each cluster the same mass, spread by weight), ``(1 - beta) / 2`` each.
+    three parts: weight-proportional (share ``beta``), the cost shares and the clusters
+    (each cluster the same mass, spread by weight), ``(1 - beta) / 2`` each.
     Sampling in proportion to the bound itself would give the cost part only
     ``1 / (1 + k)`` of the draws: the clusters' part alone is then close to a uniform
     sample on balanced data and misses the far points that carry the cost of other
