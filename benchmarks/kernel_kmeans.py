@@ -536,7 +536,7 @@ def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_part
         methods = [m for m in QUALITY_METHODS if m != "full" or X.shape[0] <= FULL_BATCH_MAX_N]
         for method in methods:  # module loads and numba caches, untimed
             fit_method(method, X[:500], k, gamma, 0)
-        for seed in range(1 if args.quick else n_seeds):
+        for seed in range(1 if args.quick else args.quality_seeds or n_seeds):
             for method in methods:
                 labels, info = fit_method(method, X, k, gamma, seed)
                 r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
@@ -837,6 +837,9 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="rows per chunk of the scaling stores (default: the library's 8 MiB chunks)",
+    )
+    p.add_argument(
+        "--quality-seeds", type=int, default=None, help="seeds per quality set (default 5)"
     )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scaling-workers", type=int, default=1, help=argparse.SUPPRESS)
