@@ -46,6 +46,7 @@ def test_sequential_one_pass_is_unchanged(maintenance):
         max_iter=1,
         average=False,
         distributed=False,
+        refit=False,
         random_state=3,
     ).fit(X, y)
     t, n_maint, coef_sum, coef_abs, sv_sum = _PINNED[maintenance]
@@ -59,7 +60,13 @@ def test_sequential_multiclass_epochs_unchanged():
     X, y = load_digits(return_X_y=True)
     X = X / 16
     clf = BudgetedSVC(
-        budget=40, gamma=0.05, alpha=1e-4, max_iter=2, average=False, random_state=1
+        budget=40,
+        gamma=0.05,
+        alpha=1e-4,
+        max_iter=2,
+        average=False,
+        random_state=1,
+        refit=False,
     ).fit(X[:600], y[:600])
     assert (clf.t_, clf.n_maintenance_) == (1200, 191)
     assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(3515.2087071442984, rel=1e-12)

@@ -27,6 +27,7 @@ from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
+from . import _refit
 from ._io import MAX_MODEL_BYTES, RAW_ARRAYS, model_header, read_model, write_model
 from ._stream import (
     BLOCK_ROWS,
@@ -54,6 +55,10 @@ _MERGE_SEARCH = "lookup"
 _DEFAULT_SHARDS = 8
 #: ``distributed="auto"`` trains on the workers from this many rows on.
 _AUTO_MIN_ROWS = 1 << 17
+#: Stopping rule of the refit (``||grad|| <= tol ||grad(0)||`` per class) and its Newton
+#: steps at most.
+_REFIT_TOL = 1e-3
+_REFIT_MAX_ITER = 50
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
 
@@ -156,6 +161,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         ``"auto"``: True for dask/zarr/store input of at least 131072 rows when a
         distributed client is active, else False (on smaller data the merge tree costs more
         than it saves and the sequential stream is more accurate; see Notes).
+    refit : bool, default=True
+        After the SGD passes, keep the support vectors Z they chose and solve for the
+        coefficients (and intercept) exactly over all training rows: ``min alpha/2
+        beta^T K_ZZ beta + 1/n sum_i w_i max(0, 1 - y_i f(x_i))^2`` (the squared hinge;
+        the same ``alpha`` and RKHS norm as the SGD passes; one-vs-rest for multi-class),
+        by a truncated Newton method warm-started from the SGD coefficients, to a gradient
+        norm ``1e-3`` of its value at zero (see :mod:`dkernel.svm._refit`). Each solver
+        step is one pass over the rows; in a distributed fit the rows stay on the workers
+        (features ``k(x, Z)`` cached there) and only vectors of size B x classes travel.
+        False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
+        never refits.
     n_shards : int or None, default=None
         Shards of a distributed fit: groups of consecutive row chunks (NumPy input: blocks
         of 65536 rows). None: 8 (at most one per chunk). Fixed by the data's chunking, so
@@ -279,6 +295,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         average=True,
         shuffle=True,
         distributed="auto",
+        refit=True,
         n_shards=None,
         n_rounds=8,
         split_every=2,
@@ -304,6 +321,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.average = average
         self.shuffle = shuffle
         self.distributed = distributed
+        self.refit = refit
         self.n_shards = n_shards
         self.n_rounds = n_rounds
         self.split_every = split_every
@@ -332,6 +350,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
         if not isinstance(self.standardize, (bool, np.bool_)):
             raise DKernelError(f"standardize must be True or False; got {self.standardize!r}")
+        if not isinstance(self.refit, (bool, np.bool_)):
+            raise DKernelError(f"refit must be True or False; got {self.refit!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_scalar(self.average, "average", kind=numbers.Integral, low=1)
         if self.distributed not in ("auto", True, False):
@@ -602,15 +622,41 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                             scaler=scaler,
                             head=head if epoch == 0 and skip == 0 else None,
                         )
+        coef = None
+        if self.refit:
+            coef = self._refit(X, y, None if sample_weight is None else w, state, classes,
+                               spec, cfg, scaler, client if use_dist else None)  # fmt: skip
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
         self._set_scaler(scaler)
+        if coef is not None:
+            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
         self.distributed_ = bool(use_dist)
         if use_dist:
             self.t_ = n * int(self.max_iter)
         if ckpt is not None:
             ckpt.remove()
         return self
+
+    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client):
+        """Exact coefficients over the support vectors BSGD chose (``refit=True``)."""
+        n_sv = state.n_sv
+        if n_sv == 0:
+            return None
+        nb.flush_average(state.A, state.Abar, state.sref, state.fs, n_sv)
+        W = float(state.fs[nb.FS_WSUM])
+        if cfg.avg_mode != nb.AVG_OFF and W > 0:
+            coef, b = state.Abar[:n_sv] / W, state.bbar / W
+        else:
+            s = float(state.fs[nb.FS_SCALE])
+            coef, b = s * state.A[:n_sv], s * state.b
+        level = logging.INFO if self.verbose else logging.DEBUG
+        with _timer("bsgd refit", logger, level):
+            return _refit.refit(
+                X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
+                spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
+                    int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
+            )  # fmt: skip
 
     def _run(
         self,
