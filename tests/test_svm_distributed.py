@@ -72,11 +72,11 @@ def test_sequential_multiclass_epochs_unchanged():
     assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(3515.2087071442984, rel=1e-12)
 
 
-def test_plan_shards_follows_the_chunks_only():
-    p = plan_shards((100, 100, 100, 100, 50), 2)
-    assert p.starts == [0, 200] and p.stops == [200, 450]
-    assert plan_shards((100,) * 3, 16).starts == [0, 100, 200]  # at most one per chunk
-    assert plan_shards((7,), 4).stops == [7]
+def test_plan_shards_balances_rows_whatever_the_chunks():
+    p = plan_shards(450, 2)
+    assert (p.starts, p.stops) == ([0, 225], [225, 450])
+    assert plan_shards(300, 16).stops[-1] == 300 and len(plan_shards(300, 16).starts) == 16
+    assert plan_shards(3, 4).stops == [1, 2, 3]  # at most one per row
 
 
 def test_combine_weights_sums_duplicates_and_keeps_the_budget(rng):
@@ -141,7 +141,7 @@ def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_cl
     assert on_workers.distributed_
     _same(here, on_workers)
     _same(here, from_store)
-    # the chunking fixes the shards: 2 or 4 shards are different models
+    # 2 or 4 shards are different models
     other = BudgetedSVC(distributed=True, n_shards=2, **_fit_kw()).fit(Xd, yd)
     assert not np.array_equal(other.dual_coef_, here.dual_coef_)
 

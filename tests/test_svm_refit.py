@@ -10,6 +10,7 @@ from dkernel import DKernelError
 from dkernel.kernels import KernelSpec
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _refit as R
+from dkernel.svm._stream import PART_ROWS, row_parts
 
 
 def _board(n, seed=0):
@@ -111,12 +112,12 @@ def test_multiclass_one_vs_rest_columns_are_the_binary_solutions():
 
 
 def test_row_parts_are_balanced_and_fixed_by_n():
-    parts = R.row_parts(10)
+    parts = row_parts(10)
     assert parts[0][0] == 0 and parts[-1][1] == 10
     sizes = [e - s for s, e in parts]
     assert len(parts) == 8 and max(sizes) - min(sizes) <= 1
-    assert len(R.row_parts(3)) == 3
-    assert len(R.row_parts(10 * R._PART_ROWS)) == 10
+    assert len(row_parts(3)) == 3
+    assert len(row_parts(10 * PART_ROWS)) == 10
 
 
 def test_refit_improves_bsgd_and_is_on_by_default():

@@ -173,10 +173,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
         never refits.
     n_shards : int or None, default=None
-        Shards of a distributed fit: groups of consecutive row chunks (NumPy input: blocks
-        of 65536 rows). None: 8 (at most one per chunk). Fixed by the data's chunking, so
-        the model does not depend on the number of workers; use at least as many shards as
-        workers.
+        Shards of a distributed fit: ranges of consecutive rows of equal size, cut
+        wherever the rows fall (a store of one chunk still gives every worker a shard).
+        None: 8 (at most one per row). Fixed by the number of rows, so the model depends
+        neither on the number of workers nor on the chunking; use at least as many shards
+        as workers.
     n_rounds : int, default=8
         Rounds per epoch of a distributed fit (each shard passes over 1/n_rounds of its
         rows per round, then the partial models are merged).
@@ -529,10 +530,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         scaler = _feature_stats(X) if self.standardize else None
         show = progress_enabled(self.verbose)
         if use_dist:
-            chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))
             n_shards = int(self.n_shards or _DEFAULT_SHARDS)
             # the merged model's clock advances by the mean shard's rows per epoch
-            k = len(dist.plan_shards(tuple(int(c) for c in chunks), n_shards).starts)
+            k = len(dist.plan_shards(n, n_shards).starts)
             cfg = self._config(spec, alpha, max(1, round(n / k)))
             start, first = dist.empty_partial(d, n_cols), (0, 0)
             if saved is not None:
@@ -562,7 +562,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         classes=classes,
                         cfg=cfg,
                         start=start,
-                        chunks=tuple(int(c) for c in chunks),
                         n_shards=n_shards,
                         n_rounds=n_rounds,
                         n_epochs=int(self.max_iter),
@@ -1058,10 +1057,6 @@ def _label_map(classes: np.ndarray):
         return class_indices(yb, start, classes=classes)
 
     return y_map
-
-
-def _virtual_chunks(n: int, rows: int) -> tuple[int, ...]:
-    return tuple(min(rows, n - i) for i in range(0, n, rows))
 
 
 def _decision_rows(Xb, SV, coef, intercept, spec, scaler=None) -> np.ndarray:

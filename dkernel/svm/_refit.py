@@ -27,9 +27,7 @@ worker's memory (recomputed from its rows per pass when they would not fit).
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
-import math
 from typing import Any, NamedTuple
 
 import dask
@@ -40,14 +38,11 @@ from .._validation import is_dask_array
 from ..kernels import KernelSpec
 from ..runtime._timing import _timer
 from ..runtime._tree import tree_reduce
-from ._stream import Standardizer, checked_rows, class_indices
+from ._budget import weighted_colsums
+from ._stream import Standardizer, checked_rows, class_indices, row_parts
 
 logger = logging.getLogger(__name__)
 
-#: Row parts of a refit: at least this many (so every worker of a small cluster gets one),
-#: else one per ``_PART_ROWS`` rows; fixed by n alone.
-_MIN_PARTS = 8
-_PART_ROWS = 1 << 16
 #: Rows per tile inside a part (bounds the temporaries of a pass).
 _TILE_ROWS = 8192
 #: Cached features of all parts together may take this many bytes; above it each pass
@@ -149,11 +144,11 @@ def part_grad(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.nd
         z = 1.0 - Y * (F @ V)
         act = z > 0
         wz = np.where(act, z, 0.0) * w[:, None]
-        out[0, :-1] -= 2.0 * (F.T @ (wz * Y))
+        out[0, :-1] -= 2.0 * weighted_colsums(F, wz * Y, False)
         out[0, -1] += (wz * np.where(act, z, 0.0)).sum(axis=0)
-        out[1, :-1] += 2.0 * ((F * F).T @ (act * w[:, None]))
+        out[1, :-1] += 2.0 * weighted_colsums(F, act * w[:, None], True)
         if with_zero:
-            out[2, :-1] -= 2.0 * (F.T @ (Y * w[:, None]))
+            out[2, :-1] -= 2.0 * weighted_colsums(F, Y * w[:, None], False)
     return out
 
 
@@ -165,7 +160,7 @@ def part_hess(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndar
         Y = _signs(yi, c)
         M = F @ np.hstack([V, D])
         act = Y * M[:, :c] < 1.0
-        out += 2.0 * (F.T @ (np.where(act, M[:, c:], 0.0) * w[:, None]))
+        out += 2.0 * weighted_colsums(F, np.where(act, M[:, c:], 0.0) * w[:, None], False)
     return out
 
 
@@ -268,15 +263,6 @@ def _pcg(passes: _Passes, V, grad, diag, C: float, todo, cg_max: int) -> np.ndar
         P = Zr + np.where(live, rz_new / np.where(rz > 0, rz, 1.0), 0.0) * P
         rz = rz_new
     return S
-
-
-def row_parts(n: int, n_parts: int | None = None) -> list[tuple[int, int]]:
-    """``[start, stop)`` of about equal row counts: ``n_parts`` of them, by default at least
-    ``_MIN_PARTS`` and one per ``_PART_ROWS`` rows (never more than n). Depends on n only."""
-    k = n_parts if n_parts is not None else max(_MIN_PARTS, math.ceil(n / _PART_ROWS))
-    k = max(1, min(int(k), n))
-    bounds = [i * n // k for i in range(k + 1)]
-    return list(itertools.pairwise(bounds))
 
 
 class RefitResult(NamedTuple):
