@@ -164,3 +164,48 @@ def test_refit_must_be_a_bool(bad):
     X, y = _board(100)
     with pytest.raises(DKernelError, match="refit must be True or False"):
         BudgetedSVC(refit=bad, budget=10).fit(X, y)
+
+
+def _blobs_case(n, seed=0):
+    """The issue's case, scaled down: 4 Gaussian blobs (scale 3) in 20-d, label = outside
+    the median radius of a 5-d sphere around the row's blob centre, feature 3 x 1000."""
+    from sklearn.datasets import make_blobs
+
+    X, blob, centers = make_blobs(
+        n_samples=n, n_features=20, centers=4, cluster_std=3.0, random_state=seed,
+        return_centers=True,
+    )  # fmt: skip
+    r = np.linalg.norm(X[:, :5] - centers[blob, :5], axis=1)
+    y = (r > np.median(r)).astype(np.int64)
+    X[:, 3] *= 1000.0
+    return X, y
+
+
+def test_defaults_on_a_store_under_a_client_are_never_the_worse_choice(
+    tmp_path, local_cluster_client
+):
+    from sklearn.svm import SVC
+
+    from dkernel.data import write_arrays
+
+    X, y = _blobs_case(12000)
+    ntr = 9600
+    ds = write_arrays(
+        tmp_path / "blobs.zarr", [(X[:ntr], y[:ntr])], n=ntr, n_features=20,
+        dtype=np.float64, chunk_rows=ntr // 2, has_y=True, attrs={},
+    )  # fmt: skip
+    kw = dict(budget=200, standardize=True, random_state=0)
+    with local_cluster_client.as_current():
+        default = BudgetedSVC(**kw).fit(str(ds.path))
+        seq = BudgetedSVC(distributed=False, **kw).fit(str(ds.path))
+    acc_default = default.score(X[ntr:], y[ntr:])
+    acc_seq = seq.score(X[ntr:], y[ntr:])
+    # as in the issue, SVC on an eighth of the training rows (20k of 160k there)
+    sd = X[:ntr].std(axis=0)
+    svc = SVC(gamma=1 / 20).fit(X[: ntr // 8] / sd, y[: ntr // 8])
+    acc_svc = svc.score(X[ntr:] / sd, y[ntr:])
+    assert acc_default >= acc_seq - 0.003
+    assert acc_default >= acc_svc - 0.02
+    # and the SGD coefficients alone were far from both
+    sgd = BudgetedSVC(refit=False, **kw).fit(X[:ntr], y[:ntr]).score(X[ntr:], y[ntr:])
+    assert acc_default >= sgd + 0.02

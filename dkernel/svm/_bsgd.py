@@ -54,7 +54,7 @@ _MERGE_SEARCH = "lookup"
 #: number of workers); at most one per row chunk.
 _DEFAULT_SHARDS = 8
 #: ``distributed="auto"`` trains on the workers from this many rows on.
-_AUTO_MIN_ROWS = 1 << 17
+_AUTO_MIN_ROWS = 1 << 20
 #: Stopping rule of the refit (``||grad|| <= tol ||grad(0)||`` per class) and its Newton
 #: steps at most.
 _REFIT_TOL = 1e-3
@@ -158,9 +158,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         bounded prefetch; a given seed always gives the same model). ``True``: rounds on
         fixed shards, one task per shard per round on the workers of the current Dask
         client (or here without one), the partial models merged by a tree (see Notes).
-        ``"auto"``: True for dask/zarr/store input of at least 131072 rows when a
-        distributed client is active, else False (on smaller data the merge tree costs more
-        than it saves and the sequential stream is more accurate; see Notes).
+        ``"auto"``: True for dask/zarr/store input of at least 1048576 rows when a
+        distributed client is active, else False; either way the refit (``refit=True``)
+        of dask/zarr/store input then runs on the workers. Below that size the sequential
+        stream chooses the better support: on 160000 rows of 20 features (four blobs,
+        B=200, standardised) the refit scored 90.75 % on the sequential support and
+        86.14 % on that of 8 shards x 8 rounds (without refit 72.24 vs 81.82 %).
     refit : bool, default=True
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
@@ -623,8 +626,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         )
         coef = None
         if self.refit:
+            if not use_dist and is_dask and self.distributed == "auto":
+                client = _active_client()  # the rows stay on the workers
             coef = self._refit(X, y, None if sample_weight is None else w, state, classes,
-                               spec, cfg, scaler, client if use_dist else None)  # fmt: skip
+                               spec, cfg, scaler, client)  # fmt: skip
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
         self._set_scaler(scaler)
