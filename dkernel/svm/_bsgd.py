@@ -240,7 +240,15 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     Averaging costs O(1) per step (the averaged sums are kept lazily). Memory O(B^2 + B d)
     for the model plus the prefetched blocks.
 
-    Distributed fit: shards fixed at fit start from the chunking, each loaded once into a
+    Refit: O(B^3) for the eigendecomposition of K_ZZ, then per Newton step one gradient
+    pass, a few (typically 3-10) Hessian-vector passes and one line-search pass, each
+    O(n B c) over the cached features ``k(x, Z)`` (n B floats, kept when they take at most
+    2 GiB, else recomputed from the rows in every pass); all classes share each pass. The
+    rows are split into at least 8 parts of equal size (one per 65536 rows beyond), summed
+    by a fixed tree in a fixed order, so the result is the same bits with any number of
+    workers.
+
+    Distributed fit: shards fixed at fit start from the row count, each loaded once into a
     worker's memory; per round one task per shard runs the same numba pass from the global
     model over its next rows (seeds from (seed, epoch, shard)); the partial models are
     combined by a tree (fan-in ``split_every``): weighted union of SVs (weights
