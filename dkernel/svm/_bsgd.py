@@ -51,7 +51,7 @@ _PREDICT_ROWS = 8192
 #: default.
 _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
-#: number of workers); at most one per row chunk.
+#: number of workers); at most one per row.
 _DEFAULT_SHARDS = 8
 #: ``distributed="auto"`` trains on the workers from this many rows on.
 _AUTO_MIN_ROWS = 1 << 20
