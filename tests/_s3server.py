@@ -75,20 +75,38 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.1)
 
 
-def start(host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=()) -> tuple:
+def start(
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    *,
+    argv_prefix=(),
+    log: str | None = None,
+    check_credentials: bool = False,
+) -> tuple:
     """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
 
-    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``).
+    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``); ``log`` is a
+    file that receives the server's access log (one line per request, see
+    :func:`count_requests`). With ``check_credentials`` the server verifies signatures
+    against its IAM users: create one with :func:`make_user` (the first requests, which do
+    that, are let through unsigned).
     """
     port = port or free_port(host)
     cmd = [*argv_prefix, sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
+    sink = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=sink,
         start_new_session=True,
-        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
+        env={
+            **os.environ,
+            "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+            **({"INITIAL_NO_AUTH_ACTION_COUNT": "3"} if check_credentials else {}),
+        },
     )
+    if log:
+        sink.close()
     endpoint = f"http://{host}:{port}"
     try:
         wait_http(endpoint + "/moto-api/")
@@ -124,16 +142,85 @@ def make_bucket(server: S3Server, name: str) -> None:
     ).create_bucket(Bucket=name)
 
 
+def make_user(server: S3Server) -> tuple[str, str]:
+    """An IAM user allowed everything, on a server started with ``check_credentials``:
+    its ``(access key id, secret)`` (three IAM requests)."""
+    import json
+
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    )
+    iam.create_user(UserName="dkernel-test")
+    key = iam.create_access_key(UserName="dkernel-test")["AccessKey"]
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+    }
+    iam.put_user_policy(
+        UserName="dkernel-test", PolicyName="all", PolicyDocument=json.dumps(policy)
+    )
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
 def reset(server: S3Server) -> None:
     """Delete every bucket and object (moto's reset endpoint)."""
     req = urllib.request.Request(server.endpoint + "/moto-api/reset", method="POST")
     urllib.request.urlopen(req, timeout=10).close()
 
 
+def count_requests(log: str, method: str = "GET", needle: str = "", also: str = "") -> int:
+    """Requests of ``method`` whose path contains ``needle`` (and ``also``) in a server's
+    access log."""
+    with open(log, errors="replace") as fh:
+        return sum(f'"{method} ' in line and needle in line and also in line for line in fh)
+
+
 @contextlib.contextmanager
-def running(host: str = "127.0.0.1", port: int | None = None) -> Iterator[S3Server]:
-    proc, server = start(host, port)
+def running(
+    host: str = "127.0.0.1", port: int | None = None, *, log: str | None = None
+) -> Iterator[S3Server]:
+    proc, server = start(host, port, log=log)
     try:
         yield server
     finally:
         stop(proc)
+
+
+class BadServer:
+    """An HTTP endpoint on 127.0.0.1 that answers every request with ``status`` after
+    ``delay`` seconds (a slow or failing object store)."""
+
+    def __init__(self, status: int, delay: float = 0.0):
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                time.sleep(outer.delay)
+                self.send_response(outer.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.delay = status, delay
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .. import __version__
 from .._validation import DKernelError
 from ..runtime._progress import show_progress
-from ._common import check_cluster_option, fail
+from ._common import check_cluster_option, fail, parse_storage_options
 
 #: Modules that add subcommands (each has ``register(subparsers)``).
 COMMAND_MODULES = (
@@ -117,12 +117,15 @@ def _is_number(tok: str) -> bool:
     return True
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, here: bool) -> None:
+def _add_global_options(
+    parser: argparse.ArgumentParser, *, here: bool, cluster: bool = True
+) -> None:
     """``--cluster``, ``-v`` and ``--progress``: before the command, or (``here=False``)
-    repeated after it, where they override the ones before it."""
+    repeated after it, where they override the ones before it. A command that runs in
+    this process (``cluster=False``) does not list ``--cluster``."""
     kw = {} if here else {"default": argparse.SUPPRESS}
     have = parser._option_string_actions
-    if "--cluster" not in have:
+    if cluster and "--cluster" not in have:
         parser.add_argument(
             "--cluster",
             help="cluster config YAML (cluster-configs/*.yaml) or scheduler address "
@@ -136,6 +139,17 @@ def _add_global_options(parser: argparse.ArgumentParser, *, here: bool) -> None:
             action="count",
             help="log progress (-v) or debug timings (-vv)",
             **({"default": 0} if here else kw),
+        )
+    if "--storage-option" not in have:
+        parser.add_argument(
+            "--storage-option",
+            action="append",
+            metavar="KEY=VALUE",
+            help="option of the object-storage client for s3:// gs:// az:// stores and "
+            "model files (repeat it: endpoint_url=http://host:9000, key=..., "
+            "client_kwargs.region_name=eu-west-1); by default the usual AWS_*/GOOGLE_*/"
+            "AZURE_* variables and profiles",
+            **({"default": None} if here else kw),
         )
     if "--progress" not in have:
         parser.add_argument(
@@ -157,7 +171,11 @@ def _leaf_parsers(parser: argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dkernel", description="Scalable kernel methods on Dask.")
+    parser = _Parser(
+        prog="dkernel",
+        description="Scalable kernel methods on Dask. Stores and model files are named by "
+        "a local path or a URL: file://, s3://BUCKET/KEY, gs://, az:// or abfs://.",
+    )
     parser.add_argument("--version", action="version", version=f"dkernel {__version__}")
     _add_global_options(parser, here=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -165,8 +183,35 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     for leaf in _leaf_parsers(parser):
-        _add_global_options(leaf, here=False)
+        leaf.formatter_class = _HelpFormatter
+        for action in leaf._actions:  # an option without help text still shows its default
+            if action.help is None and action.option_strings and action.nargs != 0:
+                if not _no_default(action.default):
+                    action.help = "(default: %(default)s)"
+        _add_global_options(leaf, here=False, cluster=leaf.get_default("uses_cluster") is not False)
     return parser
+
+
+def _no_default(default) -> bool:
+    return default is None or default is False or default == argparse.SUPPRESS
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the text already names it or
+    there is none to name (a flag, or a default computed from the data)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text.lower()
+            or "%(default)" in text
+            or _no_default(default)
+            or action.nargs == 0
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
 
 
 def _cli_message(msg: str, args: argparse.Namespace) -> str:
@@ -188,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # distributed logs cluster start/stop at INFO: only show it at -vv (its import
     # installs its own levels, so import it first)
+    import dask
     import distributed  # noqa: F401
 
     for name in ("distributed", "bokeh", "tornado"):
@@ -195,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         check_cluster_option(args.cluster)  # every subcommand, before any work
-        with show_progress(bool(show)):
+        storage = parse_storage_options(args.storage_option)
+        with show_progress(bool(show)), dask.config.set({"dkernel.storage.options": storage}):
             return int(args.func(args) or 0)
     except DKernelError as exc:
         return fail(_cli_message(str(exc), args))
