@@ -10,10 +10,10 @@ others; ``shared`` stands for its five data sets, each also a section of its own
 
 - ``letter``, ``ijcnn1``, ``a9a``, ``usps``, ``pendigits``: the splits, standardisation and
   gammas of ``benchmarks/bsgd.py`` (letter: first 16000 / last 4000), B = 500.
-- ``checkerboard``: ``make_checkerboard(10**6)`` (the raw [0, 4)^2 board, ``--quick``: 20000),
-  100000 fresh test rows, gamma = 2, B = 200.
-- ``waveform``: Breiman's waveform, 100000 training rows (``--quick``: 5000) and 20000 fresh
-  test rows, standardised, gamma = 1/21, B = 500.
+- ``checkerboard``: ``make_checkerboard(10**6)`` (the raw [0, 4)^2 board; ``--quick``:
+  20000; ``--checkerboard-rows`` to change), 100000 fresh test rows, gamma = 2, B = 200.
+- ``waveform``: Breiman's waveform, 100000 training rows (``--quick``: 5000;
+  ``--waveform-rows`` to change), 20000 fresh test rows, standardised, gamma = 1/21, B = 500.
 
 Methods, all in this process (NumPy input):
 
@@ -67,18 +67,17 @@ LINEAR_C = (1, 10, 100)
 
 
 # ----------------------------------------------------------------------------- data
-def data(name: str, data_dir: str, quick: bool):
+def data(name: str, args):
     """(X, y, X_test, y_test, gamma, budget)."""
+    quick = args.quick
     if name in SHARED:
-        X, y, Xt, yt = load(name, data_dir, quick)
+        X, y, Xt, yt = load(name, args.data_dir, quick)
         return X, y, Xt, yt, GAMMA[name], 500
     if name == "checkerboard":
-        n = 20000 if quick else 10**6
-        X, y = make_checkerboard(n, random_state=0)
+        X, y = make_checkerboard(20000 if quick else args.checkerboard_rows, random_state=0)
         Xt, yt = make_checkerboard(10000 if quick else 100000, random_state=1)
         return X, y, Xt, yt, 2.0, 200
-    n = 5000 if quick else 100000
-    X, y = make_waveform(n, random_state=0)
+    X, y = make_waveform(5000 if quick else args.waveform_rows, random_state=0)
     Xt, yt = make_waveform(2000 if quick else 20000, random_state=1)
     mu, sd = X.mean(axis=0), X.std(axis=0)
     return (X - mu) / sd, y, (Xt - mu) / sd, yt, 1.0 / 21, 500
@@ -157,7 +156,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def run_section(name: str, args) -> dict:
-    X, y, Xt, yt, gamma, budget = data(name, args.data_dir, args.quick)
+    X, y, Xt, yt, gamma, budget = data(name, args)
     res: dict = {"n_train": len(y), "n_test": len(yt), "d": int(X.shape[1])}
     res.update(gamma=gamma, budget=budget)
     for method, fn in METHODS.items():
@@ -235,6 +234,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small data, for checking the script")
     p.add_argument("--runs", type=int, default=1, help="seeds per method")
     p.add_argument("--sections", default="shared,checkerboard,waveform")
+    p.add_argument("--checkerboard-rows", type=int, default=10**6, help="training rows")
+    p.add_argument("--waveform-rows", type=int, default=100000, help="training rows")
     p.add_argument("--report", action="store_true", help="only rewrite svm_scale.md and .png")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
