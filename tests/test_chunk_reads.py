@@ -119,8 +119,10 @@ def test_kernel_kmeans(store, reads, scheduler):
 def test_budgeted_svc(store, reads):
     from dkernel.svm import BudgetedSVC
 
-    # one epoch: one pass over X; predict: one pass
+    # one epoch: one pass over X, and one more for the refit; predict: one pass
     m = BudgetedSVC(budget=50, max_iter=1, random_state=0).fit(store)
+    _assert_reads(reads, 2)
+    BudgetedSVC(budget=50, max_iter=1, refit=False, random_state=0).fit(store)
     _assert_reads(reads, 1)
     m.predict(store).compute()
     _assert_reads(reads, 1)

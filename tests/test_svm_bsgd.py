@@ -11,8 +11,8 @@ from dkernel.data import make_checkerboard, make_gauss, write_arrays
 from dkernel.svm import BudgetedSVC
 from dkernel.svm._stream import BlockTask, block_plan, prefetch, visit_order
 
-#: The paper's one-pass algorithm (the defaults before averaging and epochs).
-ONE_PASS = dict(max_iter=1, average=False, distributed=False)
+#: The paper's one-pass algorithm (the defaults before averaging and epochs), the SGD coefficients as they are (no refit).
+ONE_PASS = dict(max_iter=1, average=False, distributed=False, refit=False)
 
 
 def _board(n=600, seed=0):

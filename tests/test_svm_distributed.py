@@ -46,6 +46,7 @@ def test_sequential_one_pass_is_unchanged(maintenance):
         max_iter=1,
         average=False,
         distributed=False,
+        refit=False,
         random_state=3,
     ).fit(X, y)
     t, n_maint, coef_sum, coef_abs, sv_sum = _PINNED[maintenance]
@@ -59,17 +60,23 @@ def test_sequential_multiclass_epochs_unchanged():
     X, y = load_digits(return_X_y=True)
     X = X / 16
     clf = BudgetedSVC(
-        budget=40, gamma=0.05, alpha=1e-4, max_iter=2, average=False, random_state=1
+        budget=40,
+        gamma=0.05,
+        alpha=1e-4,
+        max_iter=2,
+        average=False,
+        random_state=1,
+        refit=False,
     ).fit(X[:600], y[:600])
     assert (clf.t_, clf.n_maintenance_) == (1200, 191)
     assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(3515.2087071442984, rel=1e-12)
 
 
-def test_plan_shards_follows_the_chunks_only():
-    p = plan_shards((100, 100, 100, 100, 50), 2)
-    assert p.starts == [0, 200] and p.stops == [200, 450]
-    assert plan_shards((100,) * 3, 16).starts == [0, 100, 200]  # at most one per chunk
-    assert plan_shards((7,), 4).stops == [7]
+def test_plan_shards_balances_rows_whatever_the_chunks():
+    p = plan_shards(450, 2)
+    assert (p.starts, p.stops) == ([0, 225], [225, 450])
+    assert plan_shards(300, 16).stops[-1] == 300 and len(plan_shards(300, 16).starts) == 16
+    assert plan_shards(3, 4).stops == [1, 2, 3]  # at most one per row
 
 
 def test_combine_weights_sums_duplicates_and_keeps_the_budget(rng):
@@ -134,7 +141,7 @@ def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_cl
     assert on_workers.distributed_
     _same(here, on_workers)
     _same(here, from_store)
-    # the chunking fixes the shards: 2 or 4 shards are different models
+    # 2 or 4 shards are different models
     other = BudgetedSVC(distributed=True, n_shards=2, **_fit_kw()).fit(Xd, yd)
     assert not np.array_equal(other.dual_coef_, here.dual_coef_)
 
@@ -145,7 +152,7 @@ def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
     X, y = _board(3000)
     Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
     with local_cluster_client.as_current():
-        small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 131072 rows
+        small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 1048576 rows
         assert not small.distributed_
         assert not BudgetedSVC(**_fit_kw()).fit(X, y).distributed_  # NumPy input
 

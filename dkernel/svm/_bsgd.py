@@ -27,6 +27,7 @@ from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
+from . import _refit
 from ._io import MAX_MODEL_BYTES, RAW_ARRAYS, model_header, read_model, write_model
 from ._stream import (
     BLOCK_ROWS,
@@ -50,10 +51,14 @@ _PREDICT_ROWS = 8192
 #: default.
 _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
-#: number of workers); at most one per row chunk.
+#: number of workers); at most one per row.
 _DEFAULT_SHARDS = 8
 #: ``distributed="auto"`` trains on the workers from this many rows on.
-_AUTO_MIN_ROWS = 1 << 17
+_AUTO_MIN_ROWS = 1 << 20
+#: Stopping rule of the refit (``||grad|| <= tol ||grad(0)||`` per class) and its Newton
+#: steps at most.
+_REFIT_TOL = 1e-3
+_REFIT_MAX_ITER = 50
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
 
@@ -153,14 +158,29 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         bounded prefetch; a given seed always gives the same model). ``True``: rounds on
         fixed shards, one task per shard per round on the workers of the current Dask
         client (or here without one), the partial models merged by a tree (see Notes).
-        ``"auto"``: True for dask/zarr/store input of at least 131072 rows when a
-        distributed client is active, else False (on smaller data the merge tree costs more
-        than it saves and the sequential stream is more accurate; see Notes).
+        ``"auto"``: True for dask/zarr/store input of at least 1048576 rows when a
+        distributed client is active, else False; either way the refit (``refit=True``)
+        of dask/zarr/store input then runs on the workers. Below that size the sequential
+        stream chooses the better support: on 160000 rows of 20 features (four blobs,
+        B=200, standardised) the refit scored 90.75 % on the sequential support and
+        86.14 % on that of 8 shards x 8 rounds (without refit 72.24 vs 81.82 %).
+    refit : bool, default=True
+        After the SGD passes, keep the support vectors Z they chose and solve for the
+        coefficients (and intercept) exactly over all training rows: ``min alpha/2
+        beta^T K_ZZ beta + 1/n sum_i w_i max(0, 1 - y_i f(x_i))^2`` (the squared hinge;
+        the same ``alpha`` and RKHS norm as the SGD passes; one-vs-rest for multi-class),
+        by a truncated Newton method warm-started from the SGD coefficients, to a gradient
+        norm ``1e-3`` of its value at zero (see :mod:`dkernel.svm._refit`). Each solver
+        step is one pass over the rows; in a distributed fit the rows stay on the workers
+        (features ``k(x, Z)`` cached there) and only vectors of size B x classes travel.
+        False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
+        never refits.
     n_shards : int or None, default=None
-        Shards of a distributed fit: groups of consecutive row chunks (NumPy input: blocks
-        of 65536 rows). None: 8 (at most one per chunk). Fixed by the data's chunking, so
-        the model does not depend on the number of workers; use at least as many shards as
-        workers.
+        Shards of a distributed fit: ranges of consecutive rows of equal size, cut
+        wherever the rows fall (a store of one chunk still gives every worker a shard).
+        None: 8 (at most one per row). Fixed by the number of rows, so the model depends
+        neither on the number of workers nor on the chunking; use at least as many shards
+        as workers.
     n_rounds : int, default=8
         Rounds per epoch of a distributed fit (each shard passes over 1/n_rounds of its
         rows per round, then the partial models are merged).
@@ -220,7 +240,15 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     Averaging costs O(1) per step (the averaged sums are kept lazily). Memory O(B^2 + B d)
     for the model plus the prefetched blocks.
 
-    Distributed fit: shards fixed at fit start from the chunking, each loaded once into a
+    Refit: O(B^3) for the eigendecomposition of K_ZZ, then per Newton step one gradient
+    pass, a few (typically 3-10) Hessian-vector passes and one line-search pass, each
+    O(n B c) over the cached features ``k(x, Z)`` (n B floats, kept when they take at most
+    2 GiB, else recomputed from the rows in every pass); all classes share each pass. The
+    rows are split into at least 8 parts of equal size (one per 65536 rows beyond), summed
+    by a fixed tree in a fixed order, so the result is the same bits with any number of
+    workers.
+
+    Distributed fit: shards fixed at fit start from the row count, each loaded once into a
     worker's memory; per round one task per shard runs the same numba pass from the global
     model over its next rows (seeds from (seed, epoch, shard)); the partial models are
     combined by a tree (fan-in ``split_every``): weighted union of SVs (weights
@@ -279,6 +307,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         average=True,
         shuffle=True,
         distributed="auto",
+        refit=True,
         n_shards=None,
         n_rounds=8,
         split_every=2,
@@ -304,6 +333,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.average = average
         self.shuffle = shuffle
         self.distributed = distributed
+        self.refit = refit
         self.n_shards = n_shards
         self.n_rounds = n_rounds
         self.split_every = split_every
@@ -332,6 +362,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
         if not isinstance(self.standardize, (bool, np.bool_)):
             raise DKernelError(f"standardize must be True or False; got {self.standardize!r}")
+        if not isinstance(self.refit, (bool, np.bool_)):
+            raise DKernelError(f"refit must be True or False; got {self.refit!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_scalar(self.average, "average", kind=numbers.Integral, low=1)
         if self.distributed not in ("auto", True, False):
@@ -509,10 +541,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         scaler = _feature_stats(X) if self.standardize else None
         show = progress_enabled(self.verbose)
         if use_dist:
-            chunks = X.chunks[0] if is_dask else _virtual_chunks(n, int(self._block_rows))
             n_shards = int(self.n_shards or _DEFAULT_SHARDS)
             # the merged model's clock advances by the mean shard's rows per epoch
-            k = len(dist.plan_shards(tuple(int(c) for c in chunks), n_shards).starts)
+            k = len(dist.plan_shards(n, n_shards).starts)
             cfg = self._config(spec, alpha, max(1, round(n / k)))
             start, first = dist.empty_partial(d, n_cols), (0, 0)
             if saved is not None:
@@ -542,7 +573,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         classes=classes,
                         cfg=cfg,
                         start=start,
-                        chunks=tuple(int(c) for c in chunks),
                         n_shards=n_shards,
                         n_rounds=n_rounds,
                         n_epochs=int(self.max_iter),
@@ -602,15 +632,43 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                             scaler=scaler,
                             head=head if epoch == 0 and skip == 0 else None,
                         )
+        coef = None
+        if self.refit:
+            if not use_dist and is_dask and self.distributed == "auto":
+                client = _active_client()  # the rows stay on the workers
+            coef = self._refit(X, y, None if sample_weight is None else w, state, classes,
+                               spec, cfg, scaler, client)  # fmt: skip
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
         self._set_scaler(scaler)
+        if coef is not None:
+            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
         self.distributed_ = bool(use_dist)
         if use_dist:
             self.t_ = n * int(self.max_iter)
         if ckpt is not None:
             ckpt.remove()
         return self
+
+    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client):
+        """Exact coefficients over the support vectors BSGD chose (``refit=True``)."""
+        n_sv = state.n_sv
+        if n_sv == 0:
+            return None
+        nb.flush_average(state.A, state.Abar, state.sref, state.fs, n_sv)
+        W = float(state.fs[nb.FS_WSUM])
+        if cfg.avg_mode != nb.AVG_OFF and W > 0:
+            coef, b = state.Abar[:n_sv] / W, state.bbar / W
+        else:
+            s = float(state.fs[nb.FS_SCALE])
+            coef, b = s * state.A[:n_sv], s * state.b
+        level = logging.INFO if self.verbose else logging.DEBUG
+        with _timer("bsgd refit", logger, level):
+            return _refit.refit(
+                X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
+                spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
+                    int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
+            )  # fmt: skip
 
     def _run(
         self,
@@ -1019,10 +1077,6 @@ def _label_map(classes: np.ndarray):
         return class_indices(yb, start, classes=classes)
 
     return y_map
-
-
-def _virtual_chunks(n: int, rows: int) -> tuple[int, ...]:
-    return tuple(min(rows, n - i) for i in range(0, n, rows))
 
 
 def _decision_rows(Xb, SV, coef, intercept, spec, scaler=None) -> np.ndarray:

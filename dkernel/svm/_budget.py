@@ -865,3 +865,25 @@ def decision(X, SV, sqn, A, b, s, icpt, n_sv, kind, gamma, degree, coef0):
         for i in range(c):
             out[ii, i] *= s
     return out
+
+
+@njit(cache=True, nogil=True)
+def weighted_colsums(X, G, square):
+    """``X^T G`` (``(X * X)^T G`` when ``square``), shape (d, c): the rows added in their
+    order, each column of the result an axpy over the rows (no reassociation), so the sums
+    are the same bits wherever and however often they are computed (BLAS's transposed
+    products were not, on Dask workers). Rows whose weights are all zero are skipped."""
+    n, d = X.shape
+    c = G.shape[1]
+    out = np.zeros((c, d))
+    for i in range(n):
+        for k in range(c):
+            g = G[i, k]
+            if g != 0.0:
+                if square:
+                    for j in range(d):
+                        out[k, j] += g * X[i, j] * X[i, j]
+                else:
+                    for j in range(d):
+                        out[k, j] += g * X[i, j]
+    return out.T.copy()

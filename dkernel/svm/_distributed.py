@@ -3,8 +3,9 @@
 Design (``/work/shared/TRAINING-ON-WORKERS.md`` section 4; Zinkevich et al. 2010 for the
 averaging, Graf et al. 2005 for the rounds seeded by the global model):
 
-- **Shards** are fixed at fit start from the row chunks alone (``n_shards`` groups of
-  consecutive chunks), so the model never depends on how many workers there are. Each shard
+- **Shards** are fixed at fit start from the number of rows alone (``n_shards`` ranges of
+  consecutive rows of equal size, cut across storage chunks where needed), so the model
+  never depends on how many workers there are nor on the chunking. Each shard
   is loaded once into the memory of one worker (one future per shard; values checked there,
   labels mapped there) and never sent to the client.
 - **Rounds**: an epoch is ``n_rounds`` rounds; in a round every shard runs the numba BSGD
@@ -50,7 +51,7 @@ from .._validation import is_dask_array
 from ..runtime._timing import _timer
 from ..runtime._tree import TreeNode, tree_reduce
 from . import _budget as nb
-from ._stream import Standardizer, checked_rows, class_indices
+from ._stream import Standardizer, checked_rows, class_indices, row_parts
 
 logger = logging.getLogger(__name__)
 
@@ -266,30 +267,18 @@ def _sum_rows(V: np.ndarray, inv: np.ndarray, m: int) -> np.ndarray:
 
 
 class ShardPlan(NamedTuple):
-    """Row ranges ``[starts[k], stops[k])`` of the shards (whole chunks each)."""
+    """Row ranges ``[starts[k], stops[k])`` of the shards."""
 
     starts: list[int]
     stops: list[int]
 
 
-def plan_shards(chunks: tuple[int, ...], n_shards: int) -> ShardPlan:
-    """``n_shards`` groups of consecutive chunks with about equal row counts (at most one
-    shard per chunk). Depends on the chunking only."""
-    bounds = np.r_[0, np.cumsum(chunks)]
-    n = int(bounds[-1])
-    k = max(1, min(int(n_shards), len(chunks)))
-    # cut at the chunk boundary nearest to each equal-rows target
-    cuts = [0]
-    for j in range(1, k):
-        target = j * n / k
-        i = int(np.argmin(np.abs(bounds - target)))
-        if bounds[i] > bounds[cuts[-1]]:
-            cuts.append(i)
-    cuts.append(len(chunks))
-    starts = [int(bounds[a]) for a in cuts[:-1]]
-    stops = [int(bounds[b]) for b in cuts[1:]]
-    keep = [i for i in range(len(starts)) if stops[i] > starts[i]]
-    return ShardPlan([starts[i] for i in keep], [stops[i] for i in keep])
+def plan_shards(n: int, n_shards: int) -> ShardPlan:
+    """``n_shards`` ranges of consecutive rows of about equal counts (never more than n),
+    cut wherever the rows fall, not at storage chunks: every worker gets a shard even from a
+    store of one chunk. Depends on n only."""
+    parts = row_parts(n, n_shards)
+    return ShardPlan([a for a, _ in parts], [b for _, b in parts])
 
 
 def fit_rounds(
@@ -300,7 +289,6 @@ def fit_rounds(
     classes: np.ndarray,
     cfg: nb.BSGDConfig,
     start: Partial,
-    chunks: tuple[int, ...],
     n_shards: int,
     n_rounds: int,
     n_epochs: int,
@@ -325,7 +313,7 @@ def fit_rounds(
     that of the whole run). ``on_round(epoch, rnd, model)`` is called after each round, with
     the merged model every ``fetch_every`` rounds (waiting for it) and None otherwise.
     """
-    plan = plan_shards(chunks, n_shards)
+    plan = plan_shards(int(X.shape[0]), n_shards)
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
     comb = functools.partial(combine, cfg=light)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextvars
+import itertools
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -184,3 +186,18 @@ def prefetch(reader: Callable[[Any], Any], tasks: list, depth: int = 2) -> Itera
         for fut in pending:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: Row parts of a pass over all rows (the refit's parts): at least this many, so that
+#: every worker of a small cluster gets one, else one per ``PART_ROWS`` rows.
+MIN_PARTS = 8
+PART_ROWS = 1 << 16
+
+
+def row_parts(n: int, n_parts: int | None = None) -> list[tuple[int, int]]:
+    """``[start, stop)`` of about equal row counts: ``n_parts`` of them, by default at least
+    ``MIN_PARTS`` and one per ``PART_ROWS`` rows (never more than n). Depends on n only."""
+    k = n_parts if n_parts is not None else max(MIN_PARTS, math.ceil(n / PART_ROWS))
+    k = max(1, min(int(k), n))
+    bounds = [i * n // k for i in range(k + 1)]
+    return list(itertools.pairwise(bounds))

@@ -1,0 +1,269 @@
+"""BudgetedSVC against the strong routes, side by side in one run: accuracy, fit time, memory.
+
+    python benchmarks/svm_scale.py [--quick] [--sections shared,checkerboard,waveform]
+                                   [--runs 1] [--data-dir ../shared/datasets]
+                                   [--out benchmarks/results]
+    python benchmarks/svm_scale.py --report     # svm_scale.md and .png from svm_scale.json
+
+Sections (each writes its part of ``svm_scale.json``; a later run of one section keeps the
+others; ``shared`` stands for its five data sets, each also a section of its own):
+
+- ``letter``, ``ijcnn1``, ``a9a``, ``usps``, ``pendigits``: the splits, standardisation and
+  gammas of ``benchmarks/bsgd.py`` (letter: first 16000 / last 4000), B = 500.
+- ``checkerboard``: ``make_checkerboard(10**6)`` (the raw [0, 4)^2 board; ``--quick``:
+  20000; ``--checkerboard-rows`` to change), 100000 fresh test rows, gamma = 2, B = 200.
+- ``waveform``: Breiman's waveform, 100000 training rows (``--quick``: 5000;
+  ``--waveform-rows`` to change), 20000 fresh test rows, standardised, gamma = 1/21, B = 500.
+
+Methods, all in this process (NumPy input):
+
+- ``bsgd``: ``BudgetedSVC`` defaults (5 epochs, averaged, alpha = 1/(4n), ``refit=True``);
+- ``bsgd_sgd``: the same with ``refit=False`` (the SGD coefficients);
+- ``bsgd_onepass``: the paper's single pass (``max_iter=1, average=False, refit=False``);
+- ``bsgd_onepass_refit``: the single pass, then the refit;
+- ``nystroem_linearsvc``: ``Nystroem(n_components=B)`` + ``LinearSVC`` (squared hinge,
+  liblinear), C in (1, 10, 100); the best C by test accuracy is the headline (all three listed);
+- ``nystroem_sgd``: ``Nystroem(B)`` + ``SGDClassifier(hinge, alpha=1e-5)``;
+- ``svc``: scikit-learn's exact ``SVC(C=10)`` on at most ``SVC_MAX_ROWS`` training rows (a
+  uniform sample beyond: named in the table).
+
+Timings: wall seconds and CPU seconds of this process; peak memory: ``tracemalloc`` peak
+(MiB; NumPy and Python allocations). A full run of each section takes at most about 8 minutes
+on 2 idle cores (the Nystroem + LinearSVC fits dominate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import sys
+import warnings
+
+import matplotlib
+import numpy as np
+from bsgd import GAMMA, load, measure
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.kernel_approximation import Nystroem
+from sklearn.linear_model import SGDClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.svm import SVC, LinearSVC
+
+from dkernel.data import make_checkerboard, make_waveform
+from dkernel.svm import BudgetedSVC
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = ("letter", "ijcnn1", "a9a", "usps", "pendigits")
+SECTIONS = (*SHARED, "checkerboard", "waveform")
+ALIASES = {"shared": SHARED}
+#: Exact SVC trains on at most this many rows (a uniform sample beyond).
+SVC_MAX_ROWS = 20000
+LINEAR_C = (1, 10, 100)
+
+
+# ----------------------------------------------------------------------------- data
+def data(name: str, args):
+    """(X, y, X_test, y_test, gamma, budget)."""
+    quick = args.quick
+    if name in SHARED:
+        X, y, Xt, yt = load(name, args.data_dir, quick)
+        return X, y, Xt, yt, GAMMA[name], 500
+    if name == "checkerboard":
+        X, y = make_checkerboard(20000 if quick else args.checkerboard_rows, random_state=0)
+        Xt, yt = make_checkerboard(10000 if quick else 100000, random_state=1)
+        return X, y, Xt, yt, 2.0, 200
+    X, y = make_waveform(5000 if quick else args.waveform_rows, random_state=0)
+    Xt, yt = make_waveform(2000 if quick else 20000, random_state=1)
+    mu, sd = X.mean(axis=0), X.std(axis=0)
+    return (X - mu) / sd, y, (Xt - mu) / sd, yt, 1.0 / 21, 500
+
+
+# ----------------------------------------------------------------------------- methods
+def _row(model, fit, Xt, yt, **extra) -> dict:
+    _, wall, cpu, peak = measure(fit)
+    acc = 100.0 * float(np.mean(np.asarray(model.predict(Xt)) == yt))
+    return {"acc": acc, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, **extra}
+
+
+BSGD_VARIANTS = {
+    "bsgd": {},
+    "bsgd_sgd": {"refit": False},
+    "bsgd_onepass": {"max_iter": 1, "average": False, "refit": False},
+    "bsgd_onepass_refit": {"max_iter": 1, "average": False},
+}
+
+
+def run_bsgd(X, y, Xt, yt, *, gamma, budget, seed, variant) -> dict:
+    kw = BSGD_VARIANTS[variant]
+    clf = BudgetedSVC(budget=budget, gamma=gamma, random_state=seed, distributed=False, **kw)
+    row = _row(clf, lambda: clf.fit(X, y), Xt, yt)
+    return {**row, "n_sv": int(clf.support_vectors_.shape[0])}
+
+
+def run_linearsvc(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
+    """All C of ``LINEAR_C``; the row of the best, with the others under ``by_C``."""
+    by_c = {}
+    for C in LINEAR_C:
+        model = make_pipeline(
+            Nystroem(n_components=budget, gamma=gamma, random_state=seed),
+            LinearSVC(C=C, random_state=seed),
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            by_c[str(C)] = _row(model, lambda m=model: m.fit(X, y), Xt, yt)
+    best = max(by_c, key=lambda c: by_c[c]["acc"])
+    return {**by_c[best], "C": int(best), "by_C": by_c}
+
+
+def run_nystroem_sgd(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
+    model = make_pipeline(
+        Nystroem(n_components=budget, gamma=gamma, random_state=seed),
+        SGDClassifier(loss="hinge", alpha=1e-5, random_state=seed),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return _row(model, lambda: model.fit(X, y), Xt, yt)
+
+
+def run_svc(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
+    rows = len(y)
+    if rows > SVC_MAX_ROWS:
+        idx = np.random.default_rng(seed).choice(rows, SVC_MAX_ROWS, replace=False)
+        X, y = X[idx], y[idx]
+    model = SVC(C=10.0, gamma=gamma)
+    return _row(model, lambda: model.fit(X, y), Xt, yt, train_rows=len(y))
+
+
+METHODS = {
+    **{v: functools.partial(run_bsgd, variant=v) for v in BSGD_VARIANTS},
+    "nystroem_linearsvc": run_linearsvc,
+    "nystroem_sgd": run_nystroem_sgd,
+    "svc": run_svc,
+}
+
+
+def summarise(rows: list[dict]) -> dict:
+    acc = np.array([r["acc"] for r in rows])
+    out = {**rows[0], "runs": len(rows), "acc": float(acc.mean()), "accs": acc.tolist()}
+    for k in ("wall_s", "cpu_s", "peak_mib"):
+        out[k] = float(np.mean([r[k] for r in rows]))
+    return out
+
+
+def run_section(name: str, args) -> dict:
+    X, y, Xt, yt, gamma, budget = data(name, args)
+    res: dict = {"n_train": len(y), "n_test": len(yt), "d": int(X.shape[1])}
+    res.update(gamma=gamma, budget=budget)
+    for method, fn in METHODS.items():
+        rows = [fn(X, y, Xt, yt, gamma=gamma, budget=budget, seed=s) for s in range(args.runs)]
+        res[method] = summarise(rows)
+        print(f"{name} {method}: {res[method]['acc']:.2f} %", flush=True)
+    return res
+
+
+# ----------------------------------------------------------------------------- report
+def report(results: dict, out: str) -> None:
+    L = ["# BudgetedSVC against the strong routes (`benchmarks/svm_scale.py`)", ""]
+    L += [f"Command(s): {'; '.join(f'`{c}`' for c in results.get('commands', []))}", ""]
+    L += [f"Machine: {results.get('machine', '?')}", ""]
+    L += [
+        "Accuracy on the test rows (mean over the runs), fit wall and CPU seconds, peak "
+        "tracemalloc MiB. nystroem_linearsvc: the best C of (1, 10, 100), the others in "
+        "brackets; svc: exact SVC(C=10) on at most 20000 training rows.",
+        "",
+    ]
+    names = [s for s in SECTIONS if s in results.get("sections", {})]
+    for name in names:
+        r = results["sections"][name]
+        L += [f"## {name} (n = {r['n_train']}, test {r['n_test']}, d = {r['d']}, "
+              f"B = {r['budget']}, gamma = {r['gamma']:.6g})", ""]  # fmt: skip
+        L += [
+            "| method | acc % | fit wall s | fit CPU s | peak MiB | notes |",
+            "|---|---|---|---|---|---|",
+        ]
+        for m in METHODS:
+            if m not in r:
+                continue
+            v = r[m]
+            note = ""
+            if m == "nystroem_linearsvc":
+                note = f"C={v['C']}; " + ", ".join(
+                    f"C={c}: {w['acc']:.2f} % / {w['wall_s']:.1f} s" for c, w in v["by_C"].items()
+                )
+            elif m == "svc":
+                note = f"{v['train_rows']} training rows"
+            elif "n_sv" in v:
+                note = f"{v['n_sv']} SVs"
+            L.append(
+                f"| {m} | {v['acc']:.2f} | {v['wall_s']:.2f} | {v['cpu_s']:.2f} | "
+                f"{v['peak_mib']:.0f} | {note} |"
+            )
+        L.append("")
+    with open(os.path.join(out, "svm_scale.md"), "w") as fh:
+        fh.write("\n".join(L))
+    if names:
+        cols = min(4, len(names))
+        rows = (len(names) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
+        for ax, name in zip(axes.ravel(), names):
+            r = results["sections"][name]
+            for m in METHODS:
+                if m in r:
+                    ax.scatter(r[m]["wall_s"], r[m]["acc"], label=m)
+            ax.set_xscale("log")
+            ax.set_title(name)
+            ax.set_xlabel("fit wall s")
+            ax.set_ylabel("test accuracy %")
+        for ax in axes.ravel()[len(names) :]:
+            ax.axis("off")
+        axes.ravel()[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "svm_scale.png"), dpi=110)
+        plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "datasets"))
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    p.add_argument("--quick", action="store_true", help="small data, for checking the script")
+    p.add_argument("--runs", type=int, default=1, help="seeds per method")
+    p.add_argument("--sections", default="shared,checkerboard,waveform")
+    p.add_argument("--checkerboard-rows", type=int, default=10**6, help="training rows")
+    p.add_argument("--waveform-rows", type=int, default=100000, help="training rows")
+    p.add_argument("--report", action="store_true", help="only rewrite svm_scale.md and .png")
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "svm_scale.json")
+    results: dict = {}
+    if os.path.exists(path):
+        with open(path) as fh:
+            results = json.load(fh)
+    if not args.report:
+        wanted: list[str] = []
+        for s in args.sections.split(","):
+            for name in ALIASES.get(s, (s,)):
+                if name not in SECTIONS:
+                    p.error(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
+                wanted.append(name)
+        cmd = "python " + " ".join(["benchmarks/svm_scale.py", *sys.argv[1:]])
+        results["commands"] = [*results.get("commands", []), cmd]
+        results["machine"] = (
+            f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}"
+        )
+        results.setdefault("sections", {})
+        for name in wanted:
+            results["sections"][name] = run_section(name, args)
+            with open(path, "w") as fh:
+                json.dump(results, fh, indent=1)
+    report(results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""Exact coefficients over a fixed budget: the kernel SVM restricted to the span of the
+support vectors Z, solved over all training rows (``BudgetedSVC(refit=True)``).
+
+With Z fixed, ``f(x) = sum_j beta_j k(x, z_j) + b`` is a linear model in the B features
+``k(x, Z)``, and the RKHS norm of the expansion is ``beta^T K_ZZ beta``. Whitening by the
+eigendecomposition ``K_ZZ = U diag(s) U^T`` (directions with ``s <= 1e-10 max s`` dropped),
+``phi(x) = k(x, Z) U diag(s)^-1/2`` and ``v = diag(s)^1/2 U^T beta`` turn it into a linear
+SVM with the plain ``||v||^2`` regulariser::
+
+    min_v  1/2 ||v||^2 + C sum_i w_i max(0, 1 - y_i phi(x_i)^T v)^2,   C = 1 / (alpha n)
+
+(the squared hinge of liblinear's primal solver; ``alpha`` BSGD's lambda, so the
+regulariser is the same ``alpha/2 ||w||^2`` BSGD optimises; ``n`` the number of rows). An
+intercept is the weight of a constant feature of value 1, regularised with the others, as
+in BSGD. Multi-class problems are one-vs-rest, one column per class, solved together.
+
+The solver is a truncated Newton method (Keerthi & DeCoste 2005; liblinear's primal
+Newton): at each step, preconditioned conjugate gradients (Jacobi preconditioner) on the
+generalised Hessian ``I + 2C Phi_A^T W Phi_A`` over the rows with an active margin, then a
+backtracking line search whose candidate steps are all evaluated in one pass. Every pass
+over the rows (gradient, Hessian-vector product, line search) is one task per row part,
+summed by a fixed tree, so the model does not depend on where parts run; all classes share
+each pass. Rows never leave their part: on a cluster each part's features live in its
+worker's memory (recomputed from its rows per pass when they would not fit).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, NamedTuple
+
+import dask
+import numpy as np
+
+from .._base import _BaseKernelEstimator
+from .._validation import is_dask_array
+from ..kernels import KernelSpec
+from ..runtime._timing import _timer
+from ..runtime._tree import tree_reduce
+from ._budget import weighted_colsums
+from ._stream import Standardizer, checked_rows, class_indices, row_parts
+
+logger = logging.getLogger(__name__)
+
+#: Rows per tile inside a part (bounds the temporaries of a pass).
+_TILE_ROWS = 8192
+#: Cached features of all parts together may take this many bytes; above it each pass
+#: recomputes them from the part's rows.
+_FEATURE_CACHE_BYTES = 2 << 30
+#: Eigenvalues of K_ZZ below this share of the largest are dropped.
+_EIG_FLOOR = 1e-10
+#: Line-search steps, all evaluated in one pass.
+_STEPS = 0.5 ** np.arange(12)
+_ARMIJO = 1e-4
+
+
+class Basis(NamedTuple):
+    """The feature map ``x -> [k(x, Z) T, icpt]`` (``T = U diag(s)^-1/2``)."""
+
+    Z: np.ndarray
+    T: np.ndarray
+    spec: KernelSpec
+    icpt: float
+
+    @property
+    def width(self) -> int:
+        return self.T.shape[1] + (self.icpt > 0)
+
+
+def make_basis(Z: np.ndarray, spec: KernelSpec, icpt: float) -> tuple[Basis, np.ndarray]:
+    """The whitened basis of the SVs ``Z`` and ``U diag(s)^1/2`` (maps coefficients beta
+    to the whitened v: ``v = (U diag(s)^1/2)^T beta``)."""
+    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    K = _BaseKernelEstimator._kernel(Z, Z, spec)
+    s, U = np.linalg.eigh(0.5 * (K + K.T))
+    keep = s > _EIG_FLOOR * max(float(s[-1]), 0.0)
+    s, U = s[keep], U[:, keep]
+    T = U / np.sqrt(s)
+    return Basis(Z, np.ascontiguousarray(T), spec, float(icpt)), U * np.sqrt(s)
+
+
+def features(Xb: np.ndarray, basis: Basis) -> np.ndarray:
+    """``phi`` of standardised rows (the constant column last when there is an intercept)."""
+    out = np.empty((Xb.shape[0], basis.width))
+    r = basis.T.shape[1]
+    for a in range(0, Xb.shape[0], _TILE_ROWS):
+        K = _BaseKernelEstimator._kernel(Xb[a : a + _TILE_ROWS], basis.Z, basis.spec)
+        out[a : a + len(K), :r] = K @ basis.T
+    if basis.icpt > 0:
+        out[:, r] = basis.icpt
+    return out
+
+
+class Part(NamedTuple):
+    """A part's rows as the solver reads them: features (or standardised rows when not
+    cached), class indices, weights."""
+
+    F: np.ndarray
+    yi: np.ndarray
+    w: np.ndarray
+    cached: bool
+
+
+def load_rows(Xs, ys, ws, start: int, classes, scaler: Standardizer | None):
+    """One part's rows checked and standardised, class indices, weights (``ws=None``: unit
+    weights, made here rather than shipped)."""
+    if ws is None:
+        ws = np.ones(len(ys))
+    y_map = functools.partial(class_indices, classes=classes)
+    return checked_rows(Xs, ys, ws, start, y_map=y_map, standardize=scaler)
+
+
+def make_part(rows, basis: Basis, cache: bool) -> Part:
+    """A part from its rows (featurised when ``cache``; runs where the part lives)."""
+    Xb, yi, wb = rows
+    return Part(features(Xb, basis) if cache else Xb, yi, wb, cache)
+
+
+def _signs(yi: np.ndarray, c: int) -> np.ndarray:
+    """+-1 labels, one column per class (one column: ``classes_[1]`` positive)."""
+    if c == 1:
+        return np.where(yi == 1, 1.0, -1.0)[:, None]
+    return np.where(yi[:, None] == np.arange(c), 1.0, -1.0)
+
+
+def _tiles(part: Part, basis: Basis):
+    """(features, signs index range) per tile of the part."""
+    for a in range(0, len(part.yi), _TILE_ROWS):
+        sl = slice(a, a + _TILE_ROWS)
+        F = part.F[sl] if part.cached else features(part.F[sl], basis)
+        yield F, part.yi[sl], part.w[sl]
+
+
+def part_grad(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.ndarray:
+    """Sums over the part's rows, stacked in one array of shape (3 or 4, width + 1, c):
+    ``[0, :-1]`` the loss gradient, ``[0, -1]`` the loss, ``[1, :-1]`` the Hessian's
+    diagonal, and the loss gradient at ``V = 0`` in ``[2]`` when asked (``[2]`` zero
+    otherwise). Gradients and diagonal without the factor C."""
+    c = V.shape[1]
+    out = np.zeros((3, V.shape[0] + 1, c))
+    for F, yi, w in _tiles(part, basis):
+        Y = _signs(yi, c)
+        z = 1.0 - Y * (F @ V)
+        act = z > 0
+        wz = np.where(act, z, 0.0) * w[:, None]
+        out[0, :-1] -= 2.0 * weighted_colsums(F, wz * Y, False)
+        out[0, -1] += (wz * np.where(act, z, 0.0)).sum(axis=0)
+        out[1, :-1] += 2.0 * weighted_colsums(F, act * w[:, None], True)
+        if with_zero:
+            out[2, :-1] -= 2.0 * weighted_colsums(F, Y * w[:, None], False)
+    return out
+
+
+def part_hess(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """``2 Phi_A^T W Phi_A D`` over the part's rows (A: rows with an active margin at V)."""
+    c = V.shape[1]
+    out = np.zeros_like(D)
+    for F, yi, w in _tiles(part, basis):
+        Y = _signs(yi, c)
+        M = F @ np.hstack([V, D])
+        act = Y * M[:, :c] < 1.0
+        out += 2.0 * weighted_colsums(F, np.where(act, M[:, c:], 0.0) * w[:, None], False)
+    return out
+
+
+def part_line(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Loss at ``V + t S`` for every t of ``_STEPS``, shape (len(_STEPS), c)."""
+    c = V.shape[1]
+    out = np.zeros((len(_STEPS), c))
+    for F, yi, w in _tiles(part, basis):
+        Y = _signs(yi, c)
+        M = F @ np.hstack([V, S])
+        m0, m1 = Y * M[:, :c], Y * M[:, c:]
+        for k, t in enumerate(_STEPS):
+            z = np.maximum(1.0 - m0 - t * m1, 0.0)
+            out[k] += (w[:, None] * z * z).sum(axis=0)
+    return out
+
+
+def _add(children: list, node=None) -> np.ndarray:
+    """Sum in the given order (the tree's combine)."""
+    total = children[0].copy()
+    for a in children[1:]:
+        total += a
+    return total
+
+
+class _Passes:
+    """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree."""
+
+    def __init__(self, parts: list, basis: Any, client: Any) -> None:
+        self.parts, self.basis, self.client = parts, basis, client
+        self.count = 0
+
+    def __call__(self, op, *args) -> np.ndarray:
+        self.count += 1
+        if self.client is None:
+            leaves = [op(p, self.basis, *args) for p in self.parts]
+            return tree_reduce(None, leaves, _add, split_every=4)
+        leaves = [self.client.submit(op, p, self.basis, *args, pure=False) for p in self.parts]
+        return tree_reduce(self.client, leaves, _add, split_every=4).result()
+
+
+def newton(
+    passes: _Passes, V0: np.ndarray, C: float, *, tol: float, max_iter: int, cg_max: int = 100
+) -> tuple[np.ndarray, int]:
+    """Minimise ``1/2 ||v_j||^2 + C loss_j(v_j)`` for every column j (see the module
+    docstring) from ``V0``; stop when each ``||grad_j|| <= tol ||grad_j(0)||``. Returns
+    (V, Newton steps)."""
+    V = V0.copy()
+    g0 = None
+    it = 0
+    for it in range(1, max_iter + 1):
+        st = passes(part_grad, V, g0 is None)
+        if g0 is None:
+            g0 = np.linalg.norm(C * st[2, :-1], axis=0)
+        grad = V + C * st[0, :-1]
+        f = 0.5 * np.einsum("ij,ij->j", V, V) + C * st[0, -1]
+        gnorm = np.linalg.norm(grad, axis=0)
+        todo = gnorm > tol * g0
+        if not todo.any():
+            it -= 1
+            break
+        S = _pcg(passes, V, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
+        loss_t = passes(part_line, V, S)
+        gs = np.einsum("ij,ij->j", grad, S)
+        t = np.zeros(V.shape[1])
+        for j in np.flatnonzero(todo):
+            for k, step in enumerate(_STEPS):
+                vn = V[:, j] + step * S[:, j]
+                if 0.5 * vn @ vn + C * loss_t[k, j] <= f[j] + _ARMIJO * step * gs[j]:
+                    t[j] = step
+                    break
+        V += S * t
+        if not t.any():
+            break
+    return V, it
+
+
+def _pcg(passes: _Passes, V, grad, diag, C: float, todo, cg_max: int) -> np.ndarray:
+    """Newton directions ``(I + C H) S = -grad`` for the columns in ``todo`` by Jacobi-
+    preconditioned CG, each column to a relative residual of ``min(0.5, sqrt(||g||))``."""
+    S = np.zeros_like(grad)
+    R = np.where(todo, -grad, 0.0)
+    gn = np.linalg.norm(grad, axis=0)
+    stop = np.minimum(0.5, np.sqrt(gn)) * gn
+    Zr = R / diag
+    P = Zr.copy()
+    rz = np.einsum("ij,ij->j", R, Zr)
+    for _ in range(cg_max):
+        live = todo & (np.linalg.norm(R, axis=0) > stop)
+        if not live.any():
+            break
+        P[:, ~live] = 0.0
+        HP = P + C * passes(part_hess, V, P)
+        pHp = np.einsum("ij,ij->j", P, HP)
+        a = np.where(live, rz / np.where(pHp > 0, pHp, 1.0), 0.0)
+        S += a * P
+        R -= a * HP
+        Zr = R / diag
+        rz_new = np.einsum("ij,ij->j", R, Zr)
+        P = Zr + np.where(live, rz_new / np.where(rz > 0, rz, 1.0), 0.0) * P
+        rz = rz_new
+    return S
+
+
+class RefitResult(NamedTuple):
+    coef: np.ndarray
+    intercept: np.ndarray
+    n_iter: int
+    n_passes: int
+
+
+def refit(
+    X,
+    y,
+    w,
+    *,
+    classes: np.ndarray,
+    Z: np.ndarray,
+    coef: np.ndarray,
+    intercept: np.ndarray,
+    spec: KernelSpec,
+    icpt: float,
+    scaler: Standardizer | None,
+    alpha: float,
+    tol: float,
+    max_iter: int,
+    client: Any = None,
+) -> RefitResult:
+    """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
+    ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
+    weights); ``client``: parts in its workers' memory, else read here."""
+    n = int(X.shape[0])
+    c = coef.shape[1]
+    basis, up = make_basis(Z, spec, icpt)
+    V0 = up.T @ coef
+    if icpt > 0:
+        V0 = np.vstack([V0, np.asarray(intercept, dtype=np.float64)[None, :] / icpt])
+    cache = n * basis.width * 8 <= _FEATURE_CACHE_BYTES
+    ranges = row_parts(n)
+
+    def sl(a, s, e):
+        return None if a is None else a[s:e]
+
+    with _timer("bsgd refit parts", logger):
+        shared: Any = basis
+        if client is not None:
+            # the basis (O(B^2)) travels once to every worker, not with every task
+            shared = client.scatter(basis, broadcast=True, hash=False)
+            addrs = sorted(client.scheduler_info()["workers"])
+            parts: list = []
+            for k, (s, e) in enumerate(ranges):
+                where = dict(workers=[addrs[k % len(addrs)]], allow_other_workers=True)
+                rows = client.compute(
+                    dask.delayed(load_rows, pure=False)(
+                        sl(X, s, e), sl(y, s, e), sl(w, s, e), s, classes, scaler
+                    ),
+                    **where,
+                )
+                parts.append(client.submit(make_part, rows, shared, cache, pure=False, **where))
+        else:
+            parts = []
+            for s, e in ranges:
+                Xs, ys, ws = (a.compute() if is_dask_array(a) else a for a in (
+                    sl(X, s, e), sl(y, s, e), sl(w, s, e)))  # fmt: skip
+                parts.append(make_part(load_rows(Xs, ys, ws, s, classes, scaler), basis, cache))
+    passes = _Passes(parts, shared, client)
+    C = 1.0 / (alpha * n)
+    with _timer("bsgd refit solve", logger):
+        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter)
+    r = basis.T.shape[1]
+    beta = basis.T @ V[:r]
+    b = V[r] * icpt if icpt > 0 else np.zeros(c)
+    logger.debug("refit: %d Newton steps, %d passes over %d parts", it, passes.count, len(parts))
+    return RefitResult(beta, b, it, passes.count)
