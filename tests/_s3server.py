@@ -75,10 +75,14 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.1)
 
 
-def start(host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=()) -> tuple:
+def start(
+    host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=(), ready=wait_http
+) -> tuple:
     """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
 
-    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``).
+    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``); ``ready(url)``
+    returns once ``url`` answers (from another network namespace, where the server is in one:
+    the default asks from this process).
     """
     port = port or free_port(host)
     cmd = [*argv_prefix, sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
@@ -91,7 +95,7 @@ def start(host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=()) -
     )
     endpoint = f"http://{host}:{port}"
     try:
-        wait_http(endpoint + "/moto-api/")
+        ready(endpoint + "/moto-api/")
     except BaseException:
         stop(proc)
         raise
