@@ -9,8 +9,12 @@ target), so ``make test`` does not run it.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import _s3server
+import numpy as np
 import pytest
 from multihost import netns
 
@@ -31,6 +36,7 @@ ROLES = {"s3": 10, "sched": 11, "w1": 21, "w2": 22, "client": 30}
 SCHED_PORT = 8786
 S3_PORT = 9000
 BUCKET = "dkt-bucket"
+ROOT = f"s3://{BUCKET}/run"
 
 
 @dataclass
@@ -122,3 +128,87 @@ def test_plumbing(hosts):
         assert not view["code_dir_writable"]
         assert view["outside_unreachable"]
     assert r["reads_equal"] == dict.fromkeys(r["workers"], True)
+
+
+# ---------------------------------------------------------------------- dkernel across hosts
+#: Summary entries that name places or measure time: they differ between runs by design.
+UNCOMPARED = {"store", "out_store", "model", "time_s", "train_seconds", "predict_seconds",
+              "seconds"}  # fmt: skip
+
+
+def _decode(result: dict) -> tuple[dict, dict]:
+    with np.load(io.BytesIO(base64.b64decode(result["npz"]))) as z:
+        arrays = {k: z[k] for k in z.files}
+    summaries = {
+        step: {k: v for k, v in s.items() if k not in UNCOMPARED} if isinstance(s, dict) else s
+        for step, s in result["summaries"].items()
+    }
+    return summaries, arrays
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[dict, dict]:
+    """The same workload on one host: a LocalCluster in this process, local folders."""
+    from distributed import LocalCluster
+
+    root, work = tmp_path_factory.mktemp("ref-stores"), tmp_path_factory.mktemp("ref-work")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster:  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(WORKLOAD), "dkernel", "--scheduler", cluster.scheduler_address,
+             "--root", str(root), "--work", str(work)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return _decode(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def across_hosts(hosts) -> tuple[dict, dict]:
+    """The workload on the client host, every store and model on the S3 server."""
+    return _decode(hosts.client("dkernel", "--scheduler", hosts.scheduler, "--root", ROOT))
+
+
+@pytest.mark.parametrize("route", ["cli", "api"])
+def test_steps_match_one_host(route, across_hosts, reference):
+    """ingest, kmeans (labels into the store), svm train, svm predict into the store and a
+    coreset give on the hosts exactly what they give on one host."""
+    (got_sum, got), (ref_sum, ref) = across_hosts, reference
+    keys = sorted(k for k in ref if k.startswith(f"{route}_"))
+    assert keys == sorted(k for k in got if k.startswith(f"{route}_"))
+    assert {f"{route}_labels", f"{route}_predictions", f"{route}_core_weight"} <= set(keys)
+    for k in keys:
+        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+    steps = [s for s in ref_sum if (route == "api") == s.startswith("api_")]
+    assert {s: got_sum[s] for s in steps} == {s: ref_sum[s] for s in steps}
+
+
+def test_worker_killed_mid_fit(hosts, across_hosts, reference):
+    """SIGKILL one worker's host processes while k-means fits: the survivor finishes with the
+    same labels as the one-host run."""
+    log = hosts.logs / "client-kill.log"
+    with open(log, "ab") as err:
+        proc = hosts.net.spawn(
+            "client", [sys.executable, str(WORKLOAD), "kill", "--scheduler", hosts.scheduler,
+                       "--root", ROOT, "--kill", "w2"],
+            env=hosts.client_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+        )  # fmt: skip
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 300)
+        line = proc.stdout.readline().decode() if ready else ""
+        assert line.startswith("KILL "), f"no kill request: {line!r}\n{log.read_text()}"
+        assert f"//{hosts.net.hosts['w2'].ip}:" in line
+        victim = hosts.workers["w2"]
+        hosts.net.kill(victim)  # its process group: the nanny and the worker process
+        assert victim.returncode == -signal.SIGKILL
+        proc.stdin.write(b"killed\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        hosts.net.kill(proc)
+    assert proc.returncode == 0, log.read_text() + hosts.tails()
+    summaries, arrays = _decode(json.loads(out.decode().strip().splitlines()[-1]))
+    assert summaries["fit_alive_at_kill"], "the fit ended before the worker was killed"
+    assert summaries["workers_after"] == 1
+    np.testing.assert_array_equal(arrays["kill_labels"], reference[1]["api_labels"])
+    np.testing.assert_array_equal(arrays["kill_labels"], across_hosts[1]["api_labels"])

@@ -3,19 +3,37 @@
     python workload.py plumbing --scheduler tcp://HOST:PORT --bucket NAME
 
 prints one JSON line on stdout: which addresses the workers serve on, what each worker sees of
-the client's private files, and what each one reads back from the bucket. The S3 endpoint and
-credentials come from the ``AWS_*`` environment variables, as on any cloud host.
+the client's private files, and what each one reads back from the bucket.
+
+    python workload.py dkernel --scheduler tcp://HOST:PORT --root s3://BUCKET/PREFIX
+    python workload.py kill --scheduler tcp://HOST:PORT --root s3://BUCKET/PREFIX --kill w2
+
+generates a data set in the client's private temporary folder and runs every step on the
+cluster through the CLI and through the Python API, with stores and models under ``--root``
+(an object-store URL on the cluster, a local folder for the one-host reference). It prints a
+JSON line with the CLI summaries and, base64-encoded, an ``.npz`` of every result array (read
+back from the stores), for the caller to compare with the reference. ``kill`` fits the API's
+k-means on the API store once more, prints ``KILL <address>`` once worker ``--kill`` holds part
+of the fit, and waits for a line on stdin (the caller's word that the worker is dead) before
+letting the fit finish on the survivor.
+
+The S3 endpoint and credentials come from the ``AWS_*`` environment variables, as on any cloud
+host.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import errno
+import io
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
+import time
 
 
 def _worker_view(marker: str, code_dir: str) -> dict:
@@ -42,6 +60,14 @@ def _outside_unreachable() -> bool:
     return False
 
 
+def _make_bucket(name: str) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    if not fs.exists(name):
+        fs.mkdir(name)
+
+
 def _read_object(url: str) -> bytes:
     import s3fs
 
@@ -55,7 +81,7 @@ def plumbing(args: argparse.Namespace) -> dict:
     from distributed import Client
 
     fs = s3fs.S3FileSystem()
-    fs.mkdir(args.bucket)
+    _make_bucket(args.bucket)
     payload = np.arange(1000, dtype=np.int64).tobytes()
     local = os.path.join(tempfile.gettempdir(), "payload.bin")  # the client's private tmp
     with open(local, "wb") as f:
@@ -85,13 +111,226 @@ def plumbing(args: argparse.Namespace) -> dict:
         }
 
 
+N_ROWS = 20_000
+CHUNK_ROWS = 2_500
+KMEANS = {"n_clusters": 4, "batch_size": 512, "max_iter": 30, "random_state": 0}
+SVM = {"budget": 100, "gamma": 8.0, "max_iter": 1, "random_state": 0}
+CORESET_SIZE = 500
+
+
+def _data(work: str) -> tuple[str, str]:
+    """The same rows as a CSV (for the CLI) and an .npz (for the API), in ``work``."""
+    import numpy as np
+
+    from dkernel.data import make_checkerboard
+
+    X, y = make_checkerboard(N_ROWS, random_state=0)
+    csv = os.path.join(work, "train.csv")
+    np.savetxt(csv, np.column_stack([X, y]), delimiter=",", fmt=["%.6f", "%.6f", "%d"],
+               header="x0,x1,label", comments="")  # fmt: skip
+    npz = os.path.join(work, "train.npz")
+    np.savez(npz, X=np.loadtxt(csv, delimiter=",", skiprows=1, usecols=(0, 1)), y=y)
+    return csv, npz
+
+
+def _cli(scheduler: str, *args: str) -> dict:
+    """One ``dkernel`` command against the cluster; its JSON summary."""
+    cmd = [sys.executable, "-m", "dkernel", "--cluster", scheduler, "--no-progress", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise SystemExit(f"dkernel {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    # The summary is the indented JSON object that ends the output.
+    start = done.stdout.rfind("\n{")
+    return json.loads(done.stdout[start + 1 if start >= 0 else 0 :])
+
+
+def _store_arrays(prefix: str, store: str, names: tuple[str, ...]) -> dict:
+    from dkernel.data import open_dataset
+
+    ds = open_dataset(store)
+    return {f"{prefix}{name}": ds.read(name) for name in names}
+
+
+def _model_arrays(prefix: str, path: str) -> dict:
+    from dkernel.svm import load_model
+
+    clf = load_model(path)
+    return {f"{prefix}support_vectors": clf.support_vectors_, f"{prefix}dual_coef": clf.dual_coef_}
+
+
+def _worker_address(client, name: str) -> str:
+    for addr, info in client.scheduler_info(n_workers=-1)["workers"].items():
+        if str(info.get("name")) == name:
+            return addr
+    raise SystemExit(f"no worker named {name!r}")
+
+
+class _Stall:
+    """Worker plugin: the ``nth`` task that starts on the worker at address ``victim`` never
+    finishes there (a replacement worker has another address and runs normally).
+
+    The fit cannot end while that task is pending, so the kill the caller makes after
+    ``KILL`` is always mid-fit, and the victim has finished ``nth - 1`` tasks of it before,
+    whose results die with it.
+    """
+
+    name = "dkt-stall"
+
+    def __init__(self, victim: str, nth: int) -> None:
+        self.victim, self.nth, self.started = victim, nth, 0
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if finish != "executing" or self.worker.address != self.victim:
+            return
+        self.started += 1
+        while self.started == self.nth:  # blocks this worker until it is killed
+            time.sleep(1)
+
+
+class _Finished:
+    """Scheduler plugin: how many tasks worker ``addr`` has finished."""
+
+    name = "dkt-finished"
+
+    def __init__(self, addr: str) -> None:
+        self.addr, self.count = addr, 0
+
+    def transition(self, key, start, finish, *args, stimulus_id=None, **kwargs) -> None:
+        if finish == "memory" and kwargs.get("worker") == self.addr:
+            self.count += 1
+
+
+def _kill_ready(dask_scheduler, addr: str, done: int) -> bool:
+    ws = dask_scheduler.workers.get(addr)
+    return (
+        ws is not None
+        and dask_scheduler.plugins[_Finished.name].count >= done
+        and bool(ws.processing)
+    )
+
+
+def _fit_with_kill(client, store: str, victim: str, nth: int = 3) -> tuple[object, bool]:
+    """Fit k-means; once ``victim`` runs its ``nth`` task of the fit, ask for its death."""
+    import threading
+
+    from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    addr = _worker_address(client, victim)
+    client.register_plugin(type("Finished", (_Finished, SchedulerPlugin), {})(addr))
+    client.register_plugin(type("Stall", (_Stall, WorkerPlugin), {})(addr, nth))
+    box: dict = {}
+
+    def fit() -> None:
+        try:
+            box["model"] = MiniBatchKernelKMeans(**KMEANS).fit(store)
+        except BaseException as e:  # reported by the main thread
+            box["error"] = e
+
+    t = threading.Thread(target=fit, daemon=True)
+    t.start()
+    while t.is_alive() and not client.run_on_scheduler(_kill_ready, addr=addr, done=nth - 1):
+        time.sleep(0.05)
+    alive_at_kill = t.is_alive()
+    sys.stdout.write(f"KILL {addr}\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # the caller killed it
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["model"], alive_at_kill
+
+
+def run_dkernel(args: argparse.Namespace) -> dict:
+    import numpy as np
+    from distributed import Client
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.coreset import distributed_coreset, write_coreset
+    from dkernel.data import ingest, write_array
+    from dkernel.svm import BudgetedSVC, load_model
+
+    root = args.root.rstrip("/")
+    if root.startswith("s3://"):
+        _make_bucket(root[len("s3://") :].split("/")[0])
+    csv, npz = _data(args.work)
+    arrays: dict = {}
+    summaries: dict = {}
+
+    # ---------------------------------------------------------------- the CLI
+    store, model, core = f"{root}/cli.zarr", f"{root}/cli-svm.npz", f"{root}/cli-core.zarr"
+    sch = args.scheduler
+    summaries["ingest"] = _cli(sch, "ingest", csv, store, "--chunk-rows", str(CHUNK_ROWS))
+    summaries["kmeans"] = _cli(sch, "kmeans", store, "--n-clusters", str(KMEANS["n_clusters"]),
+                               "--batch-size", str(KMEANS["batch_size"]),
+                               "--max-iter", str(KMEANS["max_iter"]), "--seed", "0")  # fmt: skip
+    summaries["svm_train"] = _cli(sch, "svm", "train", store, model, "--budget",
+                                  str(SVM["budget"]), "--gamma", str(SVM["gamma"]),
+                                  "--max-iter", str(SVM["max_iter"]), "--seed", "0")  # fmt: skip
+    summaries["svm_predict"] = _cli(sch, "svm", "predict", model, store)
+    summaries["coreset"] = _cli(sch, "coreset", store, core, "--size", str(CORESET_SIZE),
+                                "--seed", "0")  # fmt: skip
+    arrays |= _store_arrays("cli_", store, ("X", "y", "labels", "predictions"))
+    arrays |= _store_arrays("cli_core_", core, ("X", "y", "weight"))
+    arrays |= _model_arrays("cli_svm_", model)
+
+    # ---------------------------------------------------------------- the Python API
+    store, model, core = f"{root}/api.zarr", f"{root}/api-svm.npz", f"{root}/api-core.zarr"
+    with Client(args.scheduler, timeout=60) as client:
+        client.wait_for_workers(2, timeout=60)
+        ds = ingest(npz, store, chunk_rows=CHUNK_ROWS)
+        km = MiniBatchKernelKMeans(**KMEANS).fit(store)
+        write_array(ds, "labels", np.asarray(km.labels_, dtype=np.int64))
+        arrays["api_predict"] = np.asarray(km.predict(store))
+        BudgetedSVC(**SVM).fit(store).save(model)
+        clf = load_model(model)
+        write_array(ds, "predictions", clf.predict(ds.X))  # written by the workers
+        summaries["api_kmeans_score"] = float(km.score(store))
+        write_coreset(distributed_coreset(store, m=CORESET_SIZE, random_state=0), core)
+        arrays |= _store_arrays("api_", store, ("X", "y", "labels", "predictions"))
+        arrays |= _store_arrays("api_core_", core, ("X", "y", "weight"))
+        arrays |= _model_arrays("api_svm_", model)
+
+    return {"summaries": summaries, "npz": _npz(arrays)}
+
+
+def run_kill(args: argparse.Namespace) -> dict:
+    """k-means on the API store again, with worker ``args.kill`` killed mid-fit."""
+    import numpy as np
+    from distributed import Client
+
+    with Client(args.scheduler, timeout=60) as client:
+        client.wait_for_workers(2, timeout=60)
+        km, alive = _fit_with_kill(client, f"{args.root.rstrip('/')}/api.zarr", args.kill)
+        workers_after = len(client.scheduler_info(n_workers=-1)["workers"])
+    return {
+        "summaries": {"fit_alive_at_kill": alive, "workers_after": workers_after},
+        "npz": _npz({"kill_labels": np.asarray(km.labels_, dtype=np.int64)}),
+    }
+
+
+def _npz(arrays: dict) -> str:
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=["plumbing"])
+    parser.add_argument("mode", choices=["plumbing", "dkernel", "kill"])
     parser.add_argument("--scheduler", required=True)
-    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--bucket", help="plumbing: the bucket to create and read")
+    parser.add_argument("--root", help="dkernel: URL or folder under which stores go")
+    parser.add_argument("--work", default=tempfile.gettempdir(), help="private input files")
+    parser.add_argument("--kill", help="kill: name of the worker to kill mid-fit")
     args = parser.parse_args(argv)
-    result = plumbing(args)
+    result = {"plumbing": plumbing, "dkernel": run_dkernel, "kill": run_kill}[args.mode](args)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
 
