@@ -76,23 +76,32 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 
 def start(
-    host: str = "127.0.0.1", port: int | None = None, *, argv_prefix=(), ready=wait_http
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    *,
+    argv_prefix=(),
+    log: str | None = None,
+    ready=wait_http,
 ) -> tuple:
     """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
 
-    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``); ``ready(url)``
-    returns once ``url`` answers (from another network namespace, where the server is in one:
-    the default asks from this process).
+    ``argv_prefix`` runs it inside something else (``ip netns exec NAME``); ``log`` is a
+    file that receives the server's access log (one line per request, see
+    :func:`count_requests`). ``ready(url)`` returns once ``url`` answers (from another
+    network namespace, where the server is in one: the default asks from this process).
     """
     port = port or free_port(host)
     cmd = [*argv_prefix, sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
+    sink = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=sink,
         start_new_session=True,
         env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
     )
+    if log:
+        sink.close()
     endpoint = f"http://{host}:{port}"
     try:
         ready(endpoint + "/moto-api/")
@@ -134,9 +143,17 @@ def reset(server: S3Server) -> None:
     urllib.request.urlopen(req, timeout=10).close()
 
 
+def count_requests(log: str, method: str = "GET", needle: str = "") -> int:
+    """Requests of ``method`` whose path contains ``needle`` in a server's access log."""
+    with open(log, errors="replace") as fh:
+        return sum(f'"{method} ' in line and needle in line for line in fh)
+
+
 @contextlib.contextmanager
-def running(host: str = "127.0.0.1", port: int | None = None) -> Iterator[S3Server]:
-    proc, server = start(host, port)
+def running(
+    host: str = "127.0.0.1", port: int | None = None, *, log: str | None = None
+) -> Iterator[S3Server]:
+    proc, server = start(host, port, log=log)
     try:
         yield server
     finally:

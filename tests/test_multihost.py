@@ -91,7 +91,7 @@ def hosts(tmp_path_factory) -> Iterator[Hosts]:
         net.up()
         s3_ip = net.hosts["s3"].ip
         s3proc, s3 = _s3server.start(
-            s3_ip, S3_PORT, argv_prefix=net.argv("s3", []),
+            s3_ip, S3_PORT, argv_prefix=net.argv("s3", []), log=str(logs / "s3.log"),
             ready=lambda url: net.wait_tcp("client", url),
         )  # fmt: skip
         sched_ip = net.hosts["sched"].ip

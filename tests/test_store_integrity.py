@@ -167,10 +167,11 @@ def test_plain_chunks_read_directly_equal_zarrs_read(tmp_path, rng, compressors,
     X = rng.standard_normal((45, 3)).astype(dtype)  # chunks of 16, 16 and 13 rows
     ds = ingest(X, tmp_path / "p.zarr", chunk_rows=16, compressors=compressors, dtype=dtype)
     folder = os.path.join(ds.path, "X")
-    arr, plain = _verify._open_for_read(folder, "test-" + str(compressors) + str(dtype))
+    where = ds.location.child("X")
+    arr, plain = _verify._open_for_read(where, "test-" + str(compressors) + str(dtype))
     assert plain  # the layout dkernel writes is read without zarr
     for i, (start, stop) in enumerate([(0, 16), (16, 32), (32, 45)]):
-        got = _verify._read_plain(arr, folder, i, start, stop)
+        got = _verify._read_plain(arr, where, i, start, stop)
         assert got.dtype == dtype and got.flags.writeable
         np.testing.assert_array_equal(got, zarr.open_array(folder, mode="r")[start:stop])
     np.testing.assert_array_equal(open_dataset(ds.path).X.compute(), X)

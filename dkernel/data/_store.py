@@ -18,7 +18,8 @@ import zarr
 
 from .. import __version__
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
-from . import _atomic
+from . import _atomic, _remote
+from ._location import Location, as_location
 from ._verify import (
     MANIFEST_KEY,
     WRITE_CONFIG,
@@ -52,7 +53,7 @@ class Dataset:
     Attributes
     ----------
     path : str
-        Absolute location of the zarr group.
+        Absolute path of the zarr group, or its URL on object storage.
     X : dask.array.Array of shape (n, d)
     y : dask.array.Array of shape (n,) or None
     attrs : dict
@@ -67,6 +68,8 @@ class Dataset:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     X_test: Any = None
     y_test: Any = None
+    location: Location | None = field(default=None, repr=False, compare=False)
+    arrays: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_samples(self) -> int:
@@ -78,7 +81,9 @@ class Dataset:
 
     def array(self, name: str = "X"):
         """The underlying read-only ``zarr.Array`` (raw chunk access, no verification)."""
-        return zarr.open_array(os.path.join(self.path, name), mode="r")
+        loc = self.location or as_location(self.path)
+        where = _array_location(loc, name, self.arrays)
+        return zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
 
     def read(self, name: str):
         """Array ``name`` of the store (``X``, ``labels``, ...) as a verified dask array.
@@ -89,7 +94,12 @@ class Dataset:
             return getattr(self, name)
         if not _PLAIN_NAME.fullmatch(name) or name == "zarr.json":
             raise DKernelError(f"{name!r} is not an array name")
-        view = _open_view(self.path, name, self.attrs)
+        loc = self.location or as_location(self.path)
+        arrays = self.arrays
+        if not loc.is_local:  # another writer may have added the array since
+            head = _remote.read_head(loc)
+            arrays = (head or {}).get("arrays", {})
+        view = _open_view(loc, name, self.attrs, arrays)
         if view is None:
             raise DKernelError(f"store {self.path!r} has no array {name!r}")
         return view
@@ -105,18 +115,39 @@ class Dataset:
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
-def _open_view(path: str, name: str, attrs: Mapping[str, Any]):
-    """A verified dask view of array ``name`` of the store at ``path`` (None if absent).
+def _format(where: Location) -> dict[str, Any]:
+    """Arrays on object storage are dkernel's own (zarr 3): no probe for zarr 2 metadata."""
+    return {} if where.is_local else {"zarr_format": 3}
 
-    Stores of format 2 and later must carry a manifest for every array: a chunk file that
-    is missing raises here (a listing, no reads), a damaged one when it is read.
+
+def _array_location(loc: Location, name: str, arrays: Mapping[str, str]) -> Location:
+    """Where array ``name`` lives: its folder in a local store, its prefix in a remote one."""
+    if loc.is_local:
+        return loc.child(name)
+    if name not in arrays:
+        raise DKernelError(f"store {loc.url!r} has no array {name!r}")
+    return loc.child(arrays[name])
+
+
+def _open_view(loc: Location, name: str, attrs: Mapping[str, Any], arrays: Mapping[str, str]):
+    """A verified dask view of array ``name`` of the store at ``loc`` (None if absent).
+
+    Stores of format 2 and later must carry a manifest for every array. In a local store a
+    chunk file that is missing raises here (a listing, no reads); on object storage, where a
+    listing costs a request per thousand chunks, the head only names complete arrays and a
+    missing chunk is reported when it is read. A damaged chunk raises when it is read.
     """
-    folder = os.path.join(path, name)
-    _atomic.recover(folder)  # an interrupted write_array of this name
-    if not os.path.isfile(os.path.join(folder, "zarr.json")):
+    path = loc.url
+    if loc.is_local:
+        folder = os.path.join(path, name)
+        _atomic.recover(folder)  # an interrupted write_array of this name
+        if not os.path.isfile(os.path.join(folder, "zarr.json")):
+            return None
+    elif name not in arrays:
         return None
+    where = _array_location(loc, name, arrays)
     try:
-        arr = zarr.open_array(folder, mode="r")
+        arr = zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
     except Exception as exc:  # unreadable metadata
         raise DKernelError(f"store {path!r}: array {name!r} cannot be opened ({exc})") from None
     man = read_manifest(arr, store=path, name=name)
@@ -125,8 +156,8 @@ def _open_view(path: str, name: str, attrs: Mapping[str, Any]):
             f"store {path!r}: array {name!r} has no checksum manifest; it was not written "
             "by dkernel (rewrite it with dkernel.data.write_array)"
         )
-    if man is not None:
-        check_present(arr, folder=folder, store=path, name=name, n_chunks=man["n_chunks"])
+    if man is not None and loc.is_local:
+        check_present(arr, folder=where.url, store=path, name=name, n_chunks=man["n_chunks"])
     if arr.ndim > 1 and tuple(arr.chunks[1:]) != tuple(arr.shape[1:]):
         raise DKernelError(f"store {path!r}: array {name!r} is chunked along its columns")
     # the name identifies this write of the array, not just its path: a store overwritten in
@@ -135,7 +166,7 @@ def _open_view(path: str, name: str, attrs: Mapping[str, Any]):
     ident = f"{path}|{name}|{attrs.get('store_id', '')}|{write_id}"
     return verified_view(
         arr,
-        folder=folder,
+        location=where,
         store=path,
         name=name,
         dask_name=f"dkernel-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ident).hex}",
@@ -143,13 +174,17 @@ def _open_view(path: str, name: str, attrs: Mapping[str, Any]):
     )
 
 
-def open_dataset(store) -> Dataset:
+def open_dataset(store, *, storage_options: Mapping[str, Any] | None = None) -> Dataset:
     """Open a store written by :func:`ingest`, :func:`write_arrays` or a generator.
 
     Parameters
     ----------
     store : str, os.PathLike or Dataset
-        Path of the zarr group (a ``Dataset`` is returned as it is).
+        Path or URL of the store (``~`` expanded; ``file://``, ``s3://``, ``gs://``,
+        ``az://``/``abfs://``, ``memory://``); a ``Dataset`` is returned as it is.
+    storage_options : dict, optional
+        Options of the object-storage client (``endpoint_url``, ``key``/``secret``,
+        ``client_kwargs``...); by default its usual environment variables and profiles.
 
     Returns
     -------
@@ -173,7 +208,10 @@ def open_dataset(store) -> Dataset:
     if isinstance(store, Dataset):
         return store
     # absolute: workers of a cluster may run in another working directory
-    path = os.path.abspath(os.fspath(store))
+    loc = as_location(store, storage_options)
+    if not loc.is_local:
+        return _open_remote(loc)
+    path = loc.url
     _atomic.recover(path)
     if not os.path.isdir(path):
         raise DKernelError(f"no dataset store at {path!r}")
@@ -182,15 +220,28 @@ def open_dataset(store) -> Dataset:
     except Exception as exc:  # zarr raises several types for foreign folders
         raise DKernelError(f"{path!r} is not a zarr dataset store ({exc})") from None
     attrs = dict(group.attrs)
-    views = {name: _open_view(path, name, attrs) for name in ("X", "y", "X_test", "y_test")}
+    views = {name: _open_view(loc, name, attrs, {}) for name in ("X", "y", "X_test", "y_test")}
     if views["X"] is None:
         raise DKernelError(f"store {path!r} has no array 'X'")
-    return Dataset(path=path, attrs=attrs, **views)
+    return Dataset(path=path, attrs=attrs, location=loc, **views)
+
+
+def _open_remote(loc: Location) -> Dataset:
+    """Open a store on object storage from its head (see :mod:`dkernel.data._remote`)."""
+    head = _remote.read_head(loc)
+    if head is None:
+        raise DKernelError(f"no dataset store at {loc.url!r}")
+    attrs = dict(head.get("attrs") or {})
+    arrays = dict(head["arrays"])
+    views = {n: _open_view(loc, n, attrs, arrays) for n in ("X", "y", "X_test", "y_test")}
+    if views["X"] is None:
+        raise DKernelError(f"store {loc.url!r} has no array 'X'")
+    return Dataset(path=loc.url, attrs=attrs, location=loc, arrays=arrays, **views)
 
 
 def as_array_input(X):
-    """A path or Dataset becomes its dask ``X``; arrays pass through."""
-    if isinstance(X, (str, os.PathLike)):
+    """A path, URL or Dataset becomes its dask ``X``; arrays pass through."""
+    if isinstance(X, (str, os.PathLike, Location)):
         return open_dataset(X).X
     if isinstance(X, Dataset):
         return X.X
@@ -200,10 +251,10 @@ def as_array_input(X):
 class _ArrayWriter:
     """Appends row blocks to one zarr array, writing whole chunks only, with their checksums."""
 
-    def __init__(self, group, name, *, n, tail_shape, dtype, chunk_rows, compressors):
+    def __init__(self, where: Location, *, n, tail_shape, dtype, chunk_rows, compressors):
         kwargs = {} if compressors == "default" else {"compressors": compressors}
-        self.arr = group.create_array(
-            name,
+        self.arr = zarr.create_array(
+            where.zarr_store(read_only=False),
             shape=(n,) + tuple(tail_shape),
             dtype=dtype,
             chunks=(chunk_rows,) + tuple(tail_shape),
@@ -243,22 +294,28 @@ class _ArrayWriter:
 
 
 class StoreWriter:
-    """Write a dataset group atomically: into a hidden sibling folder, swapped in at the end.
+    """Write a dataset store whole or not at all.
 
-    A failure, Ctrl-C or SIGTERM removes the partial folder; the target name only ever
-    points at a complete store, and an ``overwrite`` interrupted by a crash is finished or
-    undone by the next :func:`open_dataset` (see :mod:`dkernel.data._atomic`). Temporary
-    folders that earlier, killed runs left beside the target are removed on start. Used by
-    :func:`ingest`, :func:`write_arrays` and the ``make_*`` generators.
+    A local store is written into a hidden sibling folder swapped in at the end: a failure,
+    Ctrl-C or SIGTERM removes the partial folder; the target name only ever points at a
+    complete store, and an ``overwrite`` interrupted by a crash is finished or undone by the
+    next :func:`open_dataset` (see :mod:`dkernel.data._atomic`). Temporary folders that
+    earlier, killed runs left beside the target are removed on start. On object storage the
+    arrays go to fresh prefixes published by one final PUT of the store's head (see
+    :mod:`dkernel.data._remote`). Used by :func:`ingest`, :func:`write_arrays` and the
+    ``make_*`` generators.
     """
 
-    def __init__(self, store, *, overwrite: bool = False):
-        self.path = os.path.abspath(os.fspath(store))
-        _check_target(self.path, overwrite)
-        parent = os.path.dirname(self.path) or "."
-        if not os.path.isdir(parent):
-            raise DKernelError(f"folder {parent!r} does not exist")
-        self.tmp = _atomic.sibling(self.path, "tmp")
+    def __init__(self, store, *, overwrite: bool = False, storage_options=None):
+        self.loc = as_location(store, storage_options)
+        self.path = self.loc.url
+        self.old_head = _check_target(self.loc, overwrite)
+        if self.loc.is_local:
+            parent = os.path.dirname(self.path) or "."
+            if not os.path.isdir(parent):
+                raise DKernelError(f"folder {parent!r} does not exist")
+            self.tmp = _atomic.sibling(self.path, "tmp")
+        self.prefixes: dict[str, str] = {}
         self.group: Any = None
         self.writers: dict[str, _ArrayWriter] = {}
         self.classes: set | None = set()
@@ -268,17 +325,23 @@ class StoreWriter:
     def __enter__(self) -> StoreWriter:
         self._signals.__enter__()
         try:
-            self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
+            if self.loc.is_local:
+                self.group = zarr.open_group(zarr.storage.LocalStore(self.tmp), mode="w")
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
+    def _array_target(self, name: str) -> Location:
+        if self.loc.is_local:
+            return Location(os.path.join(self.tmp, name), "file")
+        self.prefixes[name] = _remote.new_prefix(name)
+        return self.loc.child(self.prefixes[name])
+
     def add(self, name, *, n, tail_shape=(), dtype, chunk_rows, compressors="default"):
         _check_chunk_bytes(name, chunk_rows, tail_shape, dtype)
         self.writers[name] = _ArrayWriter(
-            self.group,
-            name,
+            self._array_target(name),
             n=n,
             tail_shape=tail_shape,
             dtype=dtype,
@@ -313,12 +376,16 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is not None or not self.committed:
-                shutil.rmtree(self.tmp, ignore_errors=True)
+                if self.loc.is_local:
+                    shutil.rmtree(self.tmp, ignore_errors=True)
+                else:
+                    for prefix in self.prefixes.values():
+                        _remote.remove_prefix(self.loc.child(prefix))
         finally:
             self._signals.__exit__(None, None, None)
 
     def commit(self, attrs: Mapping[str, Any]) -> None:
-        """Close every array, set attributes and swap the store into place."""
+        """Close every array, set attributes and put the store in place."""
         for w in self.writers.values():
             w.close()
         X = self.writers["X"]
@@ -334,19 +401,26 @@ class StoreWriter:
             "classes": classes if "y" in self.writers else None,
         }
         meta.update(attrs)
-        self.group.attrs.update(meta)
-        _atomic.commit(self.tmp, self.path)
+        if self.loc.is_local:
+            self.group.attrs.update(meta)
+            _atomic.commit(self.tmp, self.path)
+        else:
+            _remote.publish(self.loc, self.prefixes, meta, self.old_head)
         self.committed = True
 
 
-def _check_target(path: str, overwrite: bool) -> None:
-    """A store may be written at ``path``: absent, or (with ``overwrite``) a store to replace.
+def _check_target(loc: Location, overwrite: bool):
+    """A store may be written at ``loc``: absent, or (with ``overwrite``) a store to replace.
 
-    An interrupted earlier write of ``path`` is finished or undone first.
+    An interrupted earlier write of ``loc`` is finished or undone first. Returns the head
+    of the remote store replaced (None for local stores).
     """
+    if not loc.is_local:
+        return _remote.check_target(loc, overwrite)
+    path = loc.url
     _atomic.recover(path)
     if not os.path.lexists(path):
-        return
+        return None
     if not overwrite:
         raise DKernelError(f"{path!r} already exists; pass overwrite=True to replace it")
     if not _replaceable(path):
@@ -354,6 +428,7 @@ def _check_target(path: str, overwrite: bool) -> None:
             f"refusing to replace {path!r}: it is not a dkernel dataset store "
             "(overwrite only replaces stores, or empty folders)"
         )
+    return None
 
 
 def _replaceable(path: str) -> bool:
@@ -422,12 +497,14 @@ def write_arrays(
     overwrite: bool = False,
     compressors="default",
     extra: Mapping[str, np.ndarray] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ):
     """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset."""
     dtype = np.dtype(dtype)
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
-    with StoreWriter(store, overwrite=overwrite) as w:
+    loc = as_location(store, storage_options)
+    with StoreWriter(loc, overwrite=overwrite) as w:
         w.add(
             "X",
             n=n,
@@ -463,7 +540,7 @@ def write_arrays(
             )
             w.append(name, arr)
         w.commit(attrs)
-    return open_dataset(store)
+    return open_dataset(loc)
 
 
 def _iter_array_blocks(X, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
@@ -488,9 +565,9 @@ def check_array_name(name: str, *, what: str = "name") -> None:
         )
 
 
-def _write_block(block: np.ndarray, folder: str, start: int) -> int:
-    """Write one row chunk into the (pre-created) zarr array at ``folder``; its checksum."""
-    arr = zarr.open_array(folder, mode="r+", config=WRITE_CONFIG)
+def _write_block(block: np.ndarray, where: Location, start: int) -> int:
+    """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum."""
+    arr = zarr.open_array(where.zarr_store(read_only=False), mode="r+", config=WRITE_CONFIG)
     block = np.asarray(block)
     arr[start : start + block.shape[0]] = block
     return checksum(block.astype(arr.dtype, copy=False))
@@ -504,11 +581,13 @@ def write_array(
     chunk_rows: int | None = None,
     attrs: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ):
     """Write a NumPy or dask array into an existing store as array ``name``, atomically.
 
     The array (labels, predictions, scores: anything with rows) is written into a hidden
-    temporary folder inside the store, each chunk with its checksum (the manifest
+    temporary folder inside the store (on object storage: a fresh prefix, published by
+    rewriting the store's head), each chunk with its checksum (the manifest
     :func:`open_dataset` verifies), and swapped into place only when complete. An existing
     array of that name is replaced by the same recoverable swap, so a reader sees the old
     array or the new one, never a partial one, and a failure or interruption (Ctrl-C,
@@ -518,7 +597,7 @@ def write_array(
     Parameters
     ----------
     store : str, os.PathLike or Dataset
-        An existing dataset store.
+        An existing dataset store (path or URL).
     name : str
         Plain array name (letters, digits, ``_.-``); not ``X``, ``y``, ``X_test``, ``y_test``.
     array : ndarray or dask array of shape (n, ...)
@@ -544,11 +623,18 @@ def write_array(
     >>> write_array(ds, "labels", np.array([0, 1, 1, 0])).compute().tolist()
     [0, 1, 1, 0]
     """
-    path = store.path if isinstance(store, Dataset) else os.path.abspath(os.fspath(store))
+    if isinstance(store, Dataset):
+        loc = store.location or as_location(store.path)
+    else:
+        loc = as_location(store, storage_options)
     check_array_name(name)
-    ds = open_dataset(path)
-    final = os.path.join(path, name)
-    if os.path.lexists(final) and not overwrite:
+    ds = open_dataset(loc)
+    path = loc.url
+    head: dict[str, Any] = {"arrays": {}, "attrs": {}}
+    if not loc.is_local:
+        head = _remote.read_head(loc) or head
+    exists = os.path.lexists(os.path.join(path, name)) if loc.is_local else name in head["arrays"]
+    if exists and not overwrite:
         raise DKernelError(f"store {path!r} already has an array {name!r}; pass overwrite=True")
     lazy = is_dask_array(array)
     a: Any = array if lazy else np.asarray(array)
@@ -563,11 +649,17 @@ def write_array(
     check_scalar(rows, "chunk_rows", kind=(int, np.integer), low=1)
     rows = int(min(rows, a.shape[0]))
     _check_chunk_bytes(name, rows, tail, a.dtype)
-    tmp = _atomic.sibling(final, "tmp")
+    target: Location | None
+    if loc.is_local:
+        target = Location(_atomic.sibling(os.path.join(path, name), "tmp"), "file")
+    else:
+        _remote.clean_debris(loc, head)
+        prefix = _remote.new_prefix(name)
+        target = loc.child(prefix)
     with _atomic.terminate_as_interrupt():
         try:
             z = zarr.create_array(
-                zarr.storage.LocalStore(tmp),
+                target.zarr_store(read_only=False),
                 shape=a.shape,
                 dtype=a.dtype,
                 chunks=(rows,) + tail,
@@ -577,22 +669,37 @@ def write_array(
             if lazy:
                 blocks = a.rechunk((rows,) + tail).to_delayed().ravel()
                 write = dask.delayed(_write_block, pure=True)
-                crcs = dask.compute(*[write(b, tmp, s) for b, s in zip(blocks, starts)])
+                crcs = dask.compute(*[write(b, target, s) for b, s in zip(blocks, starts)])
             else:
-                crcs = tuple(_write_block(a[s : s + rows], tmp, s) for s in starts)
+                crcs = tuple(_write_block(a[s : s + rows], target, s) for s in starts)
             man = make_manifest(rows, crcs)
             z.attrs.update({**dict(attrs or {}), MANIFEST_KEY: man})
-            _atomic.commit(tmp, final)
+            listed: Any = dict(ds.attrs.get("arrays") or {})
+            listed[name] = {"shape": list(a.shape), "dtype": str(a.dtype), **dict(attrs or {})}
+            if loc.is_local:
+                _atomic.commit(target.url, os.path.join(path, name))
+            else:
+                head = _remote.read_head(loc) or head
+                arrays = {**head["arrays"], name: prefix}
+                _remote.publish(loc, arrays, {**head["attrs"], "arrays": listed}, head)
+                target = None
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    try:  # informative only: the array's own folder is the record
+            if target is not None and loc.is_local:
+                shutil.rmtree(target.url, ignore_errors=True)
+            elif target is not None:
+                _remote.remove_prefix(target)
+    if loc.is_local:
+        _list_array(path, listed)
+    return open_dataset(loc).read(name)
+
+
+def _list_array(path: str, listed: Mapping[str, Any]) -> None:
+    """Record the arrays of a local store in its attributes (informative only)."""
+    try:  # the array's own folder is the record
         group = zarr.open_group(path, mode="r+")
-        listed: Any = dict(group.attrs.get("arrays") or {})  # type: ignore[arg-type]
-        listed[name] = {"shape": list(a.shape), "dtype": str(a.dtype), **dict(attrs or {})}
-        group.attrs.update({"arrays": listed})
+        group.attrs.update({"arrays": dict(listed)})
     except Exception as exc:  # a read-only store keeps its arrays; only the listing lags
-        logger.warning("could not list array %r in the attributes of %s (%s)", name, path, exc)
-    return open_dataset(path).read(name)
+        logger.warning("could not list the arrays in the attributes of %s (%s)", path, exc)
 
 
 def ingest(
@@ -609,6 +716,7 @@ def ingest(
     n_features: int | None = None,
     overwrite: bool = False,
     compressors="default",
+    storage_options: Mapping[str, Any] | None = None,
 ):
     """Write a dataset into a zarr 3 store and open it.
 
@@ -618,7 +726,8 @@ def ingest(
         An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
-        Folder of the new zarr group (``X``, optional ``y``, attributes ``n``, ``d``,
+        Path or URL (``s3://bucket/name.zarr``, ``gs://``, ``az://``, ``file://``) of the
+        new store: a folder holding a zarr group (``X``, optional ``y``, attributes ``n``, ``d``,
         ``classes``, ``source``, ``dtype``, ``chunk_rows``). Every array records a CRC-32
         per chunk (its manifest), which :func:`open_dataset` and every read check. The
         write is atomic: it goes to a hidden sibling folder ``.NAME.tmp-*`` that becomes
@@ -650,6 +759,13 @@ def ingest(
         the swap; a lone ``.NAME.old-*`` without ``NAME`` is moved back.
     compressors : "default", None or zarr codecs
         ``None`` stores chunks uncompressed (fastest random batch reads).
+    storage_options : dict, optional
+        Options of the object-storage client for a URL ``store`` (``endpoint_url``,
+        ``key``/``secret``, ...); by default its usual environment variables and profiles.
+        On object storage, where nothing can be renamed, the arrays are written under fresh
+        prefixes and published by one final write of the store's head object: an
+        interrupted write leaves the previous store as it was (see
+        :mod:`dkernel.data._remote`).
 
     Returns
     -------
@@ -659,7 +775,7 @@ def ingest(
 
     if format is not None and format not in ("npz", "csv", "svmlight"):
         raise DKernelError(f"unknown format {format!r}; use 'npz', 'csv' or 'svmlight'")
-    dest = os.path.abspath(os.fspath(store))
+    dest = as_location(store, storage_options)
     _check_target(dest, overwrite)
     if chunk_rows is not None:
         check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)

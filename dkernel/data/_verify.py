@@ -31,6 +31,7 @@ from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from .._validation import DKernelError
+from ._location import Location, describe_error
 
 #: The zstd decoder of plain-layout chunks (any level; stateless).
 _ZSTD = Zstd()
@@ -97,10 +98,14 @@ def check_present(arr, *, folder: str, store: str, name: str, n_chunks: int) -> 
 
 
 @functools.lru_cache(maxsize=32)
-def _open_for_read(folder: str, token: str):
+def _open_for_read(where: Location, token: str):
     """``(array, plain)``: a read-only zarr array that raises on a missing chunk, and whether
-    its chunks can be read without zarr (:func:`_plain_layout`); cached per process and write."""
-    arr = zarr.open_array(folder, mode="r", config={"read_missing_chunks": False})
+    its chunks can be read without zarr (:func:`_plain_layout`); cached per process and write
+    (one metadata request per array and process on object storage)."""
+    fmt: Any = {} if where.is_local else {"zarr_format": 3}  # no zarr 2 probes remotely
+    arr = zarr.open_array(
+        where.zarr_store(read_only=True), mode="r", config={"read_missing_chunks": False}, **fmt
+    )
     return arr, _plain_layout(arr)
 
 
@@ -136,29 +141,54 @@ def _zstd_content_size(raw: bytes) -> int | None:
     return size + 256 if width == 2 else size
 
 
-def _read_plain(arr, folder: str, index: int, start: int, stop: int) -> np.ndarray:
+class StorageReadError(Exception):
+    """A chunk could not be fetched from object storage (not a damaged chunk)."""
+
+
+def _fetch(where: Location, key: str) -> bytes:
+    """The stored bytes of chunk ``key`` of the array at ``where``: one GET."""
+    try:
+        return where.fs.cat_file(where.child(key).path)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        raise StorageReadError(describe_error(exc)) from None
+
+
+def _read_plain(arr, where: Location, index: int, start: int, stop: int) -> np.ndarray:
     """Row chunk ``index`` of a plain-layout array, read and decoded in this thread.
 
     zarr's own read goes through its event loop and codec thread pool (two thread hops per
     chunk): in a Dask worker, whose threads share the GIL and the cores with the task, that
     doubled the time of a chunk read. The chunk is decoded into a buffer of its stored size
-    (the last chunk is stored whole too) and the rows ``start:stop`` are returned.
+    (the last chunk is stored whole too) and the rows ``start:stop`` are returned. A local
+    chunk is read from its file; a remote one with a single GET of its key.
     """
     key = arr.metadata.encode_chunk_key((index,) + (0,) * (arr.ndim - 1))
     full = np.empty((int(arr.chunks[0]), *arr.shape[1:]), dtype=arr.dtype)
-    with open(os.path.join(folder, *key.split("/")), "rb") as fh:
-        if len(arr.metadata.codecs) == 1:  # bytes only: straight into the chunk's buffer
-            got = fh.readinto(full.reshape(-1).view(np.uint8))
-            if got != full.nbytes or fh.read(1):
-                raise ValueError(f"the chunk file does not hold {full.nbytes} bytes")
+    flat = full.reshape(-1).view(np.uint8)
+    bytes_only = len(arr.metadata.codecs) == 1
+    if not where.is_local:
+        raw = _fetch(where, key)
+        if bytes_only:
+            if len(raw) != full.nbytes:
+                raise ValueError(f"the chunk holds {len(raw)} bytes, {full.nbytes} expected")
+            flat[:] = np.frombuffer(raw, dtype=np.uint8)
             return full[: stop - start]
-        raw = fh.read()
+    else:
+        with open(os.path.join(where.url, *key.split("/")), "rb") as fh:
+            if bytes_only:  # straight into the chunk's buffer
+                got = fh.readinto(flat)
+                if got != full.nbytes or fh.read(1):
+                    raise ValueError(f"the chunk file does not hold {full.nbytes} bytes")
+                return full[: stop - start]
+            raw = fh.read()
     size = _zstd_content_size(raw)
     if size is None:  # no declared size: decode, then check the length
         dec = _ZSTD.decode(raw)
         if len(dec) != full.nbytes:
             raise ValueError(f"{len(dec)} bytes decoded, {full.nbytes} expected")
-        full.reshape(-1).view(np.uint8)[:] = np.frombuffer(dec, dtype=np.uint8)
+        flat[:] = np.frombuffer(dec, dtype=np.uint8)
     elif size != full.nbytes:
         raise ValueError(f"the zstd frame holds {size} bytes, {full.nbytes} expected")
     else:
@@ -167,15 +197,17 @@ def _read_plain(arr, folder: str, index: int, start: int, stop: int) -> np.ndarr
 
 
 def _read_chunk(
-    folder: str, token: str, store: str, name: str, index: int, start: int, stop: int, crc
+    loc: Location, token: str, store: str, name: str, index: int, start: int, stop: int, crc
 ) -> np.ndarray:
     """Row chunk ``index`` of an array, its checksum verified; every failure names it."""
     where = f"store {store!r}: array {name!r}, chunk {index} (rows {start}-{stop - 1})"
     try:
-        arr, plain = _open_for_read(folder, token)
-        block = _read_plain(arr, folder, index, start, stop) if plain else arr[start:stop]
+        arr, plain = _open_for_read(loc, token)
+        block = _read_plain(arr, loc, index, start, stop) if plain else arr[start:stop]
     except (zarr.errors.ChunkNotFoundError, FileNotFoundError):
         raise DKernelError(f"{where} is missing; the store is incomplete") from None
+    except StorageReadError as exc:
+        raise DKernelError(f"{where} cannot be read ({exc})") from None
     except Exception as exc:  # the codec's own error: Zstd decompression error ...
         raise DKernelError(f"{where} is corrupt ({type(exc).__name__}: {exc})") from None
     if crc is not None and checksum(block) != crc:
@@ -192,17 +224,17 @@ class ChunkReader:
     read and the work on the chunk are one task (see :func:`chunk_reader`).
     """
 
-    __slots__ = ("crcs", "folder", "name", "starts", "store", "token")
+    __slots__ = ("crcs", "location", "name", "starts", "store", "token")
 
-    def __init__(self, folder: str, token: str, store: str, name: str, starts, crcs):
-        self.folder, self.token, self.store, self.name = folder, token, store, name
+    def __init__(self, location: Location, token: str, store: str, name: str, starts, crcs):
+        self.location, self.token, self.store, self.name = location, token, store, name
         self.starts = tuple(int(s) for s in starts)
         self.crcs = None if crcs is None else tuple(int(c) for c in crcs)
 
     def read(self, i: int) -> np.ndarray:
         crc = None if self.crcs is None else self.crcs[i]
         start, stop = self.starts[i], self.starts[i + 1]
-        return _read_chunk(self.folder, self.token, self.store, self.name, i, start, stop, crc)
+        return _read_chunk(self.location, self.token, self.store, self.name, i, start, stop, crc)
 
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.starts, self.crcs)
@@ -219,7 +251,7 @@ def _read_view_block(reader: ChunkReader, block_id=None) -> np.ndarray:
 
 
 def verified_view(
-    arr, *, folder: str, store: str, name: str, dask_name: str, manifest: Mapping | None
+    arr, *, location: Location, store: str, name: str, dask_name: str, manifest: Mapping | None
 ):
     """A dask array over ``arr`` (row chunks, other axes whole) whose every read is checked.
 
@@ -235,7 +267,7 @@ def verified_view(
     crcs = manifest["crc32"] if manifest is not None and verify else None
     starts = (*range(0, n, rows), n)
     # the token is unique per store write and array: the cache key of the opened array
-    reader = ChunkReader(folder, dask_name, store, name, starts, crcs)
+    reader = ChunkReader(location, dask_name, store, name, starts, crcs)
     chunks = (tuple(np.diff(starts).tolist()),) + tuple((s,) for s in tail)
     view = da.map_blocks(
         _read_view_block,

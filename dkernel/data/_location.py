@@ -1,0 +1,220 @@
+"""Where a store lives: a local folder or a prefix on object storage, named by path or URL.
+
+A :class:`Location` is a small frozen value (it travels inside Dask tasks): the canonical URL,
+its protocol and the ``storage_options`` that reach it. Local folders (a path, ``~/...`` or
+``file://``) keep dkernel's rename-based atomic layout and direct file reads; everything
+else goes through fsspec (``s3://`` with s3fs, ``gs://`` with gcsfs, ``az://``/``abfs://``
+with adlfs, and ``memory://`` for tests) and zarr 3's ``FsspecStore``.
+
+Endpoints and credentials come from ``storage_options`` or, as for every AWS client, from the
+``AWS_*`` environment variables and profiles (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+``AWS_PROFILE``...). Every request is bounded: ``dkernel.storage.timeout`` seconds per
+connect/read and ``dkernel.storage.retries`` attempts with backoff (Dask config), so a dead
+endpoint is an error, never a hang.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.config
+
+from .._validation import DKernelError
+
+#: URL schemes read through fsspec, with the package that provides each.
+REMOTE_PROTOCOLS = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "memory": "fsspec",
+}
+#: The URL forms a store or model path may take (for help texts and errors).
+URL_FORMS = "a local path, file://, s3://, gs://, az:// or abfs://, memory:// (tests)"
+
+_SECRET_KEYS = ("secret", "key", "token", "password", "credential", "sas", "account_key")
+
+
+def _freeze(options: Mapping[str, Any] | None) -> tuple:
+    items = (options or {}).items()
+    return tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in items))
+
+
+@dataclass(frozen=True)
+class Location:
+    """A store (or a key inside one) on a local disk or on object storage.
+
+    Attributes
+    ----------
+    url : str
+        Absolute local path, or ``scheme://bucket/key`` without a trailing slash.
+    protocol : str
+        ``"file"`` or the URL scheme.
+    options : tuple
+        The ``storage_options`` as a hashable tuple of (key, JSON value) pairs; never shown
+        by ``repr`` or in error messages.
+    """
+
+    url: str
+    protocol: str
+    options: tuple = field(default=(), repr=False)
+
+    @property
+    def is_local(self) -> bool:
+        return self.protocol == "file"
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.options}
+
+    def child(self, *names: str) -> Location:
+        """The location of ``names`` below this one."""
+        if self.is_local:
+            return Location(os.path.join(self.url, *names), "file", self.options)
+        return Location("/".join([self.url, *names]), self.protocol, self.options)
+
+    @property
+    def name(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> Location:
+        if self.is_local:
+            return Location(os.path.dirname(self.url), "file", self.options)
+        return Location(self.url.rsplit("/", 1)[0], self.protocol, self.options)
+
+    @property
+    def fs(self):
+        """The fsspec filesystem of a remote location (cached per process and options)."""
+        return _filesystem(self.protocol, self.options)
+
+    @property
+    def path(self) -> str:
+        """The location as the filesystem names it (no scheme)."""
+        if self.is_local:
+            return self.url
+        return self.url.split("://", 1)[1]
+
+    def zarr_store(self, *, read_only: bool):
+        """A zarr 3 store rooted here."""
+        import zarr.storage
+
+        if self.is_local:
+            return zarr.storage.LocalStore(self.url, read_only=read_only)
+        self.fs  # noqa: B018 - a missing client package is reported by name
+        # zarr drives its own event loop: it gets its own asynchronous client instance
+        opts = _client_kwargs(self.protocol, self.options)
+        return zarr.storage.FsspecStore.from_url(
+            self.url, storage_options=opts, read_only=read_only
+        )
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Location:
+    """The :class:`Location` of ``store``: a path (``~`` expanded, made absolute), a
+    ``file://`` URL, a remote URL, or a Location (returned with ``storage_options`` added).
+    """
+    if isinstance(store, Location):
+        if storage_options:
+            return Location(store.url, store.protocol, _freeze(storage_options))
+        return store
+    if not isinstance(store, (str, os.PathLike)):
+        raise DKernelError(f"a store is named by a path or URL ({URL_FORMS}), got {store!r}")
+    text = os.fspath(store)
+    if isinstance(text, bytes):
+        text = text.decode()
+    if not text:
+        raise DKernelError("a store path or URL must not be empty")
+    opts = _freeze(storage_options)
+    if "://" not in text:
+        return Location(os.path.abspath(os.path.expanduser(text)), "file", opts)
+    scheme, rest = text.split("://", 1)
+    scheme = scheme.lower()
+    if scheme in ("file", "local"):
+        return Location(os.path.abspath(os.path.expanduser(rest)), "file", opts)
+    if scheme not in REMOTE_PROTOCOLS:
+        raise DKernelError(f"unsupported store URL {text!r}: use {URL_FORMS}")
+    rest = rest.strip("/")
+    if not rest or (scheme != "memory" and "/" not in rest):
+        raise DKernelError(
+            f"store URL {text!r} names no key: use {scheme}://BUCKET/NAME (a store is a "
+            "prefix inside a bucket)"
+        )
+    return Location(f"{scheme}://{rest}", scheme, opts)
+
+
+def is_url(store) -> bool:
+    """True when ``store`` is a string naming a remote location (``scheme://``)."""
+    return isinstance(store, str) and "://" in store and not store.startswith("file://")
+
+
+def _request_options(protocol: str) -> dict[str, Any]:
+    """Timeouts and retries from the Dask config, in each client's own words."""
+    timeout = float(dask.config.get("dkernel.storage.timeout", 20))
+    retries = int(dask.config.get("dkernel.storage.retries", 3))
+    if protocol in ("s3", "s3a"):
+        return {
+            "config_kwargs": {
+                "connect_timeout": timeout,
+                "read_timeout": timeout,
+                "retries": {"max_attempts": max(1, retries), "mode": "standard"},
+            },
+            # one GET per object: no size probe (HEAD) and no ranged split of large chunks
+            "max_concurrency": 1,
+        }
+    if protocol in ("gs", "gcs"):
+        return {"timeout": timeout}
+    return {}
+
+
+def _client_kwargs(protocol: str, options: tuple) -> dict[str, Any]:
+    """The fsspec filesystem's arguments: bounded requests, then the user's options."""
+    if protocol == "memory":
+        return {}
+    return {**_request_options(protocol), **{k: json.loads(v) for k, v in options}}
+
+
+@functools.lru_cache(maxsize=16)
+def _filesystem(protocol: str, options: tuple):
+    import fsspec
+
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ImportError as exc:
+        raise DKernelError(
+            f"{protocol}:// stores need {REMOTE_PROTOCOLS[protocol]}: "
+            f'pip install "dkernel[cloud]" ({exc})'
+        ) from None
+    # one instance per process and options; skip_instance_cache keeps fsspec from sharing it
+    # with differently configured users of the same class
+    return cls(**_client_kwargs(protocol, options), skip_instance_cache=True)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line, secret-free description of a storage client's exception."""
+    msg = str(exc).splitlines()[0] if str(exc) else ""
+    low = msg.lower()
+    if any(k in low for k in ("signature", "accessdenied", "access denied", "forbidden", "403")):
+        return "access denied (check the credentials and the endpoint)"
+    if isinstance(exc, PermissionError):
+        return "access denied (check the credentials and the endpoint)"
+    if "nosuchbucket" in low.replace(" ", "") or "bucket does not exist" in low:
+        return "no such bucket"
+    if isinstance(exc, (TimeoutError,)) or "timeout" in low or "timed out" in low:
+        return "the storage endpoint did not answer in time"
+    if "could not connect" in low or ("connect" in low and "refused" in low):
+        return "cannot connect to the storage endpoint"
+    for k in _SECRET_KEYS:
+        if k in low and "=" in low:
+            return type(exc).__name__
+    return f"{type(exc).__name__}: {msg}"[:300]

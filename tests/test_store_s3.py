@@ -1,0 +1,234 @@
+"""Stores on object storage, against a real S3 API server (moto's server mode) on 127.0.0.1.
+
+The clients are the real ones (s3fs/aiobotocore through zarr's FsspecStore), configured by
+the standard ``AWS_*`` variables or by ``storage_options``; the server is a separate process
+speaking HTTP, and its access log counts the requests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import _s3server
+import numpy as np
+import pytest
+
+import dkernel
+from dkernel.data import ingest, open_dataset, write_array
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server for this module, with the ``AWS_*`` variables pointing at it."""
+    log = str(tmp_path_factory.mktemp("s3") / "access.log")
+    proc, server = _s3server.start(log=log)
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server, log
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _s3server.stop(proc)
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"dk-{uuid.uuid4().hex[:12]}"
+    _s3server.make_bucket(s3[0], name)
+    return name
+
+
+def _data(n=3000, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] > 0).astype(np.int64)
+    return X, y
+
+
+def test_roundtrip_equals_local(tmp_path, bucket):
+    X, y = _data()
+    url = f"s3://{bucket}/data.zarr"
+    ds = ingest(X, url, y=y, chunk_rows=700)
+    local = ingest(X, tmp_path / "data.zarr", y=y, chunk_rows=700)
+    assert ds.path == url and ds.X.chunks == local.X.chunks
+    again = open_dataset(url)
+    np.testing.assert_array_equal(again.X.compute(), X)
+    np.testing.assert_array_equal(again.y.compute(), y)
+    assert again.attrs["classes"] == local.attrs["classes"] == [0, 1]
+    assert again.attrs["n"] == 3000 and again.attrs["chunk_rows"] == 700
+
+
+def test_storage_options_instead_of_environment(s3, bucket, monkeypatch):
+    server, _ = s3
+    X, y = _data(200)
+    url = f"s3://{bucket}/opts.zarr"
+    ingest(X, url, y=y)
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    ds = open_dataset(url, storage_options=server.storage_options())
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+
+
+def test_open_and_pass_request_counts(s3, bucket):
+    """Opening reads the head and one metadata object per array; a pass one GET per chunk."""
+    _, log = s3
+    X, _ = _data(5000)
+    url = f"s3://{bucket}/count.zarr"
+    ingest(X, url, chunk_rows=250)  # 20 chunks
+    before = _s3server.count_requests(log, needle=bucket)
+    ds = open_dataset(url)
+    opened = _s3server.count_requests(log, needle=bucket)
+    assert opened - before == 2  # dkernel.json + X's zarr.json
+    ds.X.sum().compute(scheduler="sync")
+    first = _s3server.count_requests(log, needle=bucket)
+    chunk_gets = _s3server.count_requests(log, needle=f"{bucket}/count.zarr/X.v-")
+    assert first - opened == 20 + 1  # each chunk once, the array's metadata once per process
+    ds.X.sum().compute(scheduler="sync")
+    second = _s3server.count_requests(log, needle=bucket)
+    assert second - first == 20
+    assert _s3server.count_requests(log, needle=f"{bucket}/count.zarr/X.v-") - chunk_gets == 20
+    assert _s3server.count_requests(log, method="HEAD", needle=f"{bucket}/count.zarr/X.v-") == 0
+
+
+def test_write_array_and_overwrite_publish_whole(bucket):
+    X, y = _data(1000)
+    url = f"s3://{bucket}/w.zarr"
+    ingest(X, url, y=y, chunk_rows=300)
+    write_array(url, "labels", y * 3)
+    np.testing.assert_array_equal(open_dataset(url).read("labels").compute(), y * 3)
+    with pytest.raises(dkernel.DKernelError, match="already has an array 'labels'"):
+        write_array(url, "labels", y)
+    write_array(url, "labels", y + 1, overwrite=True)
+    np.testing.assert_array_equal(open_dataset(url).read("labels").compute(), y + 1)
+    with pytest.raises(dkernel.DKernelError, match="already exists"):
+        ingest(X, url, y=y)
+    ingest(2 * X, url, y=y, overwrite=True)
+    ds = open_dataset(url)
+    np.testing.assert_array_equal(ds.X.compute(), 2 * X)
+    with pytest.raises(dkernel.DKernelError, match="no array 'labels'"):
+        ds.read("labels")
+    # nothing of the replaced writes is left: the head and one prefix per array
+    fs = ds.location.fs
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/w.zarr", refresh=True))
+    assert names[0] == "X" + names[0][1:] and len(names) == 3 and "dkernel.json" in names
+
+
+def test_refuses_a_prefix_that_is_not_a_store(s3, bucket):
+    import s3fs
+
+    client = s3fs.S3FileSystem(**s3[0].storage_options())
+    client.pipe(f"{bucket}/other/readme.txt", b"not a store")
+    X, y = _data(100)
+    with pytest.raises(dkernel.DKernelError, match="holds other objects"):
+        ingest(X, f"s3://{bucket}/other", y=y, overwrite=True)
+    with pytest.raises(dkernel.DKernelError, match="no dataset store at 's3://"):
+        open_dataset(f"s3://{bucket}/missing.zarr")
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from dkernel.data import ingest
+    X = np.full((40000, 16), float(sys.argv[2]), dtype=np.float32)
+    print("start", flush=True)
+    ingest(X, sys.argv[1], y=np.arange(40000) % 2, chunk_rows=1000, overwrite=True,
+           compressors=None)
+    print("done", flush=True)
+    """
+)
+
+
+def test_kill_9_during_overwrite_leaves_the_previous_store(bucket, tmp_path):
+    """SIGKILL an overwriting writer at several moments: the store opens and reads as the old
+    one (or, once published, as the complete new one); dead writes are cleaned later."""
+    url = f"s3://{bucket}/k.zarr"
+    old = np.full((40000, 16), 1.0, dtype=np.float32)
+    ingest(old, url, y=np.arange(40000) % 2, chunk_rows=1000, compressors=None)
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    outcomes = set()
+    for delay in (0.5, 1.0, 1.5, 2.5):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), url, "2.0"], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout.readline().strip() == "start"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        ds = open_dataset(url)
+        X = ds.X.compute(scheduler="sync")
+        value = float(X[0, 0])
+        assert value in (1.0, 2.0)
+        np.testing.assert_array_equal(X, np.full_like(old, value))  # never a mix
+        outcomes.add(value)
+        if value == 2.0:  # published: put the old one back for the next try
+            ingest(old, url, y=np.arange(40000) % 2, chunk_rows=1000, overwrite=True)
+    assert 1.0 in outcomes  # at least one kill landed before the publish
+    # the next writer removes the dead writers' prefixes
+    ingest(old, url, y=np.arange(40000) % 2, chunk_rows=1000, overwrite=True)
+    fs = open_dataset(url).location.fs
+    assert len(fs.ls(f"{bucket}/k.zarr", refresh=True)) == 3
+
+
+def test_estimators_on_s3_equal_local(tmp_path, bucket, local_cluster_client):
+    """Kernel k-means, BudgetedSVC and the two-pass coreset: same results from S3 as from a
+    local store, for the same seed, on a cluster."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.coreset import distributed_coreset
+    from dkernel.svm import BudgetedSVC
+
+    X, y = _data(4000)
+    url = f"s3://{bucket}/est.zarr"
+    remote = ingest(X, url, y=y, chunk_rows=500)
+    local = ingest(X, tmp_path / "est.zarr", y=y, chunk_rows=500)
+    client = local_cluster_client
+    with client.as_current():
+        results = []
+        for ds in (local, remote):
+            km = MiniBatchKernelKMeans(3, batch_size=256, max_iter=20, random_state=0)
+            km.fit(ds.path)
+            clf = BudgetedSVC(budget=40, max_iter=1, random_state=0).fit(ds.path)
+            core = distributed_coreset(ds.path, None, 200, random_state=0)
+            results.append(
+                (
+                    km.predict(ds.path).compute(),
+                    km.inertia_,
+                    clf.decision_function(ds.X).compute(),
+                    clf.score(ds.X, ds.y),
+                    core.X,
+                    core.weight,
+                )
+            )
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_memory_url_round_trip():
+    X, y = _data(500)
+    url = f"memory://dk-{uuid.uuid4().hex[:8]}/m.zarr"
+    ds = ingest(X, url, y=y, chunk_rows=128)
+    np.testing.assert_array_equal(open_dataset(url).X.compute(scheduler="sync"), X)
+    assert ds.path == url
+
+
+@pytest.mark.parametrize(
+    "url, match",
+    [
+        ("ftp://host/x.zarr", "unsupported store URL"),
+        ("s3://bucket-only", "names no key"),
+        ("", "must not be empty"),
+    ],
+)
+def test_bad_urls_are_named(url, match):
+    with pytest.raises(dkernel.DKernelError, match=match):
+        open_dataset(url)
