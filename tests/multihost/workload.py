@@ -5,12 +5,12 @@
 prints one JSON line on stdout: which addresses the workers serve on, what each worker sees of
 the client's private files, and what each one reads back from the bucket.
 
-    python workload.py dkernel --scheduler tcp://HOST:PORT --root s3://BUCKET/PREFIX
+    python workload.py {cli,api} --scheduler tcp://HOST:PORT --root s3://BUCKET/PREFIX
     python workload.py kill --scheduler tcp://HOST:PORT --root s3://BUCKET/PREFIX --kill w2
 
-generates a data set in the client's private temporary folder and runs every step on the
-cluster through the CLI and through the Python API, with stores and models under ``--root``
-(an object-store URL on the cluster, a local folder for the one-host reference). It prints a
+generate a data set in the client's private temporary folder and run every step on the
+cluster through the CLI or through the Python API, with stores and models under ``--root``
+(an object-store URL on the cluster, a local folder for the one-host reference). Each prints a
 JSON line with the CLI summaries and, base64-encoded, an ``.npz`` of every result array (read
 back from the stores), for the caller to compare with the reference. ``kill`` fits the API's
 k-means on the API store once more, prints ``KILL <address>`` once worker ``--kill`` holds part
@@ -54,7 +54,7 @@ def _worker_view(marker: str, code_dir: str) -> dict:
 def _outside_unreachable() -> bool:
     """True when an address outside the test network has no route (nothing is sent)."""
     try:
-        socket.create_connection(("192.0.2.1", 80), timeout=2).close()
+        socket.create_connection(("203.0.113.1", 80), timeout=2).close()
     except OSError as e:
         return e.errno == errno.ENETUNREACH
     return False
@@ -167,11 +167,13 @@ def _worker_address(client, name: str) -> str:
 
 class _Stall:
     """Worker plugin: the ``nth`` task that starts on the worker at address ``victim`` never
-    finishes there (a replacement worker has another address and runs normally).
+    runs there (a replacement worker has another address and runs normally).
 
-    The fit cannot end while that task is pending, so the kill the caller makes after
-    ``KILL`` is always mid-fit, and the victim has finished ``nth - 1`` tasks of it before,
-    whose results die with it.
+    When that task turns to executing, a task that never ends goes into the worker's thread
+    pool (one thread) ahead of it. The worker's event loop stays free, so the scheduler hears
+    of the ``nth - 1`` tasks it finished before and sees the ``nth`` one processing: the fit
+    cannot end until the caller's kill, which is thus always mid-fit, and those finished
+    results die with the worker.
     """
 
     name = "dkt-stall"
@@ -186,8 +188,13 @@ class _Stall:
         if finish != "executing" or self.worker.address != self.victim:
             return
         self.started += 1
-        while self.started == self.nth:  # blocks this worker until it is killed
-            time.sleep(1)
+        if self.started == self.nth:
+            self.worker.executors["default"].submit(_forever)
+
+
+def _forever() -> None:
+    while True:
+        time.sleep(1)
 
 
 class _Finished:
@@ -245,25 +252,19 @@ def _fit_with_kill(client, store: str, victim: str, nth: int = 3) -> tuple[objec
     return box["model"], alive_at_kill
 
 
-def run_dkernel(args: argparse.Namespace) -> dict:
-    import numpy as np
-    from distributed import Client
-
-    from dkernel.cluster import MiniBatchKernelKMeans
-    from dkernel.coreset import distributed_coreset, write_coreset
-    from dkernel.data import ingest, write_array
-    from dkernel.svm import BudgetedSVC, load_model
-
+def _prepare(args: argparse.Namespace) -> tuple[str, str, str]:
     root = args.root.rstrip("/")
     if root.startswith("s3://"):
         _make_bucket(root[len("s3://") :].split("/")[0])
-    csv, npz = _data(args.work)
-    arrays: dict = {}
-    summaries: dict = {}
+    return (root, *_data(args.work))
 
-    # ---------------------------------------------------------------- the CLI
+
+def run_cli(args: argparse.Namespace) -> dict:
+    """Every step as ``dkernel`` commands, stores and the model under ``--root``."""
+    root, csv, _ = _prepare(args)
     store, model, core = f"{root}/cli.zarr", f"{root}/cli-svm.npz", f"{root}/cli-core.zarr"
     sch = args.scheduler
+    summaries = {}
     summaries["ingest"] = _cli(sch, "ingest", csv, store, "--chunk-rows", str(CHUNK_ROWS))
     summaries["kmeans"] = _cli(sch, "kmeans", store, "--n-clusters", str(KMEANS["n_clusters"]),
                                "--batch-size", str(KMEANS["batch_size"]),
@@ -274,28 +275,40 @@ def run_dkernel(args: argparse.Namespace) -> dict:
     summaries["svm_predict"] = _cli(sch, "svm", "predict", model, store)
     summaries["coreset"] = _cli(sch, "coreset", store, core, "--size", str(CORESET_SIZE),
                                 "--seed", "0")  # fmt: skip
-    arrays |= _store_arrays("cli_", store, ("X", "y", "labels", "predictions"))
-    arrays |= _store_arrays("cli_core_", core, ("X", "y", "weight"))
-    arrays |= _model_arrays("cli_svm_", model)
+    arrays = _store_arrays("", store, ("X", "y", "labels", "predictions"))
+    arrays |= _store_arrays("core_", core, ("X", "y", "weight"))
+    arrays |= _model_arrays("svm_", model)
+    return {"summaries": summaries, "npz": _npz(arrays)}
 
-    # ---------------------------------------------------------------- the Python API
+
+def run_api(args: argparse.Namespace) -> dict:
+    """Every step through the Python API, stores and the model under ``--root``."""
+    import numpy as np
+    from distributed import Client
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.coreset import distributed_coreset, write_coreset
+    from dkernel.data import ingest, write_array
+    from dkernel.svm import BudgetedSVC, load_model
+
+    root, _, npz = _prepare(args)
     store, model, core = f"{root}/api.zarr", f"{root}/api-svm.npz", f"{root}/api-core.zarr"
     with Client(args.scheduler, timeout=60) as client:
         client.wait_for_workers(2, timeout=60)
         ds = ingest(npz, store, chunk_rows=CHUNK_ROWS)
         km = MiniBatchKernelKMeans(**KMEANS).fit(store)
         write_array(ds, "labels", np.asarray(km.labels_, dtype=np.int64))
-        arrays["api_predict"] = np.asarray(km.predict(store))
+        predicted = np.asarray(km.predict(store))
+        score = float(km.score(store))
         BudgetedSVC(**SVM).fit(store).save(model)
         clf = load_model(model)
         write_array(ds, "predictions", clf.predict(ds.X))  # written by the workers
-        summaries["api_kmeans_score"] = float(km.score(store))
         write_coreset(distributed_coreset(store, m=CORESET_SIZE, random_state=0), core)
-        arrays |= _store_arrays("api_", store, ("X", "y", "labels", "predictions"))
-        arrays |= _store_arrays("api_core_", core, ("X", "y", "weight"))
-        arrays |= _model_arrays("api_svm_", model)
-
-    return {"summaries": summaries, "npz": _npz(arrays)}
+        arrays = _store_arrays("", store, ("X", "y", "labels", "predictions"))
+        arrays |= _store_arrays("core_", core, ("X", "y", "weight"))
+        arrays |= _model_arrays("svm_", model)
+    arrays["kmeans_predict"] = predicted
+    return {"summaries": {"kmeans_score": score}, "npz": _npz(arrays)}
 
 
 def run_kill(args: argparse.Namespace) -> dict:
@@ -323,14 +336,15 @@ def _npz(arrays: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=["plumbing", "dkernel", "kill"])
+    parser.add_argument("mode", choices=["plumbing", "cli", "api", "kill"])
     parser.add_argument("--scheduler", required=True)
     parser.add_argument("--bucket", help="plumbing: the bucket to create and read")
-    parser.add_argument("--root", help="dkernel: URL or folder under which stores go")
+    parser.add_argument("--root", help="cli/api/kill: URL or folder under which stores go")
     parser.add_argument("--work", default=tempfile.gettempdir(), help="private input files")
     parser.add_argument("--kill", help="kill: name of the worker to kill mid-fit")
     args = parser.parse_args(argv)
-    result = {"plumbing": plumbing, "dkernel": run_dkernel, "kill": run_kill}[args.mode](args)
+    modes = {"plumbing": plumbing, "cli": run_cli, "api": run_api, "kill": run_kill}
+    result = modes[args.mode](args)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
 
