@@ -190,13 +190,22 @@ class _BaseKernelEstimator(BaseEstimator):
 
     # ------------------------------------------------------------- row passes
     @staticmethod
-    def _row_pass(X, is_dask: bool, func: Callable, *args, n_out: int | None, dtype=np.float64):
+    def _row_pass(
+        X,
+        is_dask: bool,
+        func: Callable,
+        *args,
+        n_out: int | None,
+        dtype=np.float64,
+        token: str | None = None,
+    ):
         """``func(rows, *args)`` over every row of X, blockwise.
 
         ``func`` maps an (r, d) NumPy block to (r,) (``n_out=None``) or (r, n_out) output.
         NumPy input: one call, NumPy result. Dask input: one task per row chunk, the read
         of the chunk and the value check included, a lazy dask array; nothing is pulled
-        to the client.
+        to the client. ``token`` names the pass's tasks on the dashboard (``kkmeans-labels``,
+        ``svm-predict``) instead of the reading function's name.
         """
         if not is_dask:
             return func(X, *args)
@@ -209,8 +218,19 @@ class _BaseKernelEstimator(BaseEstimator):
             # the read blockwise, and Dask's linear fusion leaves an alias task beside each
             # fused one: about 8 % of a predict on a 10^6-row store)
             return da.map_blocks(
-                read_checked_block, reader, func, *args, chunks=chunks, dtype=dtype, meta=meta
+                read_checked_block,
+                reader,
+                func,
+                *args,
+                chunks=chunks,
+                dtype=dtype,
+                meta=meta,
+                token=token,
             )
         if n_out is None:
-            return X.map_blocks(checked_block, func, *args, drop_axis=1, dtype=dtype, meta=meta)
-        return X.map_blocks(checked_block, func, *args, chunks=chunks, dtype=dtype, meta=meta)
+            return X.map_blocks(
+                checked_block, func, *args, drop_axis=1, dtype=dtype, meta=meta, token=token
+            )
+        return X.map_blocks(
+            checked_block, func, *args, chunks=chunks, dtype=dtype, meta=meta, token=token
+        )

@@ -140,8 +140,17 @@ for name, n, seed in (("train", 20_000, 0), ("test", 5_000, 1)):
     X, y = make_checkerboard(n, random_state=seed)
     np.savetxt(os.path.join(out, f"{name}.csv"), np.column_stack([X, y]), delimiter=",",
                fmt=["%.6f", "%.6f", "%d"], header="x0,x1,label", comments="")
+# three classes (blobs), in their own folder: the batch script's results go beside the data
+os.makedirs(os.path.join(out, "three"), exist_ok=True)
+centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+for name, n, seed in (("train", 6_000, 2), ("test", 2_000, 3)):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    X = centers[y] + rng.standard_normal((n, 2))
+    np.savetxt(os.path.join(out, "three", f"{name}.csv"), np.column_stack([X, y]),
+               delimiter=",", fmt=["%.6f", "%.6f", "%d"], header="x0,x1,label", comments="")
 EOF
-say "data: $W/run/train.csv (20000 rows), test.csv (5000 rows)"
+say "data: $W/run/train.csv (20000 rows), test.csv (5000 rows); three/ (3 classes)"
 
 # ---------------------------------------------------------------- the batch job, as a user runs it
 CPUS=$(echo "$HW" | sed -n 's/.*CPUs=\([0-9]*\).*/\1/p')
@@ -196,6 +205,42 @@ sys.exit(0 if all(checks.values()) else 1)
 EOF
 grep -q "$NT workers up" "$OUT" || { echo "test-hpc: expected $NT workers" >&2; exit 1; }
 say "batch job passed"
+
+# ---------------------------------------------------------------- the batch job on 3 classes
+set +e
+env -u VIRTUAL_ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    DASK_CONFIG="$W/dask-config" \
+    sbatch --wait --chdir="$W/run/three" --output="$W/run/three/job-%j.out" \
+    --ntasks="$NT" --cpus-per-task=1 --mem=6G --time=15 \
+    examples/slurm_batch.sh --interface lo --timeout 120 --clusters 3 --coreset-size 500 \
+    --kmeans-args "--max-iter 30 --batch-size 512" \
+    "$W/run/three/train.csv" "$W/run/three/test.csv"
+rc=$?
+set -e
+OUT3=$(find "$W/run/three" -maxdepth 1 -name "job-*.out" | head -n 1)
+[ -n "$OUT3" ] || { echo "test-hpc: 3-class sbatch exited $rc without a job output" >&2; exit 1; }
+echo "--- 3-class job output ($OUT3)"
+cat "$OUT3"
+echo "---"
+[ "$rc" = 0 ] || { echo "test-hpc: 3-class sbatch --wait exited $rc" >&2; exit 1; }
+"$PY" - "$W/run/three/train-results/results.json" <<'EOF'
+import json
+import sys
+
+r = json.load(open(sys.argv[1], encoding="utf-8"))
+checks = {
+    "3 classes: ingest labels 0/1/2": r["ingest"]["classes"] == [0, 1, 2],
+    "3 classes: kmeans labels written": r["info"]["arrays"]["labels"]["shape"] == [6000],
+    "3 classes: svm held-out accuracy > 0.8 (chance 0.33)": r["svm-test"]["accuracy"] > 0.8,
+    "3 classes: one-vs-rest coreset of every class": r["coreset"]["multiclass"] == "ovr"
+    and sorted(r["coreset"]["per_class"]) == ["0", "1", "2"]
+    and all(0 < c["rows"] <= 500 for c in r["coreset"]["per_class"].values()),
+}
+for name, ok in checks.items():
+    print(("ok   " if ok else "FAIL ") + name)
+sys.exit(0 if all(checks.values()) else 1)
+EOF
+say "3-class batch job passed"
 
 # ---------------------------------------------------------------- the dask-jobqueue route
 # dkernel on the "login node" submits its workers as SLURM jobs (cluster-configs/slurm.yaml,
@@ -261,4 +306,4 @@ for _ in $(seq 30); do   # the client closed its cluster: the worker jobs are ca
 done
 [ -z "$left" ] || { echo "test-hpc: worker jobs still queued: $left" >&2; exit 1; }
 say "jobqueue route passed (worker jobs gone)"
-say "PASS: slurm_batch.sh ran every step and jobqueue workers scored, on SLURM $(sinfo -V | cut -d' ' -f2)"
+say "PASS: slurm_batch.sh ran every step (binary and 3 classes) and jobqueue workers scored, on SLURM $(sinfo -V | cut -d' ' -f2)"

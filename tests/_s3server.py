@@ -81,13 +81,16 @@ def start(
     *,
     argv_prefix=(),
     log: str | None = None,
+    check_credentials: bool = False,
     ready=wait_http,
 ) -> tuple:
     """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
 
     ``argv_prefix`` runs it inside something else (``ip netns exec NAME``); ``log`` is a
     file that receives the server's access log (one line per request, see
-    :func:`count_requests`). ``ready(url)`` returns once ``url`` answers (from another
+    :func:`count_requests`). With ``check_credentials`` the server verifies signatures
+    against its IAM users: create one with :func:`make_user` (the first requests, which do
+    that, are let through unsigned). ``ready(url)`` returns once ``url`` answers (from another
     network namespace, where the server is in one: the default asks from this process).
     """
     port = port or free_port(host)
@@ -98,7 +101,11 @@ def start(
         stdout=subprocess.DEVNULL,
         stderr=sink,
         start_new_session=True,
-        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
+        env={
+            **os.environ,
+            "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+            **({"INITIAL_NO_AUTH_ACTION_COUNT": "3"} if check_credentials else {}),
+        },
     )
     if log:
         sink.close()
@@ -135,6 +142,32 @@ def make_bucket(server: S3Server, name: str) -> None:
         aws_secret_access_key=SECRET_KEY,
         region_name=REGION,
     ).create_bucket(Bucket=name)
+
+
+def make_user(server: S3Server) -> tuple[str, str]:
+    """An IAM user allowed everything, on a server started with ``check_credentials``:
+    its ``(access key id, secret)`` (three IAM requests)."""
+    import json
+
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    )
+    iam.create_user(UserName="dkernel-test")
+    key = iam.create_access_key(UserName="dkernel-test")["AccessKey"]
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+    }
+    iam.put_user_policy(
+        UserName="dkernel-test", PolicyName="all", PolicyDocument=json.dumps(policy)
+    )
+    return key["AccessKeyId"], key["SecretAccessKey"]
 
 
 def reset(server: S3Server) -> None:

@@ -169,8 +169,10 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
         str(summary_path),
     ]
     assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "dashboard: http" in out and "[1/" in out and "[2/" in out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "dashboard: http" in captured.err and "dashboard" not in out
+    assert "[1/" in out and "[2/" in out
     assert "same rows under another chunking: True" in out
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     data = summary["data"]

@@ -103,7 +103,7 @@ def test_ingest_and_info_say_they_do_not_use_cluster(tmp_path, npz, capsys):
     assert main(["--cluster", "tcp://127.0.0.1:1", "ingest", str(npz), store]) == 0
     err = capsys.readouterr().err
     assert "ingest runs in this process, without a Dask cluster; --cluster tcp://" in err
-    assert main(["info", store, "--cluster", "cluster-configs/local.yaml"]) == 0
+    assert main(["--cluster", "cluster-configs/local.yaml", "info", store]) == 0
     captured = capsys.readouterr()
     assert "info runs in this process, without a Dask cluster; --cluster cl" in captured.err
     assert _json_out(captured.out)["n_samples"] == 200

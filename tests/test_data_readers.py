@@ -60,7 +60,7 @@ def test_csv_header_and_real_valued_labels(tmp_path):
     ds = ingest(src, tmp_path / "d.zarr", label_column=1)
     assert ds.y.dtype == np.float64 and ds.attrs["classes"] is None
     np.testing.assert_array_equal(ds.y.compute(), [1.0, 0.25])
-    assert scan_csv(str(src), label_column=1) == (2, 3, True, False)
+    assert scan_csv(str(src), label_column=1)[:4] == (2, 3, True, False)
 
 
 def test_csv_no_labels(tmp_path):
@@ -109,10 +109,12 @@ def test_csv_many_blocks(tmp_path, rng):
     [
         ("1,2,3\n4,5\n", {}, r"line 2 has 2 columns, expected 3 \(ragged CSV\)"),
         ("a,b,c\n1,2,3\n4,5,6\n7,8,9,10\n", {}, "line 4 has 4 columns, expected 3"),
-        ("1,2,3\n4,x,6\n", {}, r"line 2, column 1: cannot read 'x' as a number"),
-        ("1,2,3\n4,5,\n", {}, r"line 2, column 2: cannot read '' as a number"),
-        ("1,2,3\n4,5,cat\n", {}, r"line 2, column 2: cannot read 'cat'"),  # string label
-        ("1,2,3\n4,nan,6\n", {}, "line 2, column 1: value nan is not finite"),
+        ("1,2,3\n4,x,6\n", {}, r"line 2, column 2: cannot read 'x' as a number"),
+        ("1,2,3\n4,5,\n", {}, r"line 2, column 3: the label is empty"),
+        ("1,2,3\n4,,6\n", {}, r"line 2, column 2: cannot read '' as a number"),
+        ("1,2,3\n4,nan,6\n", {}, "line 2, column 2: value nan is not finite"),
+        ("1,2,3\n4,1e400,6\n", {}, r"line 2, column 2: value 1e400 is beyond the range of a"),
+        ("1,2,3\n4,-1e999,6\n", {}, r"column 2: value -1e999 is beyond the range"),
         ("", {}, "no data rows"),
         ("a,b,c\n", {}, "no data rows"),
         ("1,2\n", {"label_column": 5}, "label_column=5 is outside the 2 columns"),
@@ -129,7 +131,7 @@ def test_bad_csv(tmp_path, text, kwargs, match):
 def test_bad_value_late_in_a_big_csv_leaves_nothing(tmp_path):
     lines = [f"{i},{i + 1},1" for i in range(40000)] + ["1,oops,1"]
     src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
-    with pytest.raises(DKernelError, match="line 40001, column 1: cannot read 'oops'"):
+    with pytest.raises(DKernelError, match="line 40001, column 2: cannot read 'oops'"):
         ingest(src, tmp_path / "d.zarr", chunk_rows=1000)
     _only(tmp_path, "d.csv")
 
@@ -158,7 +160,7 @@ def test_csv_values_go_through_numpys_c_parser(tmp_path, rng, monkeypatch):
     assert calls == [1]
     assert [len(b) for b in blocks] == [1024] * 4 + [904]  # streamed, one block at a time
     np.testing.assert_allclose(np.concatenate(blocks), np.column_stack([X, y]))
-    assert lay == (5000, 5, False, True)
+    assert lay[:4] == (5000, 5, False, True) and lay.label_names is None
 
 
 def test_csv_slow_path_only_for_the_block_that_needs_it(tmp_path, monkeypatch):
@@ -329,3 +331,123 @@ def test_explicit_format_overrides_extension(tmp_path):
     src = _write(tmp_path / "d.data", "1,2,1\n3,4,-1\n")
     ds = ingest(src, tmp_path / "d.zarr", format="csv")
     assert ds.X.shape == (2, 2)
+
+
+# --------------------------------------------------------------------------- text labels
+
+
+def test_csv_text_labels_are_class_names(tmp_path):
+    src = _write(
+        tmp_path / "d.csv",
+        'x0,x1,species\n1,2,cat\n3,4,"dog"\n\n5,6,cat\n7,8,bird\n',
+    )
+    ds = ingest(src, tmp_path / "d.zarr")
+    assert ds.attrs["label_names"] == ["bird", "cat", "dog"]
+    assert ds.attrs["classes"] == [0, 1, 2]
+    np.testing.assert_array_equal(ds.y.compute(), [1, 2, 1, 0])
+    assert ds.y.dtype == np.int64
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4], [5, 6], [7, 8]])
+    names = np.asarray(ds.attrs["label_names"])[ds.y.compute()]
+    assert names.tolist() == ["cat", "dog", "cat", "bird"]
+
+
+def test_csv_text_labels_in_the_first_column_without_header(tmp_path, rng):
+    """A first line whose only text is its label is data, not a header; many blocks."""
+    labels = rng.choice(["a", "b", "c"], 5000)
+    X = rng.standard_normal((5000, 2))
+    lines = [f"{lab},{a:.6f},{b:.6f}" for lab, (a, b) in zip(labels, X)]
+    src = _write(tmp_path / "d.csv", "\n".join(lines) + "\n")
+    ds = ingest(src, tmp_path / "d.zarr", label_column=0, chunk_rows=700)
+    assert ds.n_samples == 5000 and ds.attrs["label_names"] == ["a", "b", "c"]
+    np.testing.assert_array_equal(np.asarray(["a", "b", "c"])[ds.y.compute()], labels)
+    np.testing.assert_allclose(ds.X.compute(), X, atol=1e-6)
+
+
+def test_csv_mixed_number_and_text_labels_are_all_names(tmp_path):
+    src = _write(tmp_path / "d.csv", "1,2,3\n4,5,cat\n")
+    ds = ingest(src, tmp_path / "d.zarr")
+    assert ds.attrs["label_names"] == ["3", "cat"]
+    np.testing.assert_array_equal(ds.y.compute(), [0, 1])
+
+
+def test_csv_text_in_a_feature_column_is_still_an_error(tmp_path):
+    src = _write(tmp_path / "d.csv", "1,2,cat\n4,x,dog\n")
+    with pytest.raises(DKernelError, match=r"line 2, column 2: cannot read 'x' as a number"):
+        ingest(src, tmp_path / "d.zarr")
+
+
+def test_csv_too_many_distinct_text_labels(tmp_path, monkeypatch):
+    monkeypatch.setattr(_readers, "MAX_LABEL_NAMES", 3)
+    src = _write(tmp_path / "d.csv", "".join(f"{i},id{i}\n" for i in range(10)))
+    with pytest.raises(DKernelError, match="column 2 has more than 3 distinct text values"):
+        ingest(src, tmp_path / "d.zarr")
+    _only(tmp_path, "d.csv")
+
+
+# --------------------------------------------------------------------------- compressed
+
+
+@pytest.mark.parametrize("compress", ["gzip", "bz2"])
+def test_compressed_csv_and_libsvm(tmp_path, compress):
+    import bz2
+    import gzip
+
+    opener = gzip.open if compress == "gzip" else bz2.open
+    ext = ".gz" if compress == "gzip" else ".bz2"
+    with opener(tmp_path / f"d.csv{ext}", "wt", encoding="utf-8") as fh:
+        fh.write("a,b,label\n1,2,1\n3,4,0\n")
+    ds = ingest(tmp_path / f"d.csv{ext}", tmp_path / "c.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(ds.y.compute(), [1, 0])
+    with opener(tmp_path / f"d.svm{ext}", "wt", encoding="utf-8") as fh:
+        fh.write("1 1:2 3:1\n-1 2:3\n")
+    ds = ingest(tmp_path / f"d.svm{ext}", tmp_path / "l.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[2, 0, 1], [0, 3, 0]])
+    np.testing.assert_array_equal(ds.y.compute(), [1, -1])
+    # found by its bytes, whatever the name says
+    os.rename(tmp_path / f"d.csv{ext}", tmp_path / "plain-name.csv")
+    ds = ingest(tmp_path / "plain-name.csv", tmp_path / "p.zarr")
+    np.testing.assert_array_equal(ds.y.compute(), [1, 0])
+
+
+def test_compressed_file_with_a_bad_value_names_its_line(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "d.csv.gz", "wt", encoding="utf-8") as fh:
+        fh.write("1,2,1\n3,x,0\n")
+    with pytest.raises(DKernelError, match=r"line 2, column 2: cannot read 'x'"):
+        ingest(tmp_path / "d.csv.gz", tmp_path / "d.zarr")
+
+
+def test_truncated_gzip_is_one_error(tmp_path):
+    import gzip
+
+    raw = gzip.compress(b"1,2,1\n" * 5000)
+    (tmp_path / "d.csv.gz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(DKernelError, match="cannot decompress it near line"):
+        ingest(tmp_path / "d.csv.gz", tmp_path / "d.zarr")
+    _only(tmp_path, "d.csv.gz")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "svmlight"])
+def test_binary_file_is_not_text(tmp_path, fmt):
+    (tmp_path / "d.bin").write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(DKernelError, match=r"d.bin is not a text file \(bytes near line 1"):
+        ingest(tmp_path / "d.bin", tmp_path / "d.zarr", format=fmt)
+    _only(tmp_path, "d.bin")
+
+
+@pytest.mark.parametrize(
+    "name, fmt", [("a.csv.gz", "csv"), ("a.tsv.bz2", "csv"), ("a.svm.gz", "svmlight")]
+)
+def test_guess_format_looks_through_compression(name, fmt):
+    assert guess_format(name) == fmt
+
+
+def test_gzipped_tsv_uses_tabs(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "d.tsv.gz", "wt", encoding="utf-8") as fh:
+        fh.write("1\t2\t1\n3\t4\t0\n")
+    ds = ingest(tmp_path / "d.tsv.gz", tmp_path / "d.zarr")
+    np.testing.assert_array_equal(ds.X.compute(), [[1, 2], [3, 4]])

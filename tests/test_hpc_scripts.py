@@ -198,6 +198,46 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
         assert not errors, (log, errors)
 
 
+@pytest.mark.slow
+def test_slurm_job_runs_to_results_on_three_classes(tmp_path):
+    """More than two classes: the coreset step builds one-vs-rest coresets (it used to stop
+    the job at step 5 of 6, results.json never written)."""
+    rng = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    for name, n in (("train", 3000), ("test", 600)):
+        y = rng.integers(0, 3, n)
+        X = centers[y] + rng.standard_normal((n, 2))
+        np.savetxt(tmp_path / f"{name}.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN, encoding="utf-8")
+    (bin_dir / "srun").chmod(0o755)
+    env = _env(tmp_path)
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        FAKE_SRUN_LOG=str(tmp_path / "srun.log"),
+        SLURM_NTASKS="1",
+        SLURM_SUBMIT_DIR=ROOT,
+    )
+    args = [*ARGS, "--clusters", "3"]
+    res = subprocess.run(
+        ["bash", SLURM, *args, str(tmp_path / "train.csv"), str(tmp_path / "test.csv")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "6/6 summary" in out and "cluster stopped (exit 0)" in out
+    r = json.loads((tmp_path / "train-results" / "results.json").read_text(encoding="utf-8"))
+    assert r["ingest"]["classes"] == [0, 1, 2]
+    assert r["svm-test"]["n_samples"] == 600 and r["svm-test"]["accuracy"] > 0.8
+    assert r["coreset"]["multiclass"] == "ovr" and r["coreset"]["classes"] == [0, 1, 2]
+    assert all(0 < c["rows"] <= 300 for c in r["coreset"]["per_class"].values())
+
+
 FAKE_PBSDSH = r"""#!/bin/bash
 # stands in for pbsdsh: runs the program here, as if on the node of index -n
 while [ $# -gt 0 ]; do

@@ -138,3 +138,49 @@ def test_notebook_bar_when_in_jupyter_with_ipywidgets(monkeypatch):
         assert _progress._bar_class() is notebook_tqdm
     monkeypatch.setattr(_progress.importlib.util, "find_spec", lambda name: None)
     assert _progress._bar_class() is std_tqdm  # no ipywidgets: text bar, no warning
+
+
+# --- the labels pass and the dashboard's task names ---------------------------------------
+
+
+@pytest.fixture
+def rings(tmp_path):
+    from dkernel.data import make_rings
+
+    return make_rings(2000, random_state=0, store=str(tmp_path / "r.zarr"), chunk_rows=250)
+
+
+def test_labels_pass_has_its_bar(rings, scheduler, capfd):
+    """verbose=1 used to reach 100 % before the labels pass, most of a fit on a big store."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    km = MiniBatchKernelKMeans(2, gamma=1.0, batch_size=64, max_iter=5, random_state=0)
+    km.set_params(verbose=1).fit(rings.X)
+    err = capfd.readouterr().err
+    assert "labels (8 chunks)" in err and "8/8" in err
+    # without verbose: no bar, the same labels
+    quiet = MiniBatchKernelKMeans(2, gamma=1.0, batch_size=64, max_iter=5, random_state=0)
+    quiet.fit(rings.X)
+    assert "labels (" not in capfd.readouterr().err
+    assert (quiet.labels_ == km.labels_).all()
+
+
+def _prefixes(client) -> set[str]:
+    return set(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
+
+
+def test_dashboard_names_the_labels_and_predict_passes(rings, local_cluster_client):
+    """The scheduler's task prefixes (what the dashboard shows) name the step."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.svm import BudgetedSVC
+
+    client = local_cluster_client
+    with client.as_current(), dask.config.set(scheduler=client):
+        MiniBatchKernelKMeans(2, gamma=1.0, batch_size=64, max_iter=3, random_state=0).fit(rings.X)
+        assert "kkmeans-labels" in _prefixes(client)
+        clf = BudgetedSVC(budget=20, max_iter=1, distributed=False, random_state=0)
+        clf.fit(rings.X[:500].compute(), rings.y[:500].compute())
+        clf.predict(rings.X).compute()
+        clf.decision_function(rings.X).compute()
+        got = _prefixes(client)
+    assert {"svm-predict", "svm-scores"} <= got

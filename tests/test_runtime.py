@@ -363,3 +363,64 @@ def test_pause_guard_unpauses_a_worker_with_nothing_to_spill(tmp_path):
     finally:
         client.close()
         cluster.close()
+
+
+def test_get_client_is_idempotent(caplog):
+    """Re-running a notebook cell that calls get_client() starts no second cluster."""
+    from distributed import Client
+
+    with dask.config.set(
+        {"dkernel.cluster.local.n-workers": 1, "dkernel.cluster.local.processes": False}
+    ):
+        first = get_client()
+        try:
+            with caplog.at_level(logging.INFO, logger="dkernel.runtime._client"):
+                again = get_client()
+            assert again is first and again.cluster is first.cluster
+            assert "using the current Dask client" in caplog.text
+            # not current any more (another default client), asked with the same arguments:
+            # the one made before
+            with Client(first.cluster, set_as_default=True) as other:
+                assert Client.current() is other
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="dkernel.runtime._client"):
+                    assert get_client() is other  # the current one
+            fresh = get_client(new=True)
+            try:
+                assert fresh is not first and fresh.cluster is not first.cluster
+            finally:
+                _close(fresh)
+        finally:
+            _close(first)
+        # closed: the next call makes a new one
+        third = get_client()
+        try:
+            assert third is not first and third.status == "running"
+        finally:
+            _close(third)
+
+
+def test_same_options_give_the_client_made_before(caplog):
+    first = get_client(None, processes=False, n_workers=1)
+    try:
+        with caplog.at_level(logging.INFO, logger="dkernel.runtime._client"):
+            assert get_client(None, processes=False, n_workers=1) is first
+        assert "the client get_client made before" in caplog.text
+        other = get_client(None, processes=False, n_workers=1, threads_per_worker=2)
+        try:
+            assert other is not first
+        finally:
+            _close(other)
+    finally:
+        _close(first)
+
+
+def test_embedded_default_logs_no_wildcard_origin_warning(caplog, monkeypatch):
+    # bokeh's logger is quiet until set (the CLI sets it to WARNING, as here)
+    monkeypatch.setattr(logging.getLogger("bokeh"), "level", logging.WARNING)
+    with caplog.at_level(logging.WARNING):
+        client = get_client(None, processes=False, n_workers=1, new=True)
+    try:
+        assert "Host wildcard" not in caplog.text
+    finally:
+        _close(client)

@@ -232,3 +232,124 @@ def test_memory_url_round_trip():
 def test_bad_urls_are_named(url, match):
     with pytest.raises(dkernel.DKernelError, match=match):
         open_dataset(url)
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+class _BadServer:
+    """An HTTP endpoint on 127.0.0.1 that answers every request with ``status`` after
+    ``delay`` seconds (a slow or failing object store)."""
+
+    def __init__(self, status: int, delay: float = 0.0):
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                time.sleep(outer.delay)
+                self.send_response(outer.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.delay = status, delay
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _timed_error(func):
+    t0 = time.monotonic()
+    with pytest.raises(dkernel.DKernelError) as info:
+        func()
+    return time.monotonic() - t0, str(info.value)
+
+
+@pytest.fixture
+def fast_failing():
+    import dask
+
+    with dask.config.set({"dkernel.storage.timeout": 1, "dkernel.storage.retries": 2}):
+        yield
+
+
+def test_fault_no_such_bucket(s3):
+    X, y = _data(100)
+    _, msg = _timed_error(lambda: ingest(X, "s3://dk-no-such-bucket/a.zarr", y=y))
+    assert "no bucket 'dk-no-such-bucket'" in msg and "s3://dk-no-such-bucket/a.zarr" in msg
+    _, msg = _timed_error(lambda: open_dataset("s3://dk-no-such-bucket/a.zarr"))
+    assert "no dataset store at 's3://dk-no-such-bucket/a.zarr'" in msg
+
+
+def test_fault_wrong_credentials_named_without_the_secret(tmp_path, fast_failing):
+    proc, server = _s3server.start(check_credentials=True)
+    try:
+        key, secret = _s3server.make_user(server)
+        good = {"endpoint_url": server.endpoint, "key": key, "secret": secret}
+        _s3server_bucket = f"dk-{uuid.uuid4().hex[:8]}"
+        import s3fs
+
+        s3fs.S3FileSystem(**good, skip_instance_cache=True).mkdir(_s3server_bucket)
+        url = f"s3://{_s3server_bucket}/a.zarr"
+        X, y = _data(200)
+        ingest(X, url, y=y, storage_options=good)
+        bad = {**good, "secret": "not-the-secret-0123456789"}
+        took, msg = _timed_error(lambda: open_dataset(url, storage_options=bad))
+        assert url in msg and "access denied" in msg
+        assert "not-the-secret" not in msg and secret not in msg
+        took, msg = _timed_error(lambda: ingest(X, url + "2", y=y, storage_options=bad))
+        assert "access denied" in msg and "not-the-secret" not in msg
+        assert took < 30
+    finally:
+        _s3server.stop(proc)
+
+
+def test_fault_endpoint_down(fast_failing):
+    port = _s3server.free_port()  # nothing listens there
+    opts = {"endpoint_url": f"http://127.0.0.1:{port}"}
+    took, msg = _timed_error(lambda: open_dataset("s3://dk-any/a.zarr", storage_options=opts))
+    assert "s3://dk-any/a.zarr" in msg and "cannot connect" in msg
+    assert took < 30
+
+
+@pytest.mark.parametrize("status, delay", [(503, 0.0), (500, 0.0), (200, 3.0)])
+def test_fault_5xx_or_slow_responses_end_in_a_named_error(status, delay, fast_failing):
+    bad = _BadServer(status, delay)
+    try:
+        opts = {"endpoint_url": bad.endpoint}
+        took, msg = _timed_error(lambda: open_dataset("s3://dk-any/a.zarr", storage_options=opts))
+        assert "s3://dk-any/a.zarr" in msg
+        assert took < 30
+    finally:
+        bad.close()
+
+
+def test_fault_server_killed_mid_read(tmp_path, fast_failing):
+    """The server dies between chunk reads: the next read is a named error, never zeros."""
+    proc, server = _s3server.start()
+    try:
+        opts = server.storage_options()
+        bucket = f"dk-{uuid.uuid4().hex[:8]}"
+        _s3server.make_bucket(server, bucket)
+        X, y = _data(2000)
+        ds = ingest(X, f"s3://{bucket}/a.zarr", y=y, chunk_rows=200, storage_options=opts)
+        np.testing.assert_array_equal(ds.X.blocks[0].compute(scheduler="sync"), X[:200])
+        _s3server.stop(proc)
+        took, msg = _timed_error(lambda: ds.X.blocks[5].compute(scheduler="sync"))
+        assert "chunk 5 (rows 1000-1199) cannot be read" in msg and f"s3://{bucket}" in msg
+        assert took < 30
+    finally:
+        _s3server.stop(proc)

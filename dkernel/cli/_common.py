@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,19 +32,23 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
     """A connected client for the ``--cluster`` option; closes what it started.
 
     SIGTERM is handled like Ctrl-C inside, so a killed command still closes the cluster
-    it started (no orphaned worker processes). A task lost to repeated worker deaths
-    (``KilledWorker``: most often workers out of memory) becomes a one-line ``DKernelError``.
+    it started (no orphaned worker processes). The dashboard link goes to stderr. A task
+    lost to repeated worker deaths (``KilledWorker``: most often workers out of memory),
+    work that found no worker for ``dkernel.cluster.no-workers-timeout`` and a scheduler
+    lost mid-command each become a one-line ``DKernelError``.
     """
     # imported here, not with the module: the parser (and ``--help``) must not pay for
     # distributed's import
     from distributed import KilledWorker
+    from distributed.scheduler import NoWorkerError
 
     from ..data._atomic import terminate_as_interrupt
     from ..runtime import get_client
 
     with terminate_as_interrupt():
-        client = get_client(cluster, **local_options)
+        client = get_client(cluster, new=True, **local_options)
         owns = cluster is None or not _is_address(cluster)
+        say(f"dashboard: {client.dashboard_link}")
         try:
             yield client
         except KilledWorker as exc:
@@ -52,11 +58,111 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
                 f"it (the last {last}); workers killed for exceeding their memory_limit are "
                 "the usual cause: give them more memory or use smaller chunks"
             ) from None
+        except NoWorkerError as exc:
+            raise DKernelError(
+                f"no Dask worker ran for {exc.timeout:g} s: the cluster has none, lost its "
+                "last, or all are paused (memory); start workers, or raise "
+                "dkernel.cluster.no-workers-timeout"
+            ) from None
+        except Exception:
+            if client.status in ("running", "newly-created"):
+                raise
+            # the scheduler stopped (killed, out of memory, its job ended): whatever the
+            # failing call raised (a closed comm, or a local scheduler's missing-dependency
+            # error once the client has given up), the cause is the lost scheduler
+            where = cluster or "the embedded cluster"
+            raise DKernelError(
+                f"lost the connection to the Dask scheduler ({where}): it stopped or was "
+                "killed while the command ran"
+            ) from None
         finally:
             cl = client.cluster if owns else None
             client.close()
             if cl is not None:
                 cl.close()
+
+
+def local_path(text: str) -> str:
+    """A path argument as the command uses it: ``~`` expanded, absolute."""
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def check_output_file(text: str | None, what: str) -> str | None:
+    """An output file the command writes after its work, checked before any work starts:
+    not a folder, its folder exists and accepts a new file. Returns the local path."""
+    if text is None:
+        return None
+    path = local_path(text)
+    if os.path.isdir(path):
+        raise DKernelError(f"{what} {text!r} is a folder; give the path of a file")
+    _check_folder(os.path.dirname(path), what)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
+    return path
+
+
+def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) -> str:
+    """An output store's path, checked before any work: its folder exists and is writable,
+    and it is none of the input stores (nor inside one, nor holding one): replacing it
+    would destroy the data the command reads."""
+    path = local_path(text)
+    real = os.path.realpath(path)
+    for inp in inputs:
+        src = os.path.realpath(local_path(inp))
+        if real == src or _inside(real, src) or _inside(src, real):
+            raise DKernelError(
+                f"{what} {text!r} is the input store {inp!r} (or inside it, or holds it): "
+                "write the output to another path"
+            )
+    _check_folder(os.path.dirname(path), what)
+    return path
+
+
+def check_store_writable(path: str) -> None:
+    """A store the command writes an array into (labels, predictions) accepts writes."""
+    _check_folder(path, "store")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder and path != folder
+
+
+def _check_folder(folder: str, what: str) -> None:
+    if not os.path.isdir(folder):
+        raise DKernelError(f"folder {folder!r} for the {what} does not exist")
+    try:  # root passes os.access on a read-only mount: try it
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dkernel-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise DKernelError(
+            f"folder {folder!r} for the {what} cannot be written ({reason})"
+        ) from None
+
+
+def array_names(ds) -> list[str]:
+    """Every array of an opened store: the data's own and the ones jobs wrote into it.
+
+    A local store's folders are the record (its ``arrays`` attribute is informative and
+    may lag); elsewhere the attribute is what there is.
+    """
+    names = {n for n in ("X", "y", "X_test", "y_test") if getattr(ds, n) is not None}
+    if os.path.isdir(ds.path):
+        for entry in os.listdir(ds.path):
+            meta = os.path.join(ds.path, entry, "zarr.json")
+            if not entry.startswith(".") and os.path.isfile(meta):
+                names.add(entry)
+    else:
+        names.update(dict(ds.attrs.get("arrays") or {}))
+    return sorted(names)
+
+
+def check_new_array(ds, name: str, overwrite: bool) -> None:
+    """A job's output array: refused before the work when one of that name exists."""
+    if name in array_names(ds) and not overwrite:
+        raise DKernelError(
+            f"store {ds.path!r} already has an array {name!r}; pass --overwrite to replace it"
+        )
 
 
 def emit_json(summary: dict[str, Any], path: str | None = None) -> None:
@@ -76,6 +182,11 @@ def _jsonable(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
+
+
+def say(msg: str) -> None:
+    """A message for the person at the terminal: stderr, so stdout carries only the result."""
+    print(f"dkernel: {msg}", file=sys.stderr, flush=True)
 
 
 def fail(msg: str, code: int = 2) -> int:

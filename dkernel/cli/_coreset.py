@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
-from ._common import cluster_session, emit_json
+from ._common import check_output_file, check_output_store, cluster_session, emit_json, local_path
 
 logger = logging.getLogger(__name__)
 
@@ -24,19 +24,25 @@ _METHODS = ("two-pass", "merge-reduce", "uniform")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("coreset", help="SVM coreset of a store, written as a new store")
+    p = sub.add_parser(
+        "coreset",
+        help="SVM coreset of a store, written as a new store",
+        description="Build a weighted SVM coreset of a labelled store on the cluster (two-pass "
+        "sensitivity sampling, merge-reduce, or uniform; more than two classes: one-vs-rest, "
+        "--size draws per class) and write it as a new store with X, y and weight.",
+    )
     p.add_argument("store", help="input zarr store (with labels)")
     p.add_argument("out_store", help="output zarr store: X, y and weight (and sensitivity)")
     p.add_argument("--size", type=int, required=True, help="coreset draws m")
-    p.add_argument("--method", choices=_METHODS, default="two-pass")
+    p.add_argument("--method", choices=_METHODS, default="two-pass", help="construction")
     p.add_argument("--C", type=float, default=1.0, help="hinge weight C of the SVM cost")
     p.add_argument(
         "--beta", type=float, default=0.3, help="mixture weight of uniform sampling in [0, 1]"
     )
     p.add_argument("--split-every", type=int, default=2, help="merge-reduce fan-in")
     p.add_argument("--leaf-size", type=int, default=None, help="rows per merge-reduce leaf")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output store")
     p.add_argument("--summary", default=None, help="also write the JSON summary here")
     p.set_defaults(func=_coreset)
 
@@ -65,6 +71,7 @@ def build(
         beta=beta,
         split_every=split_every,
         leaf_size=leaf_size,
+        multiclass="ovr",
         random_state=seed,
     )
 
@@ -73,11 +80,10 @@ def _check_args(args, ds) -> None:
     """Every argument checked before a cluster starts."""
     if ds.y is None:
         raise DKernelError(f"store {ds.path!r} has no labels; an SVM coreset needs y")
-    out = os.path.abspath(args.out_store)
+    out = check_output_store(args.out_store, "output store", inputs=(ds.path,))
     if os.path.exists(out) and not args.overwrite:
         raise DKernelError(f"{args.out_store!r} already exists; pass --overwrite to replace it")
-    if not os.path.isdir(os.path.dirname(out)):
-        raise DKernelError(f"folder {os.path.dirname(out)!r} for the output store does not exist")
+    args.summary = check_output_file(args.summary, "summary file")
     if args.size < 1 or args.size > ds.n_samples:
         raise DKernelError(f"--size must be in [1, {ds.n_samples}], got {args.size}")
     check_scalar(args.C, "--C", low=0.0, low_inclusive=False)
@@ -97,10 +103,9 @@ def _coreset(args) -> int:
     from ..coreset import write_coreset
     from ..data import open_dataset
 
-    ds = open_dataset(args.store)
+    ds = open_dataset(local_path(args.store))
     _check_args(args, ds)
-    with cluster_session(args.cluster) as client:
-        logger.info("dashboard: %s", client.dashboard_link)
+    with cluster_session(args.cluster):
         t0 = time.perf_counter()
         c = build(
             ds,
@@ -113,14 +118,77 @@ def _coreset(args) -> int:
             seed=args.seed,
         )
         seconds = time.perf_counter() - t0
-    write_coreset(
-        c,
-        args.out_store,
-        source=f"dkernel coreset {args.method} of {ds.path}",
-        overwrite=args.overwrite,
-    )
-    emit_json(summary(c, ds, args.out_store, seconds), args.summary)
+    source = f"dkernel coreset {args.method} of {ds.path}"
+    out = local_path(args.out_store)
+    if isinstance(c, dict):
+        write_ovr_coreset(c, out, source=source, overwrite=args.overwrite)
+        emit_json(ovr_summary(c, ds, out, seconds), args.summary)
+        return 0
+    write_coreset(c, out, source=source, overwrite=args.overwrite)
+    emit_json(summary(c, ds, out, seconds), args.summary)
     return 0
+
+
+def write_ovr_coreset(cores: dict, out: str, *, source: str, overwrite: bool):
+    """One-vs-rest coresets as one store: the rows of every class's coreset, ``y`` their
+    -1/+1 labels within it and ``ovr_class`` the class whose coreset holds them.
+
+    The rows with ``ovr_class == c`` (with ``weight``) stand for the whole data set in the
+    binary problem "c against the rest".
+    """
+    from ..data import write_arrays
+
+    parts = list(cores.items())
+    X = np.concatenate([np.asarray(c.X) for _, c in parts])
+    signs = np.concatenate([c.signs.astype(np.int64) for _, c in parts])
+    owner = np.concatenate([np.full(len(c), label) for label, c in parts])
+    return write_arrays(
+        out,
+        [(X, signs)],
+        n=X.shape[0],
+        n_features=X.shape[1],
+        dtype=X.dtype,
+        chunk_rows=max(1, X.shape[0]),
+        has_y=True,
+        attrs={
+            "source": source,
+            "coreset": {
+                "multiclass": "ovr",
+                "classes": [label for label, _ in parts],
+                "source_size": int(parts[0][1].source_size),
+                "C": float(parts[0][1].C),
+                "total_sensitivity": {str(label): float(c.total_sensitivity) for label, c in parts},
+                "method": parts[0][1].info.get("method"),
+            },
+        },
+        extra={
+            "weight": np.concatenate([np.asarray(c.weight, dtype=np.float64) for _, c in parts]),
+            "sensitivity": np.concatenate(
+                [np.asarray(c.sensitivity, dtype=np.float64) for _, c in parts]
+            ),
+            "ovr_class": owner,
+        },
+        overwrite=overwrite,
+    )
+
+
+def ovr_summary(cores: dict, ds, out: str, seconds: float) -> dict[str, Any]:
+    per_class = {str(label): summary(c, ds, out, seconds) for label, c in cores.items()}
+    keep = ("rows", "total_weight", "total_sensitivity", "t_over_n", "opt_lower_bound")
+    first = next(iter(cores.values()))
+    return {
+        "store": ds.path,
+        "out_store": out,
+        "method": first.info.get("method"),
+        "multiclass": "ovr",
+        "n_samples": int(first.source_size),
+        "n_features": int(first.X.shape[1]),
+        "rows": sum(len(c) for c in cores.values()),
+        "C": float(first.C),
+        "classes": list(cores),
+        "per_class": {k: {f: v[f] for f in keep} for k, v in per_class.items()},
+        "seconds": seconds,
+    }
 
 
 def summary(c, ds, out: str, seconds: float) -> dict[str, Any]:

@@ -1,23 +1,38 @@
-"""``dkernel ingest`` and ``dkernel info``."""
+"""``dkernel ingest``, ``dkernel info`` and ``dkernel check``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-import zarr
-
 from .._validation import DKernelError
-from ._common import emit_json
+from ._common import array_names, cluster_session, emit_json, local_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="write a .npz, CSV or LIBSVM file into a zarr store")
-    p.add_argument("source", help="input file (.npz, .csv/.tsv, LIBSVM text)")
+    p = sub.add_parser(
+        "ingest",
+        help="write a .npz, CSV or LIBSVM file into a zarr store",
+        description="Write a .npz, CSV or LIBSVM file (optionally .gz or .bz2) into a zarr "
+        "dataset store, chunk by chunk, each chunk with its checksum. Runs in this process.",
+    )
+    p.add_argument("source", help="input file (.npz, .csv/.tsv, LIBSVM text; .gz/.bz2 too)")
     p.add_argument("store", help="output zarr store folder")
-    p.add_argument("--format", choices=["npz", "csv", "svmlight"], default=None)
-    p.add_argument("--chunk-rows", type=int, default=None)
-    p.add_argument("--dtype", choices=["float32", "float64"], default=None)
+    p.add_argument(
+        "--format",
+        choices=["npz", "csv", "svmlight"],
+        default=None,
+        help="input format (default: from the file name)",
+    )
+    p.add_argument(
+        "--chunk-rows", type=int, default=None, help="rows per chunk (default: about 64 MB)"
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        default=None,
+        help="dtype of X (default: the source's; text formats float32)",
+    )
     p.add_argument("--label-column", type=int, default=-1, help="CSV label column (default: last)")
     p.add_argument("--no-labels", action="store_true", help="CSV has no label column")
     p.add_argument(
@@ -33,12 +48,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="LIBSVM width when the file does not reach the last feature",
     )
     p.add_argument("--uncompressed", action="store_true", help="store chunks uncompressed")
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=_ingest)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.set_defaults(func=_ingest, uses_cluster=False)
 
-    p = sub.add_parser("info", help="shape, chunks and classes of a store, and every array in it")
-    p.add_argument("store")
-    p.set_defaults(func=_info)
+    p = sub.add_parser(
+        "info",
+        help="shape, chunks and classes of a store, and every array in it",
+        description="Print a store's shape, chunks, classes and every array in it as JSON. "
+        "Runs in this process; --verify also reads every chunk of every array against its "
+        "checksum (with this process's threads; `dkernel check` does it on the cluster).",
+    )
+    p.add_argument("store", help="zarr dataset store")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every chunk of every array and check it (exit 2 on damage)",
+    )
+    p.set_defaults(func=_info, uses_cluster=False)
+
+    p = sub.add_parser(
+        "check",
+        help="verify every chunk of every array of a store on the cluster",
+        description="Read every chunk of every array of a store on the Dask cluster and check "
+        "it against the store's checksum manifest. Exit 0 and print a JSON report when the "
+        "store is whole; exit 2 with one line naming store, array and chunk when not.",
+    )
+    p.add_argument("store", help="zarr dataset store")
+    p.set_defaults(func=_check)
 
 
 def _no_cluster_note(args, command: str) -> None:
@@ -60,8 +96,8 @@ def _ingest(args) -> int:
     if not delimiter:
         raise DKernelError("--delimiter must not be empty")
     ds = ingest(
-        args.source,
-        args.store,
+        local_path(args.source),
+        local_path(args.store),
         format=args.format,
         chunk_rows=args.chunk_rows,
         dtype=args.dtype,
@@ -80,8 +116,44 @@ def _info(args) -> int:
     from ..data import open_dataset
 
     _no_cluster_note(args, "info")
-    emit_json(_describe(open_dataset(args.store)))
+    ds = open_dataset(local_path(args.store))
+    out = _describe(ds)
+    if args.verify:
+        import dask
+
+        with dask.config.set(scheduler="threads"):
+            out["verified"] = verify(ds)
+    emit_json(out)
     return 0
+
+
+def _check(args) -> int:
+    from ..data import open_dataset
+
+    ds = open_dataset(local_path(args.store))  # a missing chunk file: named here, no reads
+    with cluster_session(args.cluster):
+        chunks = verify(ds)
+    emit_json({"store": ds.path, "verified": chunks, "ok": True})
+    return 0
+
+
+def verify(ds) -> dict[str, int]:
+    """Read every chunk of every array of ``ds`` (on the current scheduler); return the
+    number of chunks checked per array. The data layer's reads verify each chunk against
+    its checksum: a damaged one raises a ``DKernelError`` naming store, array and chunk."""
+    import dask
+
+    views = {name: ds.read(name) for name in array_names(ds)}
+    count = dask.delayed(_rows, pure=True)
+    parts = {
+        name: [count(block) for block in view.to_delayed().ravel()] for name, view in views.items()
+    }
+    dask.compute(parts)
+    return {name: len(blocks) for name, blocks in parts.items()}
+
+
+def _rows(block) -> int:
+    return int(block.shape[0])
 
 
 def _describe(ds) -> dict:
@@ -96,21 +168,23 @@ def _describe(ds) -> dict:
         "classes": ds.attrs.get("classes"),
         "source": ds.attrs.get("source"),
     }
+    if ds.attrs.get("label_names") is not None:  # text labels: y holds their indices
+        out["label_names"] = list(ds.attrs["label_names"])
     if ds.X_test is not None:
         out["n_test"] = int(ds.X_test.shape[0])
-    out["arrays"] = _arrays(ds.path)
+    out["arrays"] = _arrays(ds)
     return out
 
 
-def _arrays(path: str) -> dict[str, dict]:
-    """Every array in the store, the ones jobs wrote (labels, predictions) included."""
-    group = zarr.open_group(path, mode="r")
+def _arrays(ds) -> dict[str, dict]:
+    """Every array in the store, the ones jobs wrote (labels, predictions) included, as
+    the data layer opens them (its manifest checked against the chunk files)."""
     out: dict[str, dict] = {}
-    for name, member in sorted(group.members(max_depth=None)):
-        if isinstance(member, zarr.Array):
-            out[name] = {
-                "shape": [int(s) for s in member.shape],
-                "dtype": str(member.dtype),
-                "chunks": [int(c) for c in member.chunks],
-            }
+    for name in array_names(ds):
+        view = ds.read(name)
+        out[name] = {
+            "shape": [int(s) for s in view.shape],
+            "dtype": str(view.dtype),
+            "chunks": [int(c) for c in ds.array(name).chunks],
+        }
     return out

@@ -18,7 +18,7 @@ import numpy as np
 from .._validation import DKernelError
 from ..data import make_checkerboard, sample_rows
 from ..kernels import estimate_gamma, kernel_matrix, pairwise_kernels
-from ._common import cluster_session, emit_json
+from ._common import check_output_file, cluster_session, emit_json, local_path
 
 
 @dataclass
@@ -118,12 +118,21 @@ STEPS: list[tuple[str, Callable[[DemoContext], dict]]] = [
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run every dkernel feature on the embedded default")
+    steps = "; ".join(f"{i} {title}" for i, (title, _) in enumerate(STEPS, start=1))
+    p = sub.add_parser(
+        "demo",
+        help="run every dkernel feature on the embedded default",
+        description=f"Run dkernel's features one step each, on synthetic data: {steps}.",
+    )
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of the synthetic sets")
     p.add_argument("--workdir", default="demo-data", help="where the demo's zarr stores go")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--json", default=None, help="also write the summary to this file")
-    p.add_argument("--only", default=None, help="comma-separated step numbers to run")
+    p.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated step numbers to run (step 1 always runs): {steps}",
+    )
     p.set_defaults(func=run_demo)
 
 
@@ -145,13 +154,16 @@ def run_demo(args) -> int:
     if args.rows < 10_000:
         raise DKernelError(f"--rows must be at least 10000, got {args.rows}")
     wanted = None if not args.only else _parse_only(args.only, len(STEPS))
+    json_path = check_output_file(args.json, "summary file")
+    workdir = local_path(args.workdir)
+    if not os.path.isdir(os.path.dirname(workdir)):
+        raise DKernelError(f"folder {os.path.dirname(workdir)!r} for --workdir does not exist")
     summary: dict[str, Any] = {}
     t_all = time.perf_counter()
     with cluster_session(args.cluster) as client:
-        print(f"dkernel demo on {client}")
-        print(f"dashboard: {client.dashboard_link}", flush=True)
-        os.makedirs(args.workdir, exist_ok=True)  # only once the options and cluster are good
-        ctx = DemoContext(client=client, workdir=args.workdir, n_rows=args.rows, seed=args.seed)
+        print(f"dkernel demo on {client}", flush=True)
+        os.makedirs(workdir, exist_ok=True)  # only once the options and cluster are good
+        ctx = DemoContext(client=client, workdir=workdir, n_rows=args.rows, seed=args.seed)
         for i, (title, step) in enumerate(STEPS, start=1):
             if wanted is not None and i not in wanted and i != 1:
                 continue
@@ -162,5 +174,5 @@ def run_demo(args) -> int:
     summary["total_seconds"] = time.perf_counter() - t_all
     print(f"done in {summary['total_seconds']:.1f} s")
     if args.json:
-        emit_json(summary, args.json)
+        emit_json(summary, json_path)
     return 0

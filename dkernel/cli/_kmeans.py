@@ -13,16 +13,29 @@ from typing import Any
 import numpy as np
 
 from .._validation import DKernelError
-from ._common import cluster_session, emit_json
+from ._common import (
+    check_new_array,
+    check_output_file,
+    check_store_writable,
+    cluster_session,
+    emit_json,
+    local_path,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("kmeans", help="mini-batch kernel k-means on a store; labels back into it")
+    p = sub.add_parser(
+        "kmeans",
+        help="mini-batch kernel k-means on a store; labels back into it",
+        description="Cluster a store's X with mini-batch kernel k-means (or --full-batch "
+        "KernelKMeans) on the cluster; write the labels into the store as array "
+        "--labels-name and print a JSON summary (ARI when the store has y).",
+    )
     p.add_argument("store", help="zarr store written by `dkernel ingest` or a generator")
-    p.add_argument("--n-clusters", type=int, required=True)
-    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--n-clusters", type=int, required=True, help="number of clusters k")
+    p.add_argument("--batch-size", type=int, default=1024, help="rows per mini-batch")
     p.add_argument("--tau", default="200", help="truncation (int) or 'none' (default 200)")
-    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--max-iter", type=int, default=200, help="mini-batch iterations")
     p.add_argument(
         "--gamma",
         default="scale",
@@ -31,15 +44,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "dkernel.cluster.select_gamma)",
     )
     p.add_argument("--kernel", default="rbf", help="rbf, laplacian, polynomial, ... (default rbf)")
-    p.add_argument("--learning-rate", default="beta", help="'beta', 'sklearn' or a float in (0, 1]")
+    p.add_argument(
+        "--learning-rate",
+        default="beta",
+        help="'beta', 'sklearn' or a float in (0, 1] (default beta)",
+    )
     p.add_argument(
         "--full-batch",
         action="store_true",
         help="use full-batch KernelKMeans instead (O(n^2) kernel per iteration)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument(
         "--labels-name", default="labels", help="name of the labels array (default labels)"
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing array of that name"
     )
     p.add_argument("--summary", default=None, help="also write the JSON summary to this file")
     p.add_argument(
@@ -140,10 +160,14 @@ def run_kmeans(args) -> int:
     from ..kernels import estimate_gamma
 
     tau, rate, gamma_opt = _parse_flags(args)
-    ds = open_dataset(args.store)
+    summary_path = check_output_file(args.summary, "summary file")
+    if args.checkpoint is not None:
+        args.checkpoint = check_output_file(args.checkpoint, "checkpoint")
+    ds = open_dataset(local_path(args.store))
+    check_new_array(ds, args.labels_name, args.overwrite)
+    check_store_writable(ds.path)
     model = _build_model(args, ds, tau, rate, gamma_opt)
-    with cluster_session(args.cluster) as client:
-        print(f"dashboard: {client.dashboard_link}", flush=True)
+    with cluster_session(args.cluster):
         t0 = time.perf_counter()
         X = ds.X.persist()
         if gamma_opt == "select":
@@ -184,9 +208,9 @@ def run_kmeans(args) -> int:
             "seed": args.seed,
             "inertia": float(model.inertia_),
         },
-        overwrite=True,
+        overwrite=args.overwrite,
     )
-    emit_json(summary, args.summary)
+    emit_json(summary, summary_path)
     return 0
 
 

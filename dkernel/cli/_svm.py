@@ -10,38 +10,61 @@ from typing import Any
 import numpy as np
 
 from .._validation import DKernelError
-from ._common import cluster_session, emit_json
+from ._common import (
+    check_new_array,
+    check_output_file,
+    check_store_writable,
+    cluster_session,
+    emit_json,
+    local_path,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("svm", help="budgeted SGD kernel SVM (train on a store, predict into it)")
     ssub = p.add_subparsers(dest="svm_command", metavar="ACTION")
     ssub.required = True
-    t = ssub.add_parser("train", help="one streaming pass over a store's X, y; save the model")
+    t = ssub.add_parser(
+        "train",
+        help="train a budgeted kernel SVM on a store's X, y; save the model",
+        description="Train BudgetedSVC on a store's X, y: --max-iter streaming passes (epochs) "
+        "of budgeted SGD over the chunks, on the cluster; save the model (.npz) and print a "
+        "JSON summary (test accuracy when the store has a test split).",
+    )
     t.add_argument("store", help="zarr dataset store (dkernel ingest / make_* output)")
     t.add_argument("model", help="model file to write (.npz)")
     t.add_argument("--budget", type=int, default=500, help="support vectors B (default 500)")
-    t.add_argument("--maintenance", choices=["merge", "project", "remove"], default="merge")
-    t.add_argument("--algorithm", choices=["pegasos", "norma", "perceptron"], default="pegasos")
+    t.add_argument(
+        "--maintenance",
+        choices=["merge", "project", "remove"],
+        default="merge",
+        help="what happens when the budget is full",
+    )
+    t.add_argument(
+        "--algorithm",
+        choices=["pegasos", "norma", "perceptron"],
+        default="pegasos",
+        help="the SGD update",
+    )
     t.add_argument(
         "--alpha", type=float, default=None, help="regularisation (default 1/(4 n_samples))"
     )
     t.add_argument("--eta0", type=float, default=1.0, help="step of norma/perceptron")
-    t.add_argument("--kernel", default="rbf")
+    t.add_argument("--kernel", default="rbf", help="rbf, laplacian, polynomial, ...")
     t.add_argument(
         "--gamma",
         type=float,
         default=None,
         help="kernel bandwidth (default: 1/(d X.var()), 1/d with --standardize)",
     )
-    t.add_argument("--max-iter", type=int, default=5, help="epochs (passes over the data)")
+    t.add_argument("--max-iter", type=int, default=5, help="epochs: passes over the data")
     t.add_argument(
         "--standardize",
         action="store_true",
         help="standardise every feature with the training data's mean and std (one extra "
         "pass; recommended when features have unequal or small scales)",
     )
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="random seed")
     t.add_argument(
         "--checkpoint",
         default=None,
@@ -56,13 +79,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--summary", default=None, help="also write the JSON summary here")
     t.set_defaults(func=_train)
-    q = ssub.add_parser("predict", help="predict a store's X; write the labels into the store")
+    q = ssub.add_parser(
+        "predict",
+        help="predict a store's X; write the labels into the store",
+        description="Predict a store's X with a saved model on the cluster; write the labels "
+        "into the store as array --name and print a JSON summary (accuracy when it has y).",
+    )
     q.add_argument("model", help="model file written by 'dkernel svm train'")
     q.add_argument("store", help="zarr dataset store")
     q.add_argument(
         "--name",
         default="predictions",
         help="array name for the predictions inside the store (default predictions)",
+    )
+    q.add_argument(
+        "--overwrite", action="store_true", help="replace an existing array of that name"
     )
     q.add_argument("--summary", default=None, help="also write the JSON summary here")
     q.set_defaults(func=_predict)
@@ -72,12 +103,11 @@ def _train(args: argparse.Namespace) -> int:
     from ..data import open_dataset
     from ..svm import BudgetedSVC
 
-    ds = open_dataset(args.store)
+    ds = open_dataset(local_path(args.store))
     if ds.y is None:
         raise DKernelError(f"store {ds.path!r} has no labels 'y' to train on")
-    model_dir = os.path.dirname(os.path.abspath(args.model))
-    if not os.path.isdir(model_dir):
-        raise DKernelError(f"folder {model_dir!r} for the model file does not exist")
+    model_path = check_output_file(args.model, "model file")
+    summary_path = check_output_file(args.summary, "summary file")
     clf = BudgetedSVC(
         budget=args.budget,
         maintenance=args.maintenance,
@@ -94,9 +124,7 @@ def _train(args: argparse.Namespace) -> int:
     )
     clf._check_params()
     if args.checkpoint is not None:
-        ckpt_dir = os.path.dirname(os.path.abspath(args.checkpoint))
-        if not os.path.isdir(ckpt_dir):
-            raise DKernelError(f"folder {ckpt_dir!r} for the checkpoint does not exist")
+        clf.set_params(checkpoint=check_output_file(args.checkpoint, "checkpoint"))
     clf._resolve_spec(ds.X, resolve=False)  # kernel errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
@@ -104,7 +132,7 @@ def _train(args: argparse.Namespace) -> int:
         train_s = time.perf_counter() - t0
         summary: dict[str, Any] = {
             "store": ds.path,
-            "model": os.path.abspath(args.model),
+            "model": model_path,
             "n_samples": ds.n_samples,
             "n_features": ds.n_features,
             "classes": clf.classes_.tolist(),
@@ -124,8 +152,8 @@ def _train(args: argparse.Namespace) -> int:
         if ds.X_test is not None and ds.y_test is not None:
             pred = clf.predict(ds.X_test).compute()
             summary["test_accuracy"] = float(np.mean(pred == np.asarray(ds.y_test)))
-    clf.save(args.model)
-    emit_json(summary, args.summary)
+    clf.save(model_path)
+    emit_json(summary, summary_path)
     return 0
 
 
@@ -134,8 +162,14 @@ def _predict(args: argparse.Namespace) -> int:
     from ..svm import load_model
 
     check_array_name(args.name, what="--name")
-    clf = load_model(args.model)
-    ds = open_dataset(args.store)
+    summary_path = check_output_file(args.summary, "summary file")
+    model_path = local_path(args.model)
+    if os.path.isdir(model_path):
+        raise DKernelError(f"model file {args.model!r} is a folder")
+    clf = load_model(model_path)
+    ds = open_dataset(local_path(args.store))
+    check_new_array(ds, args.name, args.overwrite)
+    check_store_writable(ds.path)
     if ds.n_features != clf.n_features_in_:
         raise DKernelError(
             f"store {ds.path!r} has {ds.n_features} features but the model "
@@ -143,10 +177,10 @@ def _predict(args: argparse.Namespace) -> int:
         )
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
-        written = write_array(ds, args.name, clf.predict(ds.X), overwrite=True)
+        written = write_array(ds, args.name, clf.predict(ds.X), overwrite=args.overwrite)
         seconds = time.perf_counter() - t0
         summary: dict[str, Any] = {
-            "model": os.path.abspath(args.model),
+            "model": model_path,
             "store": ds.path,
             "array": args.name,
             "n_samples": ds.n_samples,
@@ -154,7 +188,7 @@ def _predict(args: argparse.Namespace) -> int:
         }
         if ds.y is not None:
             summary["accuracy"] = float((written == ds.y).mean().compute())
-    emit_json(summary, args.summary)
+    emit_json(summary, summary_path)
     return 0
 
 

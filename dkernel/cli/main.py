@@ -117,12 +117,15 @@ def _is_number(tok: str) -> bool:
     return True
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, here: bool) -> None:
+def _add_global_options(
+    parser: argparse.ArgumentParser, *, here: bool, cluster: bool = True
+) -> None:
     """``--cluster``, ``-v`` and ``--progress``: before the command, or (``here=False``)
-    repeated after it, where they override the ones before it."""
+    repeated after it, where they override the ones before it. A command that runs in
+    this process (``cluster=False``) does not list ``--cluster``."""
     kw = {} if here else {"default": argparse.SUPPRESS}
     have = parser._option_string_actions
-    if "--cluster" not in have:
+    if cluster and "--cluster" not in have:
         parser.add_argument(
             "--cluster",
             help="cluster config YAML (cluster-configs/*.yaml) or scheduler address "
@@ -165,8 +168,35 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     for leaf in _leaf_parsers(parser):
-        _add_global_options(leaf, here=False)
+        leaf.formatter_class = _HelpFormatter
+        for action in leaf._actions:  # an option without help text still shows its default
+            if action.help is None and action.option_strings and action.nargs != 0:
+                if not _no_default(action.default):
+                    action.help = "(default: %(default)s)"
+        _add_global_options(leaf, here=False, cluster=leaf.get_default("uses_cluster") is not False)
     return parser
+
+
+def _no_default(default) -> bool:
+    return default is None or default is False or default == argparse.SUPPRESS
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the text already names it or
+    there is none to name (a flag, or a default computed from the data)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text.lower()
+            or "%(default)" in text
+            or _no_default(default)
+            or action.nargs == 0
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
 
 
 def _cli_message(msg: str, args: argparse.Namespace) -> str:

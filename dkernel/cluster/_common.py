@@ -27,6 +27,7 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
+from ..runtime._progress import compute_blocks
 from . import _kernels as _nb
 from ._blocks import (
     _TILE_ROWS,
@@ -257,12 +258,14 @@ class _KernelCentersMixin:
             return np.column_stack([labels, dist])
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
-        return self._row_pass(X, is_dask, _assign_block, *self._center_args(), n_out=2)
+        return self._row_pass(
+            X, is_dask, _assign_block, *self._center_args(), n_out=2, token="kkmeans-labels"
+        )
 
     def _labels_and_distances(self, X, is_dask: bool):
         """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask)."""
         res = self._assign_all(X, is_dask)
-        res = np.asarray(res.compute() if is_dask_array(res) else res)
+        res = np.asarray(compute_blocks(res, "labels", verbose=getattr(self, "verbose", 0)))
         return res[:, 0].astype(np.int64), res[:, 1]
 
     def _center_args(self):

@@ -456,6 +456,7 @@ def distributed_coreset(
     split_every=2,
     leaf_size=None,
     classes=None,
+    multiclass=None,
     random_state=None,
     tol=0.05,
     verbose=0,
@@ -466,7 +467,8 @@ def distributed_coreset(
     ----------
     X : dask.array.Array, zarr.Array, store path, Dataset or ndarray (n_samples, n_features)
     y : dask.array.Array or array-like of shape (n_samples,), optional
-        Two classes; taken from the store when ``X`` is a path or Dataset.
+        Two classes, or more with ``multiclass="ovr"``; taken from the store when ``X`` is a
+        path or Dataset.
     m : int, default=1000
         Draws of the coreset (at most m distinct rows).
     method : {"two-pass", "merge-reduce"}, default="two-pass"
@@ -490,8 +492,13 @@ def distributed_coreset(
         Rows per leaf (the array is re-chunked to it). Default ``max(16 m, 32768)``: a
         function of (n, m) only, so the coreset does not depend on the input's chunks.
         Must be at least ``m``.
-    classes : sequence of two labels, optional
-        (negative, positive); read from the store's attributes or computed from ``y``.
+    classes : sequence of labels, optional
+        (negative, positive), or every class with ``multiclass="ovr"``; read from the
+        store's attributes or computed from ``y``.
+    multiclass : {None, "ovr"}, default=None
+        ``"ovr"`` builds one coreset per class when there are more than two (that class
+        +1, the rest -1, each of m draws, as :func:`svm_coreset`) and returns a dict
+        ``{class: Coreset}``; more than two classes without it is an error.
     random_state : int, SeedSequence, Generator or None
         Base seed; every node draws from ``SeedSequence([seed, start, stop, tag])`` of its
         row range.
@@ -505,7 +512,7 @@ def distributed_coreset(
 
     Returns
     -------
-    Coreset
+    Coreset, or dict of Coreset with ``multiclass="ovr"`` and more than two classes
 
     Warns
     -----
@@ -544,6 +551,8 @@ def distributed_coreset(
     """
     if method not in _METHODS:
         raise DKernelError(f"method must be one of {_METHODS}, got {method!r}")
+    if multiclass not in (None, "ovr"):
+        raise DKernelError(f"multiclass must be None or 'ovr', got {multiclass!r}")
     C = check_C(C)
     mix = _check_mixture(beta, loss_share)
     check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
@@ -569,9 +578,26 @@ def distributed_coreset(
     if len(classes) < 2:
         raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")
     if len(classes) > 2:
-        raise DKernelError(
-            f"y has {len(classes)} classes; distributed coresets are binary "
-            "(build one per class on relabelled y for one-vs-rest)"
+        if multiclass != "ovr":
+            raise DKernelError(
+                f"y has {len(classes)} classes; pass multiclass='ovr' for one coreset per "
+                "class (that class +1, the rest -1)"
+            )
+        return _one_vs_rest(
+            X,
+            y,
+            m,
+            classes,
+            random_state=random_state,
+            method=method,
+            C=C,
+            k=k,
+            beta=beta,
+            loss_share=loss_share,
+            split_every=split_every,
+            leaf_size=leaf_size,
+            tol=tol,
+            verbose=verbose,
         )
     neg, pos = classes
     seed = _base_seed(random_state)
@@ -601,3 +627,17 @@ def distributed_coreset(
             split_every=int(split_every),
             bar=bar,
         )
+
+
+def _one_vs_rest(X, y, m, classes, *, random_state, **binary) -> dict:
+    """One binary coreset per class (that class +1, the rest -1), each from its own seed."""
+    seed = _base_seed(random_state)
+    out = {}
+    for i, c in enumerate(classes):
+        seq = np.random.SeedSequence([seed, i])
+        class_seed = int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        signs = da.where(y == c, 1, -1).astype(np.int8)
+        out[c] = distributed_coreset(
+            X, signs, m, classes=(-1, 1), random_state=class_seed, **binary
+        )
+    return out

@@ -110,11 +110,8 @@ class Location:
         if self.is_local:
             return zarr.storage.LocalStore(self.url, read_only=read_only)
         self.fs  # noqa: B018 - a missing client package is reported by name
-        # zarr drives its own event loop: it gets its own asynchronous client instance
-        opts = _client_kwargs(self.protocol, self.options)
-        return zarr.storage.FsspecStore.from_url(
-            self.url, storage_options=opts, read_only=read_only
-        )
+        fs = _async_filesystem(self.protocol, self.options)
+        return zarr.storage.FsspecStore(fs, path=self.path, read_only=read_only)
 
     def __str__(self) -> str:
         return self.url
@@ -160,14 +157,14 @@ def is_url(store) -> bool:
 
 def _request_options(protocol: str) -> dict[str, Any]:
     """Timeouts and retries from the Dask config, in each client's own words."""
-    timeout = float(dask.config.get("dkernel.storage.timeout", 20))
-    retries = int(dask.config.get("dkernel.storage.retries", 3))
+    timeout = float(dask.config.get("dkernel.storage.timeout", 10))
     if protocol in ("s3", "s3a"):
         return {
+            # s3fs retries with backoff itself (see _bounded); botocore tries once
             "config_kwargs": {
                 "connect_timeout": timeout,
                 "read_timeout": timeout,
-                "retries": {"max_attempts": max(1, retries), "mode": "standard"},
+                "retries": {"max_attempts": 1, "mode": "standard"},
             },
             # one GET per object: no size probe (HEAD) and no ranged split of large chunks
             "max_concurrency": 1,
@@ -197,14 +194,36 @@ def _filesystem(protocol: str, options: tuple):
         ) from None
     # one instance per process and options; skip_instance_cache keeps fsspec from sharing it
     # with differently configured users of the same class
-    return cls(**_client_kwargs(protocol, options), skip_instance_cache=True)
+    return _bounded(cls(**_client_kwargs(protocol, options), skip_instance_cache=True))
+
+
+def _bounded(fs):
+    """``fs`` with the configured number of attempts per request (s3fs's own retry loop)."""
+    if hasattr(type(fs), "retries"):
+        fs.retries = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
+    return fs
+
+
+@functools.lru_cache(maxsize=16)
+def _async_filesystem(protocol: str, options: tuple):
+    """The asynchronous client of zarr, which drives its own event loop (one per process)."""
+    import fsspec
+
+    cls = fsspec.get_filesystem_class(protocol)
+    if not cls.async_impl:
+        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+        return AsyncFileSystemWrapper(_filesystem(protocol, options), asynchronous=True)
+    kwargs = {"asynchronous": True, **_client_kwargs(protocol, options)}
+    return _bounded(cls(**kwargs, skip_instance_cache=True))
 
 
 def describe_error(exc: BaseException) -> str:
     """A one-line, secret-free description of a storage client's exception."""
     msg = str(exc).splitlines()[0] if str(exc) else ""
     low = msg.lower()
-    if any(k in low for k in ("signature", "accessdenied", "access denied", "forbidden", "403")):
+    denied = ("signature", "accessdenied", "access denied", "forbidden", "403", "invalidaccesskey")
+    if any(k in low.replace(" ", "") or k in low for k in denied):
         return "access denied (check the credentials and the endpoint)"
     if isinstance(exc, PermissionError):
         return "access denied (check the credentials and the endpoint)"

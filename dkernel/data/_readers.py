@@ -1,16 +1,21 @@
 """Streaming readers for CSV and LIBSVM/svmlight text, with line-precise errors.
 
 Each reader makes a validating first pass (row count, width, labels) and then yields row
-blocks, so a file larger than memory is ingested chunk by chunk.
+blocks, so a file larger than memory is ingested chunk by chunk. Files compressed with gzip
+or bzip2 (found by their first bytes, whatever their name) are read as they decompress.
 """
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
+import io
 import itertools
 import os
 import warnings
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
@@ -23,6 +28,56 @@ class TextLayout(NamedTuple):
     n_features: int
     has_header: bool
     integral_labels: bool = True
+    #: CSV labels that are text: the sorted class names (label i is ``label_names[i]``)
+    label_names: tuple[str, ...] | None = None
+    #: the label column (0-based) of a CSV with text labels
+    label_index: int | None = None
+
+
+#: Distinct text labels beyond which a column is not taken for class names.
+MAX_LABEL_NAMES = 10_000
+
+_GZIP, _BZIP2 = b"\x1f\x8b", b"BZh"
+
+
+@contextlib.contextmanager
+def open_text(path: str) -> Iterator[tuple[IO[str], IO[bytes]]]:
+    """``(text, raw)`` of a UTF-8 text file, plain or gzip/bzip2-compressed (found by its
+    first bytes); ``raw.tell()`` is the position in the file as stored, for progress."""
+    with open(path, "rb") as raw:
+        head = raw.read(3)
+        raw.seek(0)
+        stream: Any = raw  # a raw file, GzipFile or BZ2File
+        if head.startswith(_GZIP):
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif head.startswith(_BZIP2):
+            stream = bz2.BZ2File(raw)
+        with io.TextIOWrapper(stream, encoding="utf-8-sig", newline=None) as text:
+            yield text, raw
+
+
+def _not_text(path: str, lineno: int) -> DKernelError:
+    return DKernelError(
+        f"{path} is not a text file (bytes near line {lineno} are not UTF-8 text); CSV and "
+        "LIBSVM input must be text, plain or gzip/bzip2-compressed"
+    )
+
+
+@contextlib.contextmanager
+def _decoding(path: str, where: int | Callable[[], int]) -> Iterator[None]:
+    """A file that is not text (or a corrupt compressed one) is one clear error naming the
+    line (``where``, or a function that gives it once the error happens)."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise _not_text(path, where if isinstance(where, int) else where()) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            raise
+        line = where if isinstance(where, int) else where()
+        raise DKernelError(
+            f"{path}: cannot decompress it near line {line} ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _unquote(tok: str) -> str:
@@ -34,8 +89,9 @@ def _unquote(tok: str) -> str:
 
 
 def _floats(tokens, path, lineno) -> list[float]:
+    """The values of one CSV line; an error names its line and column (both from 1)."""
     out = []
-    for col, tok in enumerate(tokens):
+    for col, tok in enumerate(tokens, start=1):
         try:
             v = float(_unquote(tok))
         except ValueError:
@@ -43,6 +99,12 @@ def _floats(tokens, path, lineno) -> list[float]:
                 f"{path}: line {lineno}, column {col}: cannot read {tok.strip()!r} as a number"
             ) from None
         if not np.isfinite(v):
+            text = _unquote(tok)
+            if text.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+                raise DKernelError(
+                    f"{path}: line {lineno}, column {col}: value {text} is beyond the range "
+                    "of a float (about 1.8e308)"
+                )
             raise DKernelError(
                 f"{path}: line {lineno}, column {col}: value {tok.strip()} is not finite"
             )
@@ -54,14 +116,17 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
     """First pass over a CSV: header detection, row count, width and the label kind.
 
     Cheap string work only: the values (and equal row lengths) are checked by
-    :func:`iter_csv` as it parses them with NumPy's C parser. A label that is not a
-    number is reported here with its line and column.
+    :func:`iter_csv` as it parses them with NumPy's C parser. Labels that are text
+    (``cat``, ``dog``) are class names: they are collected (a second pass over the label
+    column) and :func:`iter_csv` writes each as its index in the sorted names. A first
+    line is a header when a feature column of it is not a number.
     """
     width = 0
     n = 0
     header = False
     integral = True
     lab: int | None = None
+    text_labels = False
     for lineno, line in _numbered_lines(path):
         if line[0] in _BLANK_START and not line.strip():
             continue
@@ -70,12 +135,13 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
             width = len(tokens)
             if label_column is not None and -width <= label_column < width:
                 lab = label_column % width
-            if lineno == 1 and not _all_numeric(tokens):
+            features = [t for i, t in enumerate(tokens) if i != lab]
+            if lineno == 1 and not _all_numeric(features):
                 header = True
                 continue
-            _floats(tokens, path, lineno)  # the first row: a precise error early
+            _floats(features if lab is not None else tokens, path, lineno)
         n += 1
-        if lab is None or not integral:
+        if lab is None or not integral or text_labels:
             continue
         if lab == width - 1:
             tok = line.rpartition(delimiter)[2]
@@ -85,17 +151,45 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
             tok = line.split(delimiter)[lab]
         try:
             integral = float(tok).is_integer()
-        except ValueError:  # quoted, or not a number: the slow path decides
+        except ValueError:  # quoted, or not a number: text labels
             try:
                 integral = float(_unquote(tok)).is_integer()
             except ValueError:
-                _floats(line.rstrip("\n").split(delimiter), path, lineno)
-                raise DKernelError(  # pragma: no cover - _floats names it first
-                    f"{path}: line {lineno}: cannot read label {tok.strip()!r}"
-                ) from None
+                if not _unquote(tok):
+                    raise DKernelError(
+                        f"{path}: line {lineno}, column {lab + 1}: the label is empty"
+                    ) from None
+                text_labels = True
     if n == 0:
         raise DKernelError(f"{path}: no data rows")
+    if text_labels and lab is not None:
+        names = _label_names(path, lab, delimiter, header)
+        return TextLayout(n, width, header, True, names, lab)
     return TextLayout(n, width, header, integral)
+
+
+def _label_names(path: str, lab: int, delimiter: str, header: bool) -> tuple[str, ...]:
+    """The distinct labels of a CSV whose labels are text (a pass over the label column)."""
+    names: set[str] = set()
+    for lineno, line in _numbered_lines(path):
+        if (header and lineno == 1) or not line.strip():
+            continue
+        tokens = line.rstrip("\n").split(delimiter)
+        if lab >= len(tokens):
+            raise DKernelError(
+                f"{path}: line {lineno} has {len(tokens)} columns, expected more (ragged CSV)"
+            )
+        name = _unquote(tokens[lab])
+        if not name:
+            raise DKernelError(f"{path}: line {lineno}, column {lab + 1}: the label is empty")
+        names.add(name)
+        if len(names) > MAX_LABEL_NAMES:
+            raise DKernelError(
+                f"{path}: column {lab + 1} has more than {MAX_LABEL_NAMES} distinct text "
+                "values: not class labels (choose the label column with label_column=, "
+                "--label-column in the CLI)"
+            )
+    return tuple(sorted(names))
 
 
 #: Characters of a scan batch (``readlines`` hint) and the first characters of blank lines.
@@ -106,19 +200,23 @@ _BLANK_START = frozenset(" \t\r\n\f\v")
 def _numbered_lines(path: str) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a text file read in batches, with a scan progress bar."""
     size = os.path.getsize(path)
+    done = 0  # lines before this batch
     with (
         progress(size, f"scan {os.path.basename(path)}", unit="B", unit_scale=True) as bar,
-        open(path, encoding="utf-8-sig") as fh,
+        open_text(path) as (fh, raw),
     ):
-        done = 0  # lines before this batch
+        at = 0
         while True:
-            lines = fh.readlines(_SCAN_HINT)
+            with _decoding(path, done + 1):
+                lines = fh.readlines(_SCAN_HINT)
             if not lines:
                 break
             first, done = done + 1, done + len(lines)
             yield from enumerate(lines, start=first)
             if bar.enabled:
-                bar.update(sum(len(line) for line in lines))
+                pos = raw.tell()
+                bar.update(pos - at)
+                at = pos
 
 
 def _all_numeric(tokens) -> bool:
@@ -177,23 +275,47 @@ def iter_csv(
     rows when ``dkernel.progress`` is set (the CLI's ``--progress``).
     """
     name = os.path.basename(path)
+    lineno = 1
     with (
         progress(layout.n_rows, f"ingest {name}", unit="rows", unit_scale=True) as bar,
-        open(path, encoding="utf-8-sig") as fh,
+        open_text(path) as (fh, _),
     ):
-        lineno = 1
         if layout.has_header:
             fh.readline()
             lineno = 2
         while True:
-            lines = list(itertools.islice(fh, block_rows))
+            with _decoding(path, lineno):
+                lines = list(itertools.islice(fh, block_rows))
             if not lines:
                 break
+            if layout.label_names is not None:
+                lines = _label_indices(lines, lineno, path, delimiter, layout)
             B = _parse_lines(lines, lineno, path, delimiter, layout.n_features)
             lineno += len(lines)
             if B.shape[0]:
                 bar.update(B.shape[0])
                 yield B
+
+
+def _label_indices(
+    lines: list[str], first_lineno: int, path: str, delimiter: str, layout: TextLayout
+) -> list[str]:
+    """Lines with their text label replaced by its index in ``layout.label_names``."""
+    assert layout.label_names is not None and layout.label_index is not None
+    index = {name: str(i) for i, name in enumerate(layout.label_names)}
+    lab = layout.label_index
+    out = []
+    for lineno, line in enumerate(lines, start=first_lineno):
+        if not line.strip():
+            continue
+        tokens = line.rstrip("\n").split(delimiter)
+        if lab < len(tokens):
+            name = _unquote(tokens[lab])
+            if name not in index:  # pragma: no cover - the scan collected every label
+                raise DKernelError(f"{path}: line {lineno}: unknown label {name!r}")
+            tokens[lab] = index[name]
+        out.append(delimiter.join(tokens) + "\n")
+    return out
 
 
 def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
@@ -284,9 +406,11 @@ def iter_svmlight(
     y = np.empty(block_rows)
     r = 0
     name = os.path.basename(path)
+    lineno = 0
     with (
         progress(layout.n_rows, f"ingest {name}", unit="rows", unit_scale=True) as bar,
-        open(path, encoding="utf-8-sig") as fh,
+        open_text(path) as (fh, _),
+        _decoding(path, lambda: lineno + 1),
     ):
         for lineno, line in enumerate(fh, start=1):
             parsed = _parse_svmlight_line(line, path, lineno, zero_based)
@@ -307,7 +431,11 @@ def iter_svmlight(
 
 
 def guess_format(path: str) -> str:
-    ext = os.path.splitext(path)[1].lower()
+    """The format a file name says (``.gz``/``.bz2`` looked through)."""
+    base, ext = os.path.splitext(path)
+    if ext.lower() in (".gz", ".bz2"):
+        ext = os.path.splitext(base)[1]
+    ext = ext.lower()
     if ext == ".npz":
         return "npz"
     if ext in (".csv", ".tsv"):

@@ -139,6 +139,14 @@ def check_target(loc: Location, overwrite: bool) -> dict[str, Any] | None:
     """
     head = read_head(loc)
     names = listing(loc)
+    if head is None and not names and loc.protocol != "memory":
+        bucket = loc.path.split("/", 1)[0]
+        try:
+            found = loc.fs.exists(bucket)
+        except Exception as exc:
+            raise storage_error(loc, "cannot write store", exc) from None
+        if not found:
+            raise DKernelError(f"cannot write store {loc.url!r}: no bucket {bucket!r}")
     if head is None:
         foreign = [n for n in names if not _PREFIX.match(n)]
         if foreign:

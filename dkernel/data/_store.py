@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -113,6 +114,20 @@ class Dataset:
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+@contextlib.contextmanager
+def _storage_errors(loc: Location, what: str):
+    """An object-storage client's failure becomes a :class:`DKernelError` naming the URL
+    (and no secret); local stores keep their own errors."""
+    try:
+        yield
+    except DKernelError:
+        raise
+    except Exception as exc:
+        if loc.is_local:
+            raise
+        raise _remote.storage_error(loc, what, exc) from None
 
 
 def _format(where: Location) -> dict[str, Any]:
@@ -504,7 +519,7 @@ def write_arrays(
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
     loc = as_location(store, storage_options)
-    with StoreWriter(loc, overwrite=overwrite) as w:
+    with _storage_errors(loc, "cannot write store"), StoreWriter(loc, overwrite=overwrite) as w:
         w.add(
             "X",
             n=n,
@@ -656,7 +671,7 @@ def write_array(
         _remote.clean_debris(loc, head)
         prefix = _remote.new_prefix(name)
         target = loc.child(prefix)
-    with _atomic.terminate_as_interrupt():
+    with _atomic.terminate_as_interrupt(), _storage_errors(loc, "cannot write to store"):
         try:
             z = zarr.create_array(
                 target.zarr_store(read_only=False),
@@ -723,6 +738,7 @@ def ingest(
     Parameters
     ----------
     source : ndarray, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        (CSV and LIBSVM may be gzip- or bzip2-compressed).
         An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
@@ -743,7 +759,9 @@ def ingest(
     format : {"npz", "csv", "svmlight"}, optional
         Guessed from the file extension when omitted.
     label_column : int or None, default=-1
-        CSV column holding the label (``None``: no labels).
+        CSV column holding the label (``None``: no labels). Labels that are text are
+        class names: ``y`` holds their indices in the sorted names, and the store's
+        ``label_names`` attribute the names (label ``i`` is ``label_names[i]``).
     delimiter : str, default=","
         CSV field separator.
     zero_based : bool, default=False
@@ -803,7 +821,8 @@ def ingest(
                 **common,
             )
         if fmt == "csv":
-            delim = "\t" if path.lower().endswith(".tsv") and delimiter == "," else delimiter
+            tsv = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith(".tsv")
+            delim = "\t" if tsv and delimiter == "," else delimiter
             layout = scan_csv(path, delimiter=delim, label_column=label_column)
             if (
                 label_column is not None
@@ -832,7 +851,8 @@ def ingest(
                 dtype=dtype or np.float32,
                 has_y=lab is not None,
                 y_dtype=np.int64 if layout.integral_labels else np.float64,
-                attrs={"source": os.path.basename(path)},
+                attrs={"source": os.path.basename(path)}
+                | ({} if layout.label_names is None else {"label_names": layout.label_names}),
                 **common,
             )
         if fmt == "svmlight":

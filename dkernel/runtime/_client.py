@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import shutil
+import socket
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import dask.config
+from dask.utils import parse_bytes, parse_timedelta
 
 from .._validation import DKernelError
 from ._config import check_cluster_config, load_cluster_config, numba_threads
@@ -19,12 +26,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _local_cluster(**overrides: Any):
+def _local_cluster(*, where: str = "the local cluster", **overrides: Any):
     from distributed import LocalCluster
 
     opts = dict(dask.config.get("dkernel.cluster.local"))
     opts.update({k.replace("_", "-"): v for k, v in overrides.items()})
-    n_workers = opts.pop("n-workers", None) or min(os.cpu_count() or 1, 4)
+    _check_local_options(opts, where)
+    n_workers = opts.pop("n-workers", None)
+    if n_workers is None:
+        n_workers = min(os.cpu_count() or 1, 4)
     threads = opts.pop("threads-per-worker", 1)
     processes = bool(opts.pop("processes", True))
     kwargs: dict[str, Any] = dict(
@@ -47,7 +57,66 @@ def _local_cluster(**overrides: Any):
         env = dict(kwargs.pop("env", None) or {})
         env.setdefault("NUMBA_NUM_THREADS", str(numba_threads()))
         kwargs["env"] = env
-    return LocalCluster(**kwargs)
+    with _quiet_wildcard_origin():
+        return LocalCluster(**kwargs)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_local_options(opts: dict[str, Any], where: str) -> None:
+    """The options a ``LocalCluster`` would otherwise reject deep inside its start-up (or
+    take silently: ``n_workers: 0`` used to mean "the default"), each as one clear line."""
+    n_workers = opts.get("n-workers")
+    if n_workers is not None and not _positive_int(n_workers):
+        raise DKernelError(
+            f"{where}: n_workers must be an integer >= 1 (or null for one per core), "
+            f"got {n_workers!r}"
+        )
+    threads = opts.get("threads-per-worker", 1)
+    if not _positive_int(threads):
+        raise DKernelError(f"{where}: threads_per_worker must be an integer >= 1, got {threads!r}")
+    limit = opts.get("memory-limit", "auto")
+    if limit is not None and limit != "auto":
+        try:
+            ok = not isinstance(limit, bool) and float(parse_bytes(limit)) >= 0
+        except (ValueError, TypeError):
+            ok = False
+        if not ok:
+            raise DKernelError(
+                f"{where}: memory_limit must be 'auto', a size like '4GiB' or a number of "
+                f"bytes, got {limit!r}"
+            )
+    for key in ("scheduler-port", "worker-dashboard-address", "dashboard-address"):
+        value = opts.get(key)
+        if value is None:
+            continue
+        port = str(value).rsplit(":", 1)[-1] if key != "scheduler-port" else value
+        if not str(port).isdigit() or int(port) > 65535:
+            raise DKernelError(
+                f"{where}: {key.replace('-', '_')} needs a port number (0 to 65535), got {value!r}"
+            )
+
+
+class _WildcardOriginFilter(logging.Filter):
+    """Bokeh warns that the dashboard's websocket accepts any origin (distributed's
+    ``allow_websocket_origin: ["*"]``). On the embedded default the dashboard listens on
+    loopback only, so the warning on every start says nothing a user can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Host wildcard")
+
+
+@contextlib.contextmanager
+def _quiet_wildcard_origin() -> Iterator[None]:
+    log = logging.getLogger("bokeh.server.util")
+    quiet = _WildcardOriginFilter()
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
 
 
 def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):
@@ -84,16 +153,24 @@ def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
     kind = cfg["kind"]
     if kind == "local":
         try:
-            return _local_cluster(**(cfg.get("options") or {}))
-        except TypeError as exc:  # an option LocalCluster does not know
+            return _local_cluster(where="the local cluster", **(cfg.get("options") or {}))
+        except (TypeError, ValueError) as exc:  # an option LocalCluster does not know
             raise DKernelError(f"cannot build the local cluster from its options ({exc})") from None
     if kind in ("slurm", "pbs"):
         return _jobqueue_cluster(kind, cfg)
     return None
 
 
+#: The clients :func:`get_client` made, by the arguments it was given: asked again, it
+#: returns the same one while it runs (re-running a notebook cell starts no second cluster).
+_MADE: dict[str, Client] = {}
+
+
 def get_client(
-    config: str | os.PathLike | dict[str, Any] | None = None, **local_options: Any
+    config: str | os.PathLike | dict[str, Any] | None = None,
+    *,
+    new: bool = False,
+    **local_options: Any,
 ) -> Client:
     """Connect a ``distributed.Client`` to the cluster ``config`` names.
 
@@ -106,6 +183,11 @@ def get_client(
         ``cluster-configs/`` (local, slurm, pbs, scheduler-file, address); a mapping: the
         ``cluster:`` part of such a file, as :func:`load_cluster_config` returns it. A
         string like ``"tcp://host:8786"``: connect to that scheduler.
+    new : bool, default False
+        Start (or connect) a new cluster even when one is already at hand. By default
+        ``get_client()`` is idempotent: with no arguments it returns the current Dask
+        client when there is one, and otherwise, asked with the same arguments as before,
+        the client it made then while that still runs. It logs (INFO) which it did.
     **local_options
         Overrides of the embedded default (``n_workers``, ``threads_per_worker``,
         ``processes``, ``memory_limit``, ``host``, ``dashboard_address``).
@@ -117,17 +199,24 @@ def get_client(
         of :mod:`dkernel.runtime._memory` are installed: workers already past their pause
         threshold at rest are refused with a ``DKernelError``, and a worker paused with
         nothing to spill is unpaused after ``dkernel.cluster.memory.paused-timeout`` s.
-        The embedded cluster listens on 127.0.0.1 only (``dkernel.cluster.local.host``,
-        ``dashboard-address``). Its dashboard link is logged at INFO level. Close it
-        (``client.close()`` and ``client.cluster.close()``, or use it as a context manager)
-        when done.
+        On every scheduler it connects to, work that finds no worker for
+        ``dkernel.cluster.no-workers-timeout`` s (a config file's ``no_workers_timeout:``)
+        fails with distributed's ``NoWorkerError`` instead of waiting for ever (the CLI
+        reports it as one line). The embedded cluster listens on 127.0.0.1 only
+        (``dkernel.cluster.local.host``, ``dashboard-address``). Its dashboard link is
+        logged at INFO level. Close it (``client.close()`` and ``client.cluster.close()``,
+        or use it as a context manager) when done.
     """
-    from distributed import Client
-
+    key = _made_key(config, local_options)
+    if not new:
+        found = _existing_client(key, plain=config is None and not local_options)
+        if found is not None:
+            return found
     if config is None:
         config = _default_address()
+    timeout = dask.config.get("dkernel.cluster.no-workers-timeout", None)
     if config is None:
-        client = _guarded(Client(_local_cluster(**local_options)))
+        client = _guarded(_new_client(_local_cluster(**local_options)))
     elif isinstance(config, str) and "://" in config:
         client = _connect(config)
     else:
@@ -136,6 +225,7 @@ def get_client(
             if isinstance(config, dict)
             else load_cluster_config(config)
         )
+        timeout = cfg.get("no_workers_timeout", timeout)
         kind = cfg["kind"]
         if kind == "scheduler-file":
             sf = os.path.expanduser(os.path.expandvars(str(cfg.get("scheduler_file") or "")))
@@ -147,17 +237,122 @@ def get_client(
         elif kind == "address":
             client = _connect(str(cfg["address"]))
         else:
+            if kind != "local":
+                _check_submit_command(kind)
             cluster = make_cluster(cfg)
             scale = cfg.get("scale") or {}
             if scale:
                 cluster.scale(**scale)
-            client = Client(cluster)
+            client = _new_client(cluster)
             if kind != "local" and cfg.get("wait_for_workers"):
-                client.wait_for_workers(int(cfg["wait_for_workers"]))
+                _wait_for_workers(client, int(cfg["wait_for_workers"]), timeout, kind)
             client = _guarded(client)
+    _set_no_workers_timeout(client, timeout)
     register_thread_settings(client)  # hand-started workers: the embedded thread settings
-    logger.info("dask dashboard: %s", client.dashboard_link)
+    _MADE[key] = client
+    logger.info("started a Dask client; dashboard: %s", client.dashboard_link)
     return client
+
+
+def _check_submit_command(kind: str) -> None:
+    """A jobqueue cluster without its batch system would wait for workers that never come."""
+    submit = "sbatch" if kind == "slurm" else "qsub"
+    if shutil.which(submit) is None:
+        raise DKernelError(
+            f"a {kind} cluster submits its workers with {submit}, which is not on this "
+            f"machine's PATH: run from a {kind.upper()} login node, or use kind: local"
+        )
+
+
+def _made_key(config: Any, local_options: dict[str, Any]) -> str:
+    if isinstance(config, os.PathLike):
+        config = os.path.abspath(os.fspath(config))
+    elif isinstance(config, str) and "://" not in config:
+        config = os.path.abspath(config)
+    return json.dumps([config, local_options], sort_keys=True, default=str)
+
+
+def _existing_client(key: str, *, plain: bool) -> Client | None:
+    """The current client (for a plain ``get_client()``) or the one made before for ``key``."""
+    from distributed import Client
+
+    if plain:
+        try:
+            current = Client.current(allow_global=True)
+        except ValueError:
+            current = None
+        if current is not None and current.status == "running":
+            logger.info(
+                "using the current Dask client (dashboard: %s); get_client(new=True) starts "
+                "another",
+                current.dashboard_link,
+            )
+            return current
+    made = _MADE.get(key)
+    if made is not None and made.status == "running":
+        logger.info(
+            "using the client get_client made before (dashboard: %s); get_client(new=True) "
+            "starts another",
+            made.dashboard_link,
+        )
+        return made
+    _MADE.pop(key, None)
+    return None
+
+
+def _new_client(cluster) -> Client:
+    from distributed import Client
+
+    try:
+        return Client(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def _wait_for_workers(client: Client, n: int, timeout: Any, kind: str) -> None:
+    """``wait_for_workers`` of a jobqueue config, bounded by the no-workers timeout."""
+    try:
+        client.wait_for_workers(n, timeout=timeout)
+    except TimeoutError:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        raise DKernelError(
+            f"the {kind} cluster had fewer than {n} workers after {timeout} s (its jobs may "
+            "still wait in the queue: raise no_workers_timeout in the config file, or check "
+            "them with squeue/qstat)"
+        ) from None
+
+
+def _set_no_workers_timeout(client: Client, timeout: Any) -> None:
+    """Make the scheduler fail work that finds no worker for ``timeout`` s.
+
+    distributed has the mechanism (``distributed.scheduler.no-workers-timeout``) but reads
+    it when a scheduler starts, and a scheduler started elsewhere (``dask scheduler``, a
+    batch job) has its own config: the attribute is set on the running scheduler instead.
+    The function is nested so it travels by value: the scheduler needs no dkernel.
+    """
+    if timeout is None:
+        return
+    try:
+        seconds = float(parse_timedelta(timeout, default="s"))
+    except (ValueError, TypeError, KeyError):
+        seconds = float("nan")
+    if not seconds > 0:
+        raise DKernelError(f"dkernel.cluster.no-workers-timeout must be > 0 s, got {timeout!r}")
+
+    def set_timeout(dask_scheduler, seconds=seconds):
+        current = dask_scheduler.no_workers_timeout
+        if current is None or current > seconds:
+            dask_scheduler.no_workers_timeout = seconds
+        return dask_scheduler.no_workers_timeout
+
+    try:
+        client.run_on_scheduler(set_timeout)
+    except Exception as exc:  # a scheduler that refuses run_on_scheduler
+        logger.warning("could not set the scheduler's no-workers timeout (%s)", exc)
 
 
 def _default_address() -> str | None:
@@ -192,11 +387,40 @@ def _guarded(client: Client) -> Client:
 
 
 def _connect(address: str | None, **kwargs: Any) -> Client:
-    """A client of a running scheduler; a failed connection becomes a ``DKernelError``."""
+    """A client of a running scheduler; a failed connection becomes a ``DKernelError``.
+
+    A TCP address is probed first: a refused connection (nothing listens there) is
+    reported at once, where ``Client`` would retry it for
+    ``distributed.comm.timeouts.connect`` (30 s).
+    """
     from distributed import Client
 
+    if address is not None:
+        _probe(address)
     try:
         return Client(address, **kwargs)
     except (OSError, TimeoutError) as exc:
         where = address or kwargs.get("scheduler_file")
         raise DKernelError(f"cannot connect to the scheduler at {where} ({exc})") from None
+
+
+def _probe(address: str) -> None:
+    parts = urlsplit(address)
+    if parts.scheme not in ("tcp", "tls") or parts.hostname is None:
+        return
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        raise DKernelError(f"scheduler address {address!r} needs a port: tcp://host:8786")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=5):
+            pass
+    except ConnectionRefusedError:
+        raise DKernelError(
+            f"cannot connect to the scheduler at {address}: connection refused (no scheduler "
+            "listens there; start it first, or check the host and port)"
+        ) from None
+    except OSError:  # unresolved name, timeout ...: Client's own retries report it
+        return

@@ -99,7 +99,7 @@ class PauseGuard(WorkerPlugin):
 
     def __init__(self, timeout: float | None = None, interval: float = 1.0):
         if timeout is None:
-            timeout = float(dask.config.get("dkernel.cluster.memory.paused-timeout", 60))
+            timeout = float(dask.config.get("dkernel.cluster.memory.paused-timeout", 30))
         self.timeout = float(timeout)
         self.interval = float(interval)
         self._since: float | None = None

@@ -265,6 +265,60 @@ def compile_note(
             print(f"dkernel: {done}", file=out, flush=True)
 
 
+def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
+    """``array.compute()``, with a bar of the row chunks done when :func:`progress_enabled`.
+
+    For a lazy pass over the rows (one chunk along the columns): the k-means labels pass,
+    a prediction. Under a distributed client the chunks are futures counted as they
+    finish; under a local scheduler a callback counts them. Anything that is not such a
+    dask array is returned as it is (computed, when it is a dask array).
+    """
+    from dask.array import Array
+
+    if not isinstance(array, Array):
+        return array
+    if not progress_enabled(verbose) or any(n != 1 for n in array.numblocks[1:]):
+        return array.compute()
+    import numpy as np
+
+    blocks = list(array.to_delayed().ravel())
+    with progress(
+        len(blocks), f"{desc} ({len(blocks)} chunks)", enabled=True, unit="chunks"
+    ) as bar:
+        client = _distributed_client()
+        if client is not None:
+            from distributed import as_completed
+
+            futures = client.compute(blocks)
+            for _ in as_completed(futures):
+                bar.update(1)
+            parts = client.gather(futures)
+        else:
+            from dask.callbacks import Callback
+
+            keys = {b.key for b in blocks}
+
+            class _Count(Callback):
+                def _posttask(self, key, result, dsk, state, worker_id):
+                    if key in keys:
+                        bar.update(1)
+
+            with _Count():
+                parts = dask.compute(*blocks)
+    return np.concatenate(parts, axis=0)
+
+
+def _distributed_client() -> Any:
+    """The distributed client Dask would compute on now, if any."""
+    from dask.base import get_scheduler
+
+    scheduler = get_scheduler()
+    owner = getattr(scheduler, "__self__", None)
+    if owner is not None and type(owner).__name__ == "Client":
+        return owner
+    return None
+
+
 def _forget_compiled() -> None:
     """Tests: show the compile notes again."""
     with _COMPILED_LOCK:

@@ -832,7 +832,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             self._spec,
             self._scaler(),
         )
-        return self._row_pass(X, is_dask, _decision_rows, *args, n_out=None if c == 1 else c)
+        n_out = None if c == 1 else c
+        return self._row_pass(X, is_dask, _decision_rows, *args, n_out=n_out, token="svm-scores")
 
     def predict(self, X):
         """Class labels (``classes_`` values); dask/zarr/store input gives a lazy dask array."""
@@ -847,7 +848,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             self.classes_,
         )
         return self._row_pass(
-            X, is_dask, _predict_rows, *args, n_out=None, dtype=self.classes_.dtype
+            X,
+            is_dask,
+            _predict_rows,
+            *args,
+            n_out=None,
+            dtype=self.classes_.dtype,
+            token="svm-predict",
         )
 
     # ------------------------------------------------------------------ persistence

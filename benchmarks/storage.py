@@ -1,0 +1,350 @@
+"""Benchmark: the same store on local disk and on an S3 API server (issue 21).
+
+One run, side by side, on the same 2-worker LocalCluster (one thread each):
+
+- ingest MB/s into each store;
+- MiniBatchKernelKMeans fit + predict, BudgetedSVC fit + score and the two-pass coreset, each
+  from the local store and from the S3 store (same seed: the results must be identical);
+- the S3 server's access log: GET requests per chunk per pass, HEADs, metadata GETs;
+- the floor: the same workers GET every chunk of the store once (bytes only, no decode), so
+  the S3 run's extra wall time over the local run can be compared with what fetching those
+  chunks costs at least (``extra / (floor x passes)``, issue target <= 1.2);
+- opening a 10^4-chunk store on S3 (time and requests);
+- the client libraries: the same chunks fetched by s3fs (what zarr's FsspecStore uses) and
+  by obstore (zarr's ObjectStore), one process, sequential and with 8 in flight.
+
+The S3 server is moto's server mode on 127.0.0.1 (a real HTTP S3 API in its own process):
+its per-request cost is a Python web server's, so the S3 numbers bound what a local
+S3-compatible server costs, not a cloud object store's latency.
+
+Usage::
+
+    python benchmarks/storage.py [--rows 1000000] [--cols 50] [--repeats 3] [--quick]
+
+Results: ``benchmarks/results/storage.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+import _s3server
+
+
+def _time(func, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = func()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, out
+
+
+def _fetch_all(where, keys):
+    """GET each chunk key of one array on the workers: one task per chunk, bytes only."""
+    import dask
+
+    from dkernel.data._verify import _fetch
+
+    def get(key):
+        if where.is_local:
+            with open(os.path.join(where.url, *key.split("/")), "rb") as fh:
+                return len(fh.read())
+        return len(_fetch(where, key))
+
+    return dask.compute(*[dask.delayed(get, pure=False)(k) for k in keys])
+
+
+def _algorithms(path, n_clusters, budget, m, count=lambda: 0):
+    """The three workloads on one store; returns their results (compared across stores),
+    walls and, through ``count()``, the chunk GETs each made."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.coreset import distributed_coreset
+    from dkernel.data import open_dataset
+    from dkernel.svm import BudgetedSVC
+
+    out = {}
+    c0 = count()
+    t0 = time.perf_counter()
+    km = MiniBatchKernelKMeans(n_clusters, random_state=0).fit(path)
+    labels = km.predict(path).compute()
+    out["kmeans_s"] = time.perf_counter() - t0
+    out["kmeans"] = (labels, km.inertia_)
+    c1 = count()
+    out["kmeans_gets"] = c1 - c0
+    ds = open_dataset(path)
+    t0 = time.perf_counter()
+    clf = BudgetedSVC(budget=budget, max_iter=1, random_state=0).fit(path)
+    acc = clf.score(ds.X, ds.y)
+    out["svm_s"] = time.perf_counter() - t0
+    out["svm"] = (clf.support_vectors_, acc)
+    c2 = count()
+    out["svm_gets"] = c2 - c1
+    t0 = time.perf_counter()
+    core = distributed_coreset(path, None, m, method="two-pass", random_state=0)
+    out["coreset_s"] = time.perf_counter() - t0
+    out["coreset"] = (core.X, core.weight)
+    out["coreset_gets"] = count() - c2
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return all(_same(x, y) for x, y in zip(a, b))
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def _client_compare(server, bucket, store_url, n_chunks):
+    """s3fs vs obstore GET of the same chunk objects, in this process."""
+    import asyncio
+
+    import s3fs
+
+    from dkernel.data import open_dataset
+
+    ds = open_dataset(store_url)
+    where = ds.X.__dask_graph__()  # noqa: F841 - keep the view alive
+    prefix = ds.arrays["X"]
+    keys = [
+        f"{store_url.split('://', 1)[1].split('/', 1)[1]}/{prefix}/c/{i}/0" for i in range(n_chunks)
+    ]
+    fs = s3fs.S3FileSystem(**server.storage_options(), skip_instance_cache=True)
+    fs.cat_file(f"{bucket}/{keys[0]}", max_concurrency=1)  # session set up, untimed
+    res = {}
+    t0 = time.perf_counter()
+    nbytes = sum(len(fs.cat_file(f"{bucket}/{k}", max_concurrency=1)) for k in keys)
+    res["s3fs_sequential_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fs.cat([f"{bucket}/{k}" for k in keys], batch_size=8)
+    res["s3fs_8_in_flight_s"] = time.perf_counter() - t0
+    try:
+        import obstore
+        from obstore.store import S3Store
+
+        store = S3Store(
+            bucket,
+            endpoint=server.endpoint,
+            access_key_id=_s3server.ACCESS_KEY,
+            secret_access_key=_s3server.SECRET_KEY,
+            region=_s3server.REGION,
+            client_options={"allow_http": True},
+        )
+        obstore.get(store, keys[0]).bytes()  # connection set up, untimed
+        t0 = time.perf_counter()
+        nb2 = sum(len(obstore.get(store, k).bytes()) for k in keys)
+        res["obstore_sequential_s"] = time.perf_counter() - t0
+        assert nb2 == nbytes
+
+        async def eight():
+            sem = asyncio.Semaphore(8)
+
+            async def one(k):
+                async with sem:
+                    r = await obstore.get_async(store, k)
+                    return len(await r.bytes_async())
+
+            return sum(await asyncio.gather(*(one(k) for k in keys)))
+
+        t0 = time.perf_counter()
+        asyncio.run(eight())
+        res["obstore_8_in_flight_s"] = time.perf_counter() - t0
+    except ImportError:
+        res["obstore"] = "not installed"
+    res["mib"] = nbytes / 2**20
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--cols", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--open-chunks", type=int, default=10_000)
+    p.add_argument("--quick", action="store_true", help="small sizes, to check the script")
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeats, args.open_chunks = 50_000, 1, 500
+    n, d = args.rows, args.cols
+
+    from distributed import Client, LocalCluster
+
+    from dkernel.data import ingest, make_checkerboard, open_dataset
+
+    work = tempfile.mkdtemp(prefix="dkernel-storage-bench-")
+    log = os.path.join(work, "s3-access.log")
+    proc, server = _s3server.start(log=log)
+    os.environ.update(server.env())
+    bucket = f"dk-bench-{uuid.uuid4().hex[:8]}"
+    _s3server.make_bucket(server, bucket)
+    result: dict = {
+        "command": "python benchmarks/storage.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": {"platform": platform.machine(), "cores": os.cpu_count()},
+        "rows": n,
+        "cols": d,
+    }
+    try:
+        # the data: a checkerboard in the first two columns, noise in the others
+        board, y = make_checkerboard(n, random_state=0)
+        rng = np.random.default_rng(1)
+        X = np.hstack([board, rng.standard_normal((n, d - 2))]).astype(np.float32)
+        y = np.asarray(y)
+        local_path = os.path.join(work, "data.zarr")
+        s3_url = f"s3://{bucket}/data.zarr"
+        mib = X.nbytes / 2**20
+        t_local, _, _ = _time(lambda: ingest(X, local_path, y=y, overwrite=True), args.repeats)
+        t_s3, _, _ = _time(lambda: ingest(X, s3_url, y=y, overwrite=True), args.repeats)
+        result["ingest"] = {"mib": mib, "local_mib_s": mib / t_local, "s3_mib_s": mib / t_s3}
+        ds = open_dataset(s3_url)
+        n_chunks = ds.X.numblocks[0]
+        result["chunks"] = {"n": n_chunks, "rows": int(ds.attrs["chunk_rows"])}
+
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
+        try:
+            client.run(lambda: __import__("dkernel.cluster._blocks"))
+            small = os.path.join(work, "warm.zarr")
+            ingest(X[:5000], small, y=y[:5000], overwrite=True)
+            _algorithms(small, 8, 50, 100)  # compile and import on the workers, untimed
+            runs = {}
+
+            def count_x():
+                return _s3server.count_requests(log, needle=f"{bucket}/data.zarr/X.v-")
+
+            for name, path in (("local", local_path), ("s3", s3_url)):
+                reps = []
+                for _ in range(args.repeats):
+                    out = _algorithms(path, 8, 200, 2048, count=count_x)
+                    out["x_gets"] = sum(out[f"{k}_gets"] for k in ("kmeans", "svm", "coreset"))
+                    reps.append(out)
+                runs[name] = reps
+            identical = {
+                k: _same(runs["local"][0][k], runs["s3"][0][k])
+                for k in ("kmeans", "svm", "coreset")
+            }
+            result["identical"] = identical
+            loc = ds.location.child(ds.arrays["X"])
+            keys = [f"c/{i}/0" for i in range(n_chunks)]
+            local_loc = open_dataset(local_path).location.child("X")
+            floor_s3, _, _ = _time(lambda: _fetch_all(loc, keys), args.repeats)
+            floor_local, _, _ = _time(lambda: _fetch_all(local_loc, keys), args.repeats)
+            gets_total = runs["s3"][0]["x_gets"]
+            passes = gets_total / n_chunks
+            walls = {}
+            for step in ("kmeans", "svm", "coreset"):
+                lw = statistics.median(r[f"{step}_s"] for r in runs["local"])
+                sw = statistics.median(r[f"{step}_s"] for r in runs["s3"])
+                gets = runs["s3"][0][f"{step}_gets"]
+                walls[step] = {"local_s": lw, "s3_s": sw, "passes": gets / n_chunks}
+            extra = sum(w["s3_s"] - w["local_s"] for w in walls.values())
+            floor_extra = (floor_s3 - floor_local) * passes
+            result["passes"] = {
+                "x_chunk_gets_per_run": gets_total,
+                "chunks": n_chunks,
+                "gets_per_chunk_per_run": passes,
+                "heads": _s3server.count_requests(log, method="HEAD", needle=bucket),
+            }
+            result["walls"] = walls
+            result["floor"] = {
+                "s3_one_pass_s": floor_s3,
+                "local_one_pass_s": floor_local,
+                "extra_per_pass_s": floor_s3 - floor_local,
+                "passes": passes,
+            }
+            result["extra_over_floor"] = extra / floor_extra if floor_extra > 0 else None
+            result["extra_s"] = extra
+        finally:
+            client.close()
+            cluster.close()
+
+        # opening a store of many chunks
+        Xo = np.zeros((args.open_chunks * 8, 2), dtype=np.float32)
+        url_many = f"s3://{bucket}/many.zarr"
+        ingest(Xo, url_many, chunk_rows=8, compressors=None)
+        before = _s3server.count_requests(log, needle=bucket)
+        t_open, _, _ = _time(lambda: open_dataset(url_many), max(3, args.repeats))
+        reqs = (_s3server.count_requests(log, needle=bucket) - before) / max(3, args.repeats)
+        result["open"] = {"chunks": args.open_chunks, "median_s": t_open, "requests": reqs}
+        result["clients"] = _client_compare(server, bucket, s3_url, n_chunks)
+    finally:
+        _s3server.stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+    result["load_average_end"] = os.getloadavg()
+    os.makedirs(args.out, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    with open(os.path.join(args.out, f"storage{suffix}.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2, default=float)
+    with open(os.path.join(args.out, f"storage{suffix}.md"), "w", encoding="utf-8") as fh:
+        fh.write(_markdown(result))
+    print(_markdown(result))
+    return 0
+
+
+def _markdown(r) -> str:
+    w = r["walls"]
+    rows = "\n".join(
+        f"| {k} | {v['local_s']:.2f} | {v['s3_s']:.2f} | {v['s3_s'] - v['local_s']:+.2f} | "
+        f"{v['passes']:.2f} | {'yes' if r['identical'][k] else 'NO'} |"
+        for k, v in w.items()
+    )
+    c = r["clients"]
+    fl = r["floor"]
+    ratio = r["extra_over_floor"]
+    return f"""# Stores on local disk and on S3 (moto server on 127.0.0.1)
+
+Command: `{r["command"]}`
+Machine: {r["machine"]["platform"]}, {r["machine"]["cores"]} cores; 2 workers x 1 thread.
+Store: {r["rows"]} x {r["cols"]} float32, {r["chunks"]["n"]} chunks of {r["chunks"]["rows"]} rows.
+Load average at the end: {r["load_average_end"][0]:.1f}.
+
+## Ingest
+local {r["ingest"]["local_mib_s"]:.0f} MiB/s, S3 {r["ingest"]["s3_mib_s"]:.0f} MiB/s
+({r["ingest"]["mib"]:.0f} MiB).
+
+## Algorithms (median wall, s)
+| step | local | S3 | extra | X GETs per chunk | identical |
+|---|---|---|---|---|---|
+{rows}
+
+kmeans = MiniBatchKernelKMeans(8) fit + predict; svm = BudgetedSVC(200, max_iter=1) fit +
+score; coreset = two-pass distributed_coreset, m = 2048.
+
+## Requests and the floor
+- X chunk GETs per run of the three steps: {r["passes"]["x_chunk_gets_per_run"]}
+  ({r["passes"]["gets_per_chunk_per_run"]:.2f} per chunk: each pass reads each chunk once);
+  HEAD requests in the whole run: {r["passes"]["heads"]}.
+- Floor: the 2 workers GET every chunk once (bytes, no decode): S3 {fl["s3_one_pass_s"]:.3f} s,
+  local {fl["local_one_pass_s"]:.3f} s per pass; x {fl["passes"]:.2f} passes.
+- S3 extra wall over local, all three steps: {r["extra_s"]:.2f} s =
+  **{ratio if ratio is None else f"{ratio:.2f}"} x** the floor's extra (target <= 1.2).
+
+## Opening a store of {r["open"]["chunks"]} chunks on S3
+median {r["open"]["median_s"] * 1000:.0f} ms, {r["open"]["requests"]:.0f} requests per open.
+
+## Client libraries (one process, the X chunks, {c["mib"]:.0f} MiB)
+| client | sequential s | 8 in flight s |
+|---|---|---|
+| s3fs (zarr FsspecStore) | {c["s3fs_sequential_s"]:.3f} | {c["s3fs_8_in_flight_s"]:.3f} |
+| obstore (zarr ObjectStore) | {c.get("obstore_sequential_s", float("nan")):.3f} | {c.get("obstore_8_in_flight_s", float("nan")):.3f} |
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
