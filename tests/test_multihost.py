@@ -65,10 +65,9 @@ class Hosts:
         done = self.net.run("client", [sys.executable, str(WORKLOAD), *args],
                             env=self.client_env(), timeout=timeout)  # fmt: skip
         if done.returncode != 0:
-            raise AssertionError(
-                f"client exited {done.returncode}\n{done.stderr.decode(errors='replace')}\n"
-                + self.tails()
-            )
+            err = done.stderr.decode(errors="replace")
+            last = ([ln for ln in err.splitlines() if ln.strip()] or [""])[-1]
+            raise AssertionError(f"client exited {done.returncode}: {last}\n{err}\n{self.tails()}")
         return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
     def tails(self, n: int = 20) -> str:
@@ -180,10 +179,17 @@ def one_host(tmp_path_factory) -> Iterator[Callable[[str], tuple[dict, dict]]]:
 def on_hosts(hosts) -> Callable[[str], tuple[dict, dict]]:
     """The workload on the client host, every store and model on the S3 server."""
     results: dict[str, tuple[dict, dict]] = {}
+    failed: dict[str, str] = {}
 
     def run(route: str) -> tuple[dict, dict]:
+        if route in failed:  # reported in full by the test that ran it first
+            pytest.fail(f"the {route} run on the hosts failed: {failed[route]}")
         if route not in results:
-            out = hosts.client(route, "--scheduler", hosts.scheduler, "--root", ROOT)
+            try:
+                out = hosts.client(route, "--scheduler", hosts.scheduler, "--root", ROOT)
+            except AssertionError as e:
+                failed[route] = str(e).splitlines()[0]
+                raise
             results[route] = _decode(out)
         return results[route]
 
