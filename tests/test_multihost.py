@@ -46,9 +46,10 @@ class Hosts:
     s3: _s3server.S3Server
     logs: Path
     workers: dict[str, subprocess.Popen]
+    numba_seed: Path
 
     def client_env(self) -> dict[str, str]:
-        return self.s3.env()
+        return {**self.s3.env(), "DKT_NUMBA_SEED": str(self.numba_seed)}
 
     def start_worker(self, role: str) -> subprocess.Popen:
         ip = self.net.hosts[role].ip
@@ -56,7 +57,7 @@ class Hosts:
                "--host", ip, "--nworkers", "1", "--nthreads", "1", "--name", role,
                "--no-dashboard", "--death-timeout", "60"]  # fmt: skip
         with open(self.logs / f"{role}.log", "ab") as log:  # the child keeps its own fd
-            proc = self.net.spawn(role, cmd, env=self.s3.env(), stdout=log, stderr=log)
+            proc = self.net.spawn(role, cmd, env=self.client_env(), stdout=log, stderr=log)
         self.workers[role] = proc
         return proc
 
@@ -79,10 +80,7 @@ class Hosts:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory) -> Iterator[Hosts]:
-    why = netns.unavailable()
-    if why:
-        pytest.skip(f"cross-host test: {why}")
+def hosts(tmp_path_factory, one_host) -> Iterator[Hosts]:
     logs = tmp_path_factory.mktemp("multihost-logs")
     net = netns.Network(ROLES)
     s3proc = None
@@ -100,7 +98,7 @@ def hosts(tmp_path_factory) -> Iterator[Hosts]:
                       stdout=log, stderr=log)  # fmt: skip
         scheduler = f"tcp://{sched_ip}:{SCHED_PORT}"
         net.wait_tcp("client", scheduler)
-        h = Hosts(net, scheduler, s3, logs, {})
+        h = Hosts(net, scheduler, s3, logs, {}, one_host.numba_seed)
         for role in ("w1", "w2"):
             h.start_worker(role)
         yield h
@@ -145,34 +143,50 @@ def _decode(result: dict) -> tuple[dict, dict]:
     return summaries, arrays
 
 
+@dataclass
+class OneHost:
+    results: dict[str, tuple[dict, dict]]
+    failed: dict[str, str]
+    numba_seed: Path
+
+    def __call__(self, route: str) -> tuple[dict, dict]:
+        if route in self.failed:
+            pytest.fail(f"the {route} run on one host failed:\n{self.failed[route]}")
+        return self.results[route]
+
+
 @pytest.fixture(scope="module")
-def one_host(tmp_path_factory) -> Iterator[Callable[[str], tuple[dict, dict]]]:
-    """The same workload on one host: a LocalCluster in this process, local folders."""
+def one_host(tmp_path_factory) -> OneHost:
+    """The same workload on one host first: a LocalCluster in this process, local folders.
+
+    Its numba cache becomes every host's starting cache (``sandbox.sh``).
+    """
+    why = netns.unavailable()
+    if why:
+        pytest.skip(f"cross-host test: {why}")
     from distributed import LocalCluster
 
     root, work = tmp_path_factory.mktemp("ref-stores"), tmp_path_factory.mktemp("ref-work")
-    cluster = None
-    results: dict[str, tuple[dict, dict]] = {}
-
-    def run(route: str) -> tuple[dict, dict]:
-        nonlocal cluster
-        if route not in results:
-            if cluster is None:
-                cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       protocol="tcp", host="127.0.0.1",
-                                       dashboard_address=None)  # fmt: skip
+    seed = tmp_path_factory.mktemp("numba-seed")
+    env = {"NUMBA_CACHE_DIR": str(seed)}
+    out = OneHost({}, {}, seed)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, env=env) as cluster:  # fmt: skip
+        for route in ("cli", "api"):
             done = subprocess.run(
                 [sys.executable, str(WORKLOAD), route, "--scheduler", cluster.scheduler_address,
                  "--root", str(root), "--work", str(work)],
-                capture_output=True, text=True, timeout=600,
+                capture_output=True, text=True, timeout=600, env={**os.environ, **env},
             )  # fmt: skip
-            assert done.returncode == 0, done.stderr
-            results[route] = _decode(json.loads(done.stdout.strip().splitlines()[-1]))
-        return results[route]
-
-    yield run
-    if cluster is not None:
-        cluster.close()
+            if done.returncode != 0:
+                out.failed[route] = done.stderr
+            else:
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                out.results[route] = _decode(result)
+                (seed.parent / f"one-host-{route}-seconds.json").write_text(
+                    json.dumps(result["seconds"])
+                )
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -191,16 +205,17 @@ def on_hosts(hosts) -> Callable[[str], tuple[dict, dict]]:
                 failed[route] = str(e).splitlines()[0]
                 raise
             results[route] = _decode(out)
+            (hosts.logs / f"{route}-seconds.json").write_text(json.dumps(out["seconds"]))
         return results[route]
 
     return run
 
 
 @pytest.mark.parametrize("route", ["cli", "api"])
-def test_steps_match_one_host(route, on_hosts, one_host):
+def test_steps_match_one_host(route, one_host, on_hosts):
     """ingest, kmeans (labels into the store), svm train, svm predict into the store and a
     coreset give on the hosts exactly what they give on one host."""
-    (got_sum, got), (ref_sum, ref) = on_hosts(route), one_host(route)
+    (ref_sum, ref), (got_sum, got) = one_host(route), on_hosts(route)
     assert sorted(got) == sorted(ref)
     assert {"labels", "predictions", "core_weight", "svm_support_vectors"} <= set(ref)
     for k in sorted(ref):
@@ -208,7 +223,7 @@ def test_steps_match_one_host(route, on_hosts, one_host):
     assert got_sum == ref_sum
 
 
-def test_worker_killed_mid_fit(hosts, on_hosts, one_host):
+def test_worker_killed_mid_fit(hosts, one_host, on_hosts):
     """SIGKILL one worker's host processes while k-means fits: the survivor finishes with the
     same labels as the one-host run."""
     api_labels = on_hosts("api")[1]["labels"]  # the API run wrote the store this fit reads

@@ -7,6 +7,15 @@
 # replaces this shell (exec), so its PID and process group are the ones the harness started.
 set -eu
 
+# Compiled numba kernels from a folder the harness filled on one host (as an image would ship
+# them): each host starts from its own copy instead of compiling for half a minute. The folder
+# is opened now, as it lies under /tmp, which is about to be covered.
+seeded=""
+if [ -n "${DKT_NUMBA_SEED:-}" ] && [ -d "$DKT_NUMBA_SEED" ]; then
+    exec 3<"$DKT_NUMBA_SEED"
+    seeded=1
+fi
+
 # Mount points with spaces are written \040 in /proc/self/mounts; none are expected here.
 awk '{print $2}' /proc/self/mounts | sort -u | while read -r mp; do
     case $mp in
@@ -28,5 +37,9 @@ fi
 export HOME=/tmp/home TMPDIR=/tmp XDG_CACHE_HOME=/tmp/cache DASK_CONFIG=/tmp/dask-config
 export NUMBA_CACHE_DIR=/tmp/numba-cache
 mkdir -p "$HOME" "$XDG_CACHE_HOME" "$DASK_CONFIG" "$NUMBA_CACHE_DIR"
+if [ -n "$seeded" ]; then
+    cp -R /proc/self/fd/3/. "$NUMBA_CACHE_DIR/"
+    exec 3<&-
+fi
 cd /tmp
 exec "$@"

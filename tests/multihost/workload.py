@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import errno
 import io
 import json
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 
 def _worker_view(marker: str, code_dir: str) -> dict:
@@ -136,7 +138,8 @@ def _data(work: str) -> tuple[str, str]:
 def _cli(scheduler: str, *args: str) -> dict:
     """One ``dkernel`` command against the cluster; its JSON summary."""
     cmd = [sys.executable, "-m", "dkernel", "--cluster", scheduler, "--no-progress", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    with _timed("_".join(a for a in args[:2] if not a.startswith("/") and "://" not in a)):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise SystemExit(f"dkernel {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
     # The summary is the indented JSON object that ends the output.
@@ -252,6 +255,17 @@ def _fit_with_kill(client, store: str, victim: str, nth: int = 3) -> tuple[objec
     return box["model"], alive_at_kill
 
 
+SECONDS: dict[str, float] = {}
+
+
+@contextlib.contextmanager
+def _timed(step: str) -> Iterator[None]:
+    """Wall time of each step, reported beside the results (never compared)."""
+    t0 = time.perf_counter()
+    yield
+    SECONDS[step] = round(time.perf_counter() - t0, 2)
+
+
 def _prepare(args: argparse.Namespace) -> tuple[str, str, str]:
     root = args.root.rstrip("/")
     if root.startswith("s3://"):
@@ -295,18 +309,24 @@ def run_api(args: argparse.Namespace) -> dict:
     store, model, core = f"{root}/api.zarr", f"{root}/api-svm.npz", f"{root}/api-core.zarr"
     with Client(args.scheduler, timeout=60) as client:
         client.wait_for_workers(2, timeout=60)
-        ds = ingest(npz, store, chunk_rows=CHUNK_ROWS)
-        km = MiniBatchKernelKMeans(**KMEANS).fit(store)
-        write_array(ds, "labels", np.asarray(km.labels_, dtype=np.int64))
-        predicted = np.asarray(km.predict(store))
-        score = float(km.score(store))
-        BudgetedSVC(**SVM).fit(store).save(model)
-        clf = load_model(model)
-        write_array(ds, "predictions", clf.predict(ds.X))  # written by the workers
-        write_coreset(distributed_coreset(store, m=CORESET_SIZE, random_state=0), core)
-        arrays = _store_arrays("", store, ("X", "y", "labels", "predictions"))
-        arrays |= _store_arrays("core_", core, ("X", "y", "weight"))
-        arrays |= _model_arrays("svm_", model)
+        with _timed("ingest"):
+            ds = ingest(npz, store, chunk_rows=CHUNK_ROWS)
+        with _timed("kmeans"):
+            km = MiniBatchKernelKMeans(**KMEANS).fit(store)
+            write_array(ds, "labels", np.asarray(km.labels_, dtype=np.int64))
+            predicted = np.asarray(km.predict(store))
+            score = float(km.score(store))
+        with _timed("svm_train"):
+            BudgetedSVC(**SVM).fit(store).save(model)
+        with _timed("svm_predict"):
+            clf = load_model(model)
+            write_array(ds, "predictions", clf.predict(ds.X))  # written by the workers
+        with _timed("coreset"):
+            write_coreset(distributed_coreset(store, m=CORESET_SIZE, random_state=0), core)
+        with _timed("read_back"):
+            arrays = _store_arrays("", store, ("X", "y", "labels", "predictions"))
+            arrays |= _store_arrays("core_", core, ("X", "y", "weight"))
+            arrays |= _model_arrays("svm_", model)
     arrays["kmeans_predict"] = predicted
     return {"summaries": {"kmeans_score": score}, "npz": _npz(arrays)}
 
@@ -345,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     modes = {"plumbing": plumbing, "cli": run_cli, "api": run_api, "kill": run_kill}
     result = modes[args.mode](args)
-    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.write(json.dumps({**result, "seconds": SECONDS}) + "\n")
     return 0
 
 
