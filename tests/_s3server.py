@@ -176,10 +176,11 @@ def reset(server: S3Server) -> None:
     urllib.request.urlopen(req, timeout=10).close()
 
 
-def count_requests(log: str, method: str = "GET", needle: str = "") -> int:
-    """Requests of ``method`` whose path contains ``needle`` in a server's access log."""
+def count_requests(log: str, method: str = "GET", needle: str = "", also: str = "") -> int:
+    """Requests of ``method`` whose path contains ``needle`` (and ``also``) in a server's
+    access log."""
     with open(log, errors="replace") as fh:
-        return sum(f'"{method} ' in line and needle in line for line in fh)
+        return sum(f'"{method} ' in line and needle in line and also in line for line in fh)
 
 
 @contextlib.contextmanager
@@ -191,3 +192,37 @@ def running(
         yield server
     finally:
         stop(proc)
+
+
+class BadServer:
+    """An HTTP endpoint on 127.0.0.1 that answers every request with ``status`` after
+    ``delay`` seconds (a slow or failing object store)."""
+
+    def __init__(self, status: int, delay: float = 0.0):
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                time.sleep(outer.delay)
+                self.send_response(outer.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.delay = status, delay
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -7,6 +7,7 @@ speaking HTTP, and its access log counts the requests.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -237,40 +238,6 @@ def test_bad_urls_are_named(url, match):
 # ----------------------------------------------------------------------------- faults
 
 
-class _BadServer:
-    """An HTTP endpoint on 127.0.0.1 that answers every request with ``status`` after
-    ``delay`` seconds (a slow or failing object store)."""
-
-    def __init__(self, status: int, delay: float = 0.0):
-        import http.server
-        import threading
-
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self):
-                time.sleep(outer.delay)
-                self.send_response(outer.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.status, self.delay = status, delay
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def _timed_error(func):
     t0 = time.monotonic()
     with pytest.raises(dkernel.DKernelError) as info:
@@ -327,7 +294,7 @@ def test_fault_endpoint_down(fast_failing):
 
 @pytest.mark.parametrize("status, delay", [(503, 0.0), (500, 0.0), (200, 3.0)])
 def test_fault_5xx_or_slow_responses_end_in_a_named_error(status, delay, fast_failing):
-    bad = _BadServer(status, delay)
+    bad = _s3server.BadServer(status, delay)
     try:
         opts = {"endpoint_url": bad.endpoint}
         took, msg = _timed_error(lambda: open_dataset("s3://dk-any/a.zarr", storage_options=opts))
@@ -353,3 +320,131 @@ def test_fault_server_killed_mid_read(tmp_path, fast_failing):
         assert took < 30
     finally:
         _s3server.stop(proc)
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def test_cli_on_s3_with_storage_options(s3, bucket, tmp_path, monkeypatch, capsys, cli_cluster):
+    """Every store and model path of the CLI as an s3:// URL, the endpoint and credentials
+    given as --storage-option (no AWS_* variables): the same results as on local paths."""
+    from dkernel.cli.main import main
+
+    server, _ = s3
+    X, y = _data(3000)
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * X.shape[1] + ["%d"])
+    opts = []
+    for k, v in server.storage_options().items():
+        if isinstance(v, dict):
+            opts += [f"--storage-option={k}.{kk}={vv}" for kk, vv in v.items()]
+        else:
+            opts += [f"--storage-option={k}={v}"]
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+
+    def run(*args):
+        assert main([*opts, *args]) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    outs = {}
+    for where in (f"s3://{bucket}/cli", str(tmp_path / "cli")):
+        if not where.startswith("s3"):
+            os.makedirs(where)
+        store = f"{where}/d.zarr"
+        info = run("ingest", str(src), store, "--chunk-rows", "1000")
+        assert info["n_samples"] == 3000
+        km = run("kmeans", store, "--n-clusters", "2", "--seed", "0", "--cluster", cli_cluster)
+        svm = run(
+            "svm",
+            "train",
+            store,
+            f"{where}/m.npz",
+            "--budget",
+            "30",
+            "--seed",
+            "0",
+            "--cluster",
+            cli_cluster,
+        )
+        pred = run("svm", "predict", f"{where}/m.npz", store, "--cluster", cli_cluster)
+        core = run(
+            "coreset",
+            store,
+            f"{where}/c.zarr",
+            "--size",
+            "100",
+            "--seed",
+            "0",
+            "--cluster",
+            cli_cluster,
+        )
+        checked = run("check", store, "--cluster", cli_cluster)
+        assert checked
+        ds = open_dataset(store, storage_options=server.storage_options())
+        outs[where[:2]] = (
+            ds.read("labels").compute(),
+            ds.read(pred["array"]).compute(),
+            open_dataset(f"{where}/c.zarr", storage_options=server.storage_options()).X.compute(),
+            km.get("inertia"),
+            svm.get("n_support"),
+            core.get("size"),
+        )
+    for a, b in zip(outs["s3"], outs[str(tmp_path)[:2]]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cli_help_names_the_url_forms(capsys):
+    from dkernel.cli.main import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "s3://" in out and "--storage-option" in out
+
+
+def test_example_runs_against_the_server(s3, bucket):
+    """examples/object_storage.py, as a user runs it, against this module's S3 server."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "object_storage.py"), f"s3://{bucket}/ex"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **s3[0].env()},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"'store': 's3://{bucket}/ex/checkerboard.zarr'" in out.stdout
+    ds = open_dataset(f"s3://{bucket}/ex/checkerboard.zarr")
+    assert ds.n_samples == 20_000 and ds.X.numblocks[0] == 5
+
+
+def test_models_and_checkpoints_on_s3(bucket, tmp_path):
+    """A model file and fit checkpoints by URL: the same bytes' worth as on a local disk."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.runtime import load_checkpoint, save_checkpoint
+    from dkernel.svm import BudgetedSVC, load_model
+
+    X, y = _data(1500)
+    clf = BudgetedSVC(budget=30, max_iter=1, random_state=0).fit(X, y)
+    url = f"s3://{bucket}/models/m.npz"
+    clf.save(url)
+    again = load_model(url)
+    np.testing.assert_array_equal(again.decision_function(X), clf.decision_function(X))
+    with pytest.raises(dkernel.DKernelError, match="no model file at 's3://"):
+        load_model(f"s3://{bucket}/models/none.npz")
+
+    params = {"a": 1}
+    save_checkpoint(f"s3://{bucket}/ck/state.npz", {"w": np.arange(4.0), "t": 7}, params=params)
+    state = load_checkpoint(f"s3://{bucket}/ck/state.npz", params=params)
+    assert state["t"] == 7 and state["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert load_checkpoint(f"s3://{bucket}/ck/none.npz", params=params) is None
+
+    ck = f"s3://{bucket}/ck/km.npz"
+    km = MiniBatchKernelKMeans(3, max_iter=15, checkpoint=ck, random_state=0).fit(X)
+    local = MiniBatchKernelKMeans(
+        3, max_iter=15, checkpoint=str(tmp_path / "km.npz"), random_state=0
+    ).fit(X)
+    np.testing.assert_array_equal(km.labels_, local.labels_)
+    from dkernel.data import file_size
+
+    assert file_size(ck) > 0  # the fit wrote its checkpoint to the bucket

@@ -83,15 +83,68 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
 
 
 def local_path(text: str) -> str:
-    """A path argument as the command uses it: ``~`` expanded, absolute."""
-    return os.path.abspath(os.path.expanduser(text))
+    """A path or URL argument as the command uses it: ``~`` expanded and absolute for a
+    local path (``file://`` too); an object-storage URL checked for its form and kept."""
+    from ..data import as_location
+
+    return as_location(text).url
 
 
-def check_output_file(text: str | None, what: str) -> str | None:
+def store_exists(path: str) -> bool:
+    """True when a store (or, locally, anything) is at ``path``."""
+    if not is_remote(path):
+        return os.path.exists(path)
+    from ..data import open_dataset
+
+    try:
+        open_dataset(path)
+    except DKernelError as exc:
+        if "no dataset store" in str(exc):
+            return False
+        raise
+    return True
+
+
+def is_remote(text: str) -> bool:
+    """True for an object-storage URL (``s3://``, ``gs://``, ``az://``, ``memory://``)."""
+    from ..data import as_location
+
+    return not as_location(text).is_local
+
+
+def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
+    """``--storage-option KEY=VALUE`` arguments as ``storage_options``: a VALUE that reads
+    as JSON is taken as JSON (numbers, true/false, objects), any other as a string; a
+    dotted KEY (``client_kwargs.region_name``) sets a nested option."""
+    opts: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise DKernelError(f"--storage-option takes KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        *parents, leaf = key.strip().split(".")
+        node = opts
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise DKernelError(f"--storage-option {item!r} nests into a non-object value")
+        node[leaf] = value
+    return opts
+
+
+def check_output_file(text: str | None, what: str, *, remote: bool = False) -> str | None:
     """An output file the command writes after its work, checked before any work starts:
-    not a folder, its folder exists and accepts a new file. Returns the local path."""
+    not a folder, its folder exists and accepts a new file. Returns the local path, or
+    (``remote=True``: model files and checkpoints) the object-storage URL as given."""
     if text is None:
         return None
+    if is_remote(text):
+        if not remote:
+            raise DKernelError(f"{what} {text!r} must be a local path")
+        return local_path(text)
     path = local_path(text)
     if os.path.isdir(path):
         raise DKernelError(f"{what} {text!r} is a folder; give the path of a file")
@@ -106,6 +159,15 @@ def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) ->
     and it is none of the input stores (nor inside one, nor holding one): replacing it
     would destroy the data the command reads."""
     path = local_path(text)
+    if is_remote(path):
+        for inp in inputs:
+            src = local_path(inp)
+            if path == src or path.startswith(src + "/") or src.startswith(path + "/"):
+                raise DKernelError(
+                    f"{what} {text!r} is the input store {inp!r} (or inside it, or holds "
+                    "it): write the output to another path"
+                )
+        return path
     real = os.path.realpath(path)
     for inp in inputs:
         src = os.path.realpath(local_path(inp))
@@ -119,8 +181,10 @@ def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) ->
 
 
 def check_store_writable(path: str) -> None:
-    """A store the command writes an array into (labels, predictions) accepts writes."""
-    _check_folder(path, "store")
+    """A store the command writes an array into (labels, predictions) accepts writes (on
+    object storage, the write itself reports a refusal, naming the URL)."""
+    if not is_remote(path):
+        _check_folder(path, "store")
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -147,7 +211,9 @@ def array_names(ds) -> list[str]:
     may lag); elsewhere the attribute is what there is.
     """
     names = {n for n in ("X", "y", "X_test", "y_test") if getattr(ds, n) is not None}
-    if os.path.isdir(ds.path):
+    if ds.arrays:  # a store on object storage: its head lists every array
+        names.update(ds.arrays)
+    elif os.path.isdir(ds.path):
         for entry in os.listdir(ds.path):
             meta = os.path.join(ds.path, entry, "zarr.json")
             if not entry.startswith(".") and os.path.isfile(meta):

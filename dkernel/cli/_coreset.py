@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
-from ._common import check_output_file, check_output_store, cluster_session, emit_json, local_path
+from ._common import (
+    check_output_file,
+    check_output_store,
+    cluster_session,
+    emit_json,
+    local_path,
+    store_exists,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sensitivity sampling, merge-reduce, or uniform; more than two classes: one-vs-rest, "
         "--size draws per class) and write it as a new store with X, y and weight.",
     )
-    p.add_argument("store", help="input zarr store (with labels)")
+    p.add_argument("store", help="input dataset store with labels: path or URL")
     p.add_argument("out_store", help="output zarr store: X, y and weight (and sensitivity)")
     p.add_argument("--size", type=int, required=True, help="coreset draws m")
     p.add_argument("--method", choices=_METHODS, default="two-pass", help="construction")
@@ -81,7 +88,7 @@ def _check_args(args, ds) -> None:
     if ds.y is None:
         raise DKernelError(f"store {ds.path!r} has no labels; an SVM coreset needs y")
     out = check_output_store(args.out_store, "output store", inputs=(ds.path,))
-    if os.path.exists(out) and not args.overwrite:
+    if store_exists(out) and not args.overwrite:
         raise DKernelError(f"{args.out_store!r} already exists; pass --overwrite to replace it")
     args.summary = check_output_file(args.summary, "summary file")
     if args.size < 1 or args.size > ds.n_samples:

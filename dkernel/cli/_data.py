@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "dataset store, chunk by chunk, each chunk with its checksum. Runs in this process.",
     )
     p.add_argument("source", help="input file (.npz, .csv/.tsv, LIBSVM text; .gz/.bz2 too)")
-    p.add_argument("store", help="output zarr store folder")
+    p.add_argument("store", help="output store: a path or a URL (s3://BUCKET/KEY, gs://, az://, file://)")
     p.add_argument(
         "--format",
         choices=["npz", "csv", "svmlight"],
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Runs in this process; --verify also reads every chunk of every array against its "
         "checksum (with this process's threads; `dkernel check` does it on the cluster).",
     )
-    p.add_argument("store", help="zarr dataset store")
+    p.add_argument("store", help="dataset store: path or URL")
     p.add_argument(
         "--verify",
         action="store_true",
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "it against the store's checksum manifest. Exit 0 and print a JSON report when the "
         "store is whole; exit 2 with one line naming store, array and chunk when not.",
     )
-    p.add_argument("store", help="zarr dataset store")
+    p.add_argument("store", help="dataset store: path or URL")
     p.set_defaults(func=_check)
 
 

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "KernelKMeans) on the cluster; write the labels into the store as array "
         "--labels-name and print a JSON summary (ARI when the store has y).",
     )
-    p.add_argument("store", help="zarr store written by `dkernel ingest` or a generator")
+    p.add_argument("store", help="dataset store (path or URL) written by `dkernel ingest` or a generator")
     p.add_argument("--n-clusters", type=int, required=True, help="number of clusters k")
     p.add_argument("--batch-size", type=int, default=1024, help="rows per mini-batch")
     p.add_argument("--tau", default="200", help="truncation (int) or 'none' (default 200)")
@@ -162,7 +162,7 @@ def run_kmeans(args) -> int:
     tau, rate, gamma_opt = _parse_flags(args)
     summary_path = check_output_file(args.summary, "summary file")
     if args.checkpoint is not None:
-        args.checkpoint = check_output_file(args.checkpoint, "checkpoint")
+        args.checkpoint = check_output_file(args.checkpoint, "checkpoint", remote=True)
     ds = open_dataset(local_path(args.store))
     check_new_array(ds, args.labels_name, args.overwrite)
     check_store_writable(ds.path)

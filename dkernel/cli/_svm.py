@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of budgeted SGD over the chunks, on the cluster; save the model (.npz) and print a "
         "JSON summary (test accuracy when the store has a test split).",
     )
-    t.add_argument("store", help="zarr dataset store (dkernel ingest / make_* output)")
-    t.add_argument("model", help="model file to write (.npz)")
+    t.add_argument("store", help="dataset store: path or URL (dkernel ingest / make_* output)")
+    t.add_argument("model", help="model file to write (.npz): path or URL")
     t.add_argument("--budget", type=int, default=500, help="support vectors B (default 500)")
     t.add_argument(
         "--maintenance",
@@ -85,8 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Predict a store's X with a saved model on the cluster; write the labels "
         "into the store as array --name and print a JSON summary (accuracy when it has y).",
     )
-    q.add_argument("model", help="model file written by 'dkernel svm train'")
-    q.add_argument("store", help="zarr dataset store")
+    q.add_argument("model", help="model file written by 'dkernel svm train' (path or URL)")
+    q.add_argument("store", help="dataset store: path or URL")
     q.add_argument(
         "--name",
         default="predictions",
@@ -106,7 +106,7 @@ def _train(args: argparse.Namespace) -> int:
     ds = open_dataset(local_path(args.store))
     if ds.y is None:
         raise DKernelError(f"store {ds.path!r} has no labels 'y' to train on")
-    model_path = check_output_file(args.model, "model file")
+    model_path = check_output_file(args.model, "model file", remote=True)
     summary_path = check_output_file(args.summary, "summary file")
     clf = BudgetedSVC(
         budget=args.budget,
@@ -124,7 +124,7 @@ def _train(args: argparse.Namespace) -> int:
     )
     clf._check_params()
     if args.checkpoint is not None:
-        clf.set_params(checkpoint=check_output_file(args.checkpoint, "checkpoint"))
+        clf.set_params(checkpoint=check_output_file(args.checkpoint, "checkpoint", remote=True))
     clf._resolve_spec(ds.X, resolve=False)  # kernel errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .. import __version__
 from .._validation import DKernelError
 from ..runtime._progress import show_progress
-from ._common import check_cluster_option, fail
+from ._common import check_cluster_option, fail, parse_storage_options
 
 #: Modules that add subcommands (each has ``register(subparsers)``).
 COMMAND_MODULES = (
@@ -140,6 +140,17 @@ def _add_global_options(
             help="log progress (-v) or debug timings (-vv)",
             **({"default": 0} if here else kw),
         )
+    if "--storage-option" not in have:
+        parser.add_argument(
+            "--storage-option",
+            action="append",
+            metavar="KEY=VALUE",
+            help="option of the object-storage client for s3:// gs:// az:// stores and "
+            "model files (repeat it: endpoint_url=http://host:9000, key=..., "
+            "client_kwargs.region_name=eu-west-1); by default the usual AWS_*/GOOGLE_*/"
+            "AZURE_* variables and profiles",
+            **({"default": None} if here else kw),
+        )
     if "--progress" not in have:
         parser.add_argument(
             "--progress",
@@ -160,7 +171,11 @@ def _leaf_parsers(parser: argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dkernel", description="Scalable kernel methods on Dask.")
+    parser = _Parser(
+        prog="dkernel",
+        description="Scalable kernel methods on Dask. Stores and model files are named by "
+        "a local path or a URL: file://, s3://BUCKET/KEY, gs://, az:// or abfs://.",
+    )
     parser.add_argument("--version", action="version", version=f"dkernel {__version__}")
     _add_global_options(parser, here=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -218,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # distributed logs cluster start/stop at INFO: only show it at -vv (its import
     # installs its own levels, so import it first)
+    import dask
     import distributed  # noqa: F401
 
     for name in ("distributed", "bokeh", "tornado"):
@@ -225,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         check_cluster_option(args.cluster)  # every subcommand, before any work
-        with show_progress(bool(show)):
+        storage = parse_storage_options(args.storage_option)
+        with show_progress(bool(show)), dask.config.set({"dkernel.storage.options": storage}):
             return int(args.func(args) or 0)
     except DKernelError as exc:
         return fail(_cli_message(str(exc), args))

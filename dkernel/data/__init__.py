@@ -1,5 +1,6 @@
 """Data layer: zarr 3 stores, seeded chunk-grouped batch sampling, synthetic generators."""
 
+from ._files import file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,
     make_gauss,
@@ -7,6 +8,7 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
+from ._location import URL_FORMS, Location, as_location
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
     Dataset,
@@ -19,11 +21,15 @@ from ._store import (
 )
 
 __all__ = [
+    "URL_FORMS",
     "Dataset",
+    "Location",
     "as_array_input",
+    "as_location",
     "check_array_name",
     "chunk_bounds",
     "draw_indices",
+    "file_size",
     "ingest",
     "make_checkerboard",
     "make_gauss",
@@ -31,8 +37,10 @@ __all__ = [
     "make_rings",
     "make_waveform",
     "open_dataset",
+    "read_bytes",
     "sample_rows",
     "take_rows",
     "write_array",
     "write_arrays",
+    "write_bytes",
 ]

@@ -82,16 +82,6 @@ class Location:
         return Location("/".join([self.url, *names]), self.protocol, self.options)
 
     @property
-    def name(self) -> str:
-        return self.url.rstrip("/").rsplit("/", 1)[-1]
-
-    @property
-    def parent(self) -> Location:
-        if self.is_local:
-            return Location(os.path.dirname(self.url), "file", self.options)
-        return Location(self.url.rsplit("/", 1)[0], self.protocol, self.options)
-
-    @property
     def fs(self):
         """The fsspec filesystem of a remote location (cached per process and options)."""
         return _filesystem(self.protocol, self.options)
@@ -120,11 +110,15 @@ class Location:
 def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Location:
     """The :class:`Location` of ``store``: a path (``~`` expanded, made absolute), a
     ``file://`` URL, a remote URL, or a Location (returned with ``storage_options`` added).
+    Without ``storage_options``, those of the Dask config key ``dkernel.storage.options``
+    apply (empty by default: the client's environment variables and profiles).
     """
     if isinstance(store, Location):
         if storage_options:
             return Location(store.url, store.protocol, _freeze(storage_options))
         return store
+    if storage_options is None:  # the process-wide default (the CLI's --storage-option)
+        storage_options = dask.config.get("dkernel.storage.options", None) or None
     if not isinstance(store, (str, os.PathLike)):
         raise DKernelError(f"a store is named by a path or URL ({URL_FORMS}), got {store!r}")
     text = os.fspath(store)
@@ -150,21 +144,19 @@ def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Loca
     return Location(f"{scheme}://{rest}", scheme, opts)
 
 
-def is_url(store) -> bool:
-    """True when ``store`` is a string naming a remote location (``scheme://``)."""
-    return isinstance(store, str) and "://" in store and not store.startswith("file://")
-
-
 def _request_options(protocol: str) -> dict[str, Any]:
     """Timeouts and retries from the Dask config, in each client's own words."""
     timeout = float(dask.config.get("dkernel.storage.timeout", 10))
+    attempts = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
     if protocol in ("s3", "s3a"):
         return {
-            # s3fs retries with backoff itself (see _bounded); botocore tries once
+            # botocore's standard mode retries timeouts, dropped connections, 5xx and
+            # throttling with capped exponential backoff; s3fs's own loops (nested, one per
+            # call layer) are turned off in _bounded so that the attempts do not multiply
             "config_kwargs": {
                 "connect_timeout": timeout,
                 "read_timeout": timeout,
-                "retries": {"max_attempts": 1, "mode": "standard"},
+                "retries": {"max_attempts": attempts, "mode": "standard"},
             },
             # one GET per object: no size probe (HEAD) and no ranged split of large chunks
             "max_concurrency": 1,
@@ -198,9 +190,10 @@ def _filesystem(protocol: str, options: tuple):
 
 
 def _bounded(fs):
-    """``fs`` with the configured number of attempts per request (s3fs's own retry loop)."""
+    """``fs`` with one attempt per call of its own retry loop (s3fs): the attempts and their
+    backoff are the client library's (see :func:`_request_options`)."""
     if hasattr(type(fs), "retries"):
-        fs.retries = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
+        fs.retries = 1
     return fs
 
 
@@ -233,6 +226,8 @@ def describe_error(exc: BaseException) -> str:
         return "the storage endpoint did not answer in time"
     if "could not connect" in low or ("connect" in low and "refused" in low):
         return "cannot connect to the storage endpoint"
+    if any(k in low for k in ("service unavailable", "internal error", "slow down")):
+        return f"the storage endpoint failed ({msg[:120]})"
     for k in _SECRET_KEYS:
         if k in low and "=" in low:
             return type(exc).__name__

@@ -4,7 +4,8 @@ A checkpoint is a single ``.npz`` file: every NumPy array of the state is an ent
 more entry (``__dkernel_meta__``) holds the rest as JSON, with a fingerprint of the fit's
 parameters. It is written to a hidden sibling and renamed over the old file (``os.replace``,
 after an ``fsync``), so a process killed at any moment leaves the previous checkpoint or the
-new one, never a torn file. Loading checks the fingerprint: a checkpoint of another fit is
+new one, never a torn file. A URL (``s3://...``) puts it on object storage, written with one
+PUT, which is whole too. Loading checks the fingerprint: a checkpoint of another fit is
 refused instead of resumed.
 
 Examples
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import time
@@ -86,9 +88,12 @@ def save_checkpoint(
         The parameters the state belongs to (e.g. ``estimator.get_params()``); their
         fingerprint is stored and checked by :func:`load_checkpoint`.
     """
-    path = os.path.abspath(os.fspath(path))
+    from ..data import as_location, write_bytes
+
+    loc = as_location(path)
+    path = loc.url
     folder, base = os.path.split(path)
-    if not os.path.isdir(folder):
+    if loc.is_local and not os.path.isdir(folder):
         raise DKernelError(f"folder {folder!r} for the checkpoint does not exist")
     arrays: dict[str, Any] = {}
     values: dict[str, Any] = {}
@@ -109,6 +114,11 @@ def save_checkpoint(
         "values": values,
     }
     arrays[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    if not loc.is_local:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes(loc, buf.getvalue())
+        return
     _remove_stale_temps(folder, base)
     tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
@@ -183,11 +193,20 @@ def load_checkpoint(
     """
     if on_mismatch not in ("raise", "ignore"):
         raise DKernelError(f"on_mismatch must be 'raise' or 'ignore', got {on_mismatch!r}")
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.exists(path):
+    from ..data import as_location, read_bytes
+
+    loc = as_location(path)
+    path = loc.url
+    source: Any = path
+    if not loc.is_local:
+        try:
+            source = io.BytesIO(read_bytes(loc))
+        except FileNotFoundError:
+            return None
+    elif not os.path.exists(path):
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(source, allow_pickle=False) as data:
             if _META not in data.files:
                 raise DKernelError(f"{path!r} is not a dkernel checkpoint")
             meta = json.loads(data[_META].tobytes().decode())

@@ -17,8 +17,9 @@ A model file is an uncompressed ``.npz`` (read with ``allow_pickle=False``) hold
 - ``classes``: the labels as a numeric or fixed-width unicode array (strings come back as
   ``str``).
 
-The file is written to a temporary name and renamed, so a failed save never leaves a
-half-written model. Files of another format or version are rejected with a clear error.
+The file is written to a temporary name and renamed (on object storage: one PUT), so a
+failed save never leaves a half-written model. A path or URL (``s3://``, ``gs://``...)
+names it. Files of another format or version are rejected with a clear error.
 Version 1 (before the ``lam`` -> ``alpha``, ``max_epochs`` -> ``max_iter`` renames) is not read.
 
 This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds the arrays
@@ -27,16 +28,17 @@ This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds
 
 from __future__ import annotations
 
+import io
 import json
 import numbers
 import os
-import uuid
 import zipfile
 from typing import Any
 
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
+from ..data import file_size, read_bytes, write_bytes
 
 #: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
 #: above any budget (B = 10^4 SVs of 10^3 features take 80 MB); ``max_bytes`` overrides.
@@ -103,20 +105,10 @@ def write_model(path, header: dict[str, Any], arrays: dict[str, np.ndarray], cla
         classes = classes.astype(str)
     if classes.dtype.kind not in "biufU":
         raise DKernelError(f"classes of dtype {classes.dtype} cannot be saved")
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}.npz"
-    try:
-        with open(tmp, "wb") as fh:
-            payload: dict[str, Any] = {
-                "header": np.array(json.dumps(header)),
-                "classes": classes,
-                **arrays,
-            }
-            np.savez(fh, **payload)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    payload: dict[str, Any] = {"header": np.array(json.dumps(header)), "classes": classes, **arrays}
+    buf = io.BytesIO()
+    np.savez(buf, **payload)
+    write_bytes(path, buf.getvalue())
 
 
 def read_model(
@@ -124,17 +116,20 @@ def read_model(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
     """``(header, arrays, classes)`` of a model file; foreign, old, corrupt or oversized
     (above ``max_bytes`` on disk or uncompressed) files raise before their arrays are read."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
+    from ..data import as_location
+
+    path = as_location(path).url
+    size = file_size(path)
+    if size is None:
         raise DKernelError(f"no model file at {path!r}")
-    size = os.path.getsize(path)
     if size > max_bytes:
         raise DKernelError(
             f"{path!r} is {size:,} bytes, above the limit of {max_bytes:,} for a model file "
             "(pass max_bytes= to read it anyway)"
         )
     try:
-        with zipfile.ZipFile(path) as zf:
+        raw = io.BytesIO(read_bytes(path))
+        with zipfile.ZipFile(raw) as zf:
             unpacked = sum(info.file_size for info in zf.infolist())
     except (OSError, zipfile.BadZipFile) as exc:
         raise DKernelError(f"{path!r} is not a dkernel model file ({exc})") from None
@@ -144,7 +139,8 @@ def read_model(
             "model file (pass max_bytes= to read it anyway)"
         )
     try:
-        with np.load(path, allow_pickle=False) as data:
+        raw.seek(0)
+        with np.load(raw, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DKernelError(f"{path!r} is not a dkernel model file ({exc})") from None
