@@ -156,22 +156,30 @@ say "data: $W/run/train.csv (20000 rows), test.csv (5000 rows); three/ (3 classe
 CPUS=$(echo "$HW" | sed -n 's/.*CPUs=\([0-9]*\).*/\1/p')
 NT=$(( CPUS < 2 ? 1 : 2 ))
 cd "$ROOT"   # the submit folder: the job finds .venv/bin/python there (no dkernel on PATH)
-set +e
-env -u VIRTUAL_ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    DASK_CONFIG="$W/dask-config" \
-    sbatch --wait --chdir="$W/run" --output="$W/run/job-%j.out" \
-    --ntasks="$NT" --cpus-per-task=1 --mem=6G --time=15 \
-    examples/slurm_batch.sh --interface lo --timeout 120 \
-    --svm-args "--gamma 8" --kmeans-args "--max-iter 30 --batch-size 512" \
+
+# submit_batch DIR ARGS...: examples/slurm_batch.sh ARGS... as a user submits it, run in DIR;
+# prints the job's output, whose path is left in OUT; stops the test unless the job succeeded
+submit_batch() {
+    local dir=$1
+    shift
+    set +e
+    env -u VIRTUAL_ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        DASK_CONFIG="$W/dask-config" \
+        sbatch --wait --chdir="$dir" --output="$dir/job-%j.out" \
+        --ntasks="$NT" --cpus-per-task=1 --mem=6G --time=15 \
+        examples/slurm_batch.sh --interface lo --timeout 120 "$@"
+    local rc=$?
+    set -e
+    OUT=$(find "$dir" -maxdepth 1 -name "job-*.out" | head -n 1)
+    [ -n "$OUT" ] || { echo "test-hpc: sbatch exited $rc without a job output" >&2; exit 1; }
+    echo "--- job output ($OUT)"
+    cat "$OUT"
+    echo "---"
+    [ "$rc" = 0 ] || { echo "test-hpc: sbatch --wait exited $rc" >&2; exit 1; }
+}
+
+submit_batch "$W/run" --svm-args "--gamma 8" --kmeans-args "--max-iter 30 --batch-size 512" \
     "$W/run/train.csv" "$W/run/test.csv"
-rc=$?
-set -e
-OUT=$(find "$W/run" -maxdepth 1 -name "job-*.out" | head -n 1)
-[ -n "$OUT" ] || { echo "test-hpc: sbatch exited $rc without a job output" >&2; exit 1; }
-echo "--- job output ($OUT)"
-cat "$OUT"
-echo "---"
-[ "$rc" = 0 ] || { echo "test-hpc: sbatch --wait exited $rc" >&2; exit 1; }
 
 # ---------------------------------------------------------------- every step ran, with sane numbers
 for step in "1/6 ingest" "2/6 kernel k-means" "3/6 budgeted SVM" "4/6 held-out evaluation" \
@@ -207,22 +215,8 @@ grep -q "$NT workers up" "$OUT" || { echo "test-hpc: expected $NT workers" >&2; 
 say "batch job passed"
 
 # ---------------------------------------------------------------- the batch job on 3 classes
-set +e
-env -u VIRTUAL_ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    DASK_CONFIG="$W/dask-config" \
-    sbatch --wait --chdir="$W/run/three" --output="$W/run/three/job-%j.out" \
-    --ntasks="$NT" --cpus-per-task=1 --mem=6G --time=15 \
-    examples/slurm_batch.sh --interface lo --timeout 120 --clusters 3 --coreset-size 500 \
-    --kmeans-args "--max-iter 30 --batch-size 512" \
-    "$W/run/three/train.csv" "$W/run/three/test.csv"
-rc=$?
-set -e
-OUT3=$(find "$W/run/three" -maxdepth 1 -name "job-*.out" | head -n 1)
-[ -n "$OUT3" ] || { echo "test-hpc: 3-class sbatch exited $rc without a job output" >&2; exit 1; }
-echo "--- 3-class job output ($OUT3)"
-cat "$OUT3"
-echo "---"
-[ "$rc" = 0 ] || { echo "test-hpc: 3-class sbatch --wait exited $rc" >&2; exit 1; }
+submit_batch "$W/run/three" --clusters 3 --coreset-size 500 \
+    --kmeans-args "--max-iter 30 --batch-size 512" "$W/run/three/train.csv" "$W/run/three/test.csv"
 "$PY" - "$W/run/three/train-results/results.json" <<'EOF'
 import json
 import sys

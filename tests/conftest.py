@@ -46,6 +46,17 @@ def cli_cluster(local_cluster_client) -> str:
     return local_cluster_client.scheduler.address
 
 
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """CLI tests: any attempt to start or connect a cluster fails the test."""
+    import dkernel.runtime
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cluster was started before the arguments were checked")
+
+    monkeypatch.setattr(dkernel.runtime, "get_client", refuse)
+
+
 @pytest.fixture(params=["threads", "distributed"])
 def scheduler(request):
     """Run the test body under the threaded scheduler, then under a LocalCluster client.

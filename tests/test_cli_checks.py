@@ -7,7 +7,6 @@ import os
 import numpy as np
 import pytest
 
-import dkernel.runtime
 from dkernel.cli.main import main
 from dkernel.data import ingest
 
@@ -16,16 +15,6 @@ from dkernel.data import ingest
 def store(tmp_path):
     X = np.random.default_rng(0).standard_normal((60, 2))
     return ingest(X, tmp_path / "s.zarr", y=np.where(X[:, 0] > 0, 1, -1), chunk_rows=20).path
-
-
-@pytest.fixture
-def no_cluster(monkeypatch):
-    """Any attempt to start or connect a cluster fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a cluster was started before the arguments were checked")
-
-    monkeypatch.setattr(dkernel.runtime, "get_client", refuse)
 
 
 def _one_line(capsys) -> str:

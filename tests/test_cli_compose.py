@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-import dkernel.runtime
+from dkernel._validation import DKernelError
 from dkernel.cli.main import build_parser, main
 from dkernel.data import ingest, write_array
 
@@ -24,16 +24,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def store(tmp_path):
     X = np.random.default_rng(0).standard_normal((60, 2))
     return ingest(X, tmp_path / "s.zarr", y=np.where(X[:, 0] > 0, 1, -1), chunk_rows=20).path
-
-
-@pytest.fixture
-def no_cluster(monkeypatch):
-    """Any attempt to start or connect a cluster fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a cluster was started before the arguments were checked")
-
-    monkeypatch.setattr(dkernel.runtime, "get_client", refuse)
 
 
 def _error(capsys) -> str:
@@ -231,3 +221,13 @@ def test_check_names_a_missing_chunk(store, no_cluster, capsys):
     assert main(["check", store]) == 2
     line = _error(capsys)
     assert store in line and "array 'X' is missing chunk 2" in line
+
+
+def test_urls_are_not_local_paths():
+    from dkernel.cli._common import check_output_store, local_path
+
+    assert local_path("s3://bucket/d.zarr") == "s3://bucket/d.zarr"
+    assert check_output_store("s3://bucket/out.zarr", "output store") == "s3://bucket/out.zarr"
+    for out in ("s3://bucket/d/x.zarr", "s3://bucket/d/x.zarr/sub", "s3://bucket/d"):
+        with pytest.raises(DKernelError, match="is the input store"):
+            check_output_store(out, "output store", inputs=("s3://bucket/d/x.zarr",))

@@ -148,8 +148,9 @@ def _env(tmp_path) -> dict:
     return env
 
 
-@pytest.mark.slow
-def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
+def _run_slurm_job(tmp_path, data, args, **slurm) -> str:
+    """slurm_batch.sh on ``data``/train.csv and test.csv, with a stand-in srun and the
+    ``SLURM_*`` variables given; returns its output (asserting it succeeded)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(FAKE_SRUN, encoding="utf-8")
@@ -158,17 +159,12 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     env.update(
         PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
         FAKE_SRUN_LOG=str(tmp_path / "srun.log"),
-        SLURM_JOB_ID="4242",
-        SLURM_NTASKS="2",
-        SLURM_CPUS_PER_TASK="1",
-        SLURM_JOB_NUM_NODES="1",
-        SLURM_TASKS_PER_NODE="2",
-        SLURM_MEM_PER_NODE="4000",
         SLURM_SUBMIT_DIR=ROOT,
+        **{f"SLURM_{k.upper()}": v for k, v in slurm.items()},
     )
     res = subprocess.run(
-        ["bash", SLURM, *ARGS, str(job_data / "train.csv"), str(job_data / "test.csv")],
-        cwd=job_data,
+        ["bash", SLURM, *args, str(data / "train.csv"), str(data / "test.csv")],
+        cwd=data,
         env=env,
         capture_output=True,
         text=True,
@@ -176,6 +172,22 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     )
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
+    return out
+
+
+@pytest.mark.slow
+def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
+    out = _run_slurm_job(
+        tmp_path,
+        job_data,
+        ARGS,
+        job_id="4242",
+        ntasks="2",
+        cpus_per_task="1",
+        job_num_nodes="1",
+        tasks_per_node="2",
+        mem_per_node="4000",
+    )
     assert "2 worker(s) x 1 thread(s), memory limit 1800MB each" in out  # 4000 * 0.9 / 2
     assert "2 workers up" in out
     srun_log = (tmp_path / "srun.log").read_text(encoding="utf-8")
@@ -204,34 +216,15 @@ def test_slurm_job_runs_to_results_on_three_classes(tmp_path):
     the job at step 5 of 6, results.json never written)."""
     rng = np.random.default_rng(0)
     centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    data = tmp_path / "data"
+    data.mkdir()
     for name, n in (("train", 3000), ("test", 600)):
         y = rng.integers(0, 3, n)
         X = centers[y] + rng.standard_normal((n, 2))
-        np.savetxt(tmp_path / f"{name}.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(FAKE_SRUN, encoding="utf-8")
-    (bin_dir / "srun").chmod(0o755)
-    env = _env(tmp_path)
-    env.update(
-        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-        FAKE_SRUN_LOG=str(tmp_path / "srun.log"),
-        SLURM_NTASKS="1",
-        SLURM_SUBMIT_DIR=ROOT,
-    )
-    args = [*ARGS, "--clusters", "3"]
-    res = subprocess.run(
-        ["bash", SLURM, *args, str(tmp_path / "train.csv"), str(tmp_path / "test.csv")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
+        np.savetxt(data / f"{name}.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    out = _run_slurm_job(tmp_path, data, [*ARGS, "--clusters", "3"], ntasks="1")
     assert "6/6 summary" in out and "cluster stopped (exit 0)" in out
-    r = json.loads((tmp_path / "train-results" / "results.json").read_text(encoding="utf-8"))
+    r = json.loads((data / "train-results" / "results.json").read_text(encoding="utf-8"))
     assert r["ingest"]["classes"] == [0, 1, 2]
     assert r["svm-test"]["n_samples"] == 600 and r["svm-test"]["accuracy"] > 0.8
     assert r["coreset"]["multiclass"] == "ovr" and r["coreset"]["classes"] == [0, 1, 2]

@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "dataset store, chunk by chunk, each chunk with its checksum. Runs in this process.",
     )
     p.add_argument("source", help="input file (.npz, .csv/.tsv, LIBSVM text; .gz/.bz2 too)")
-    p.add_argument("store", help="output store: a path or a URL (s3://BUCKET/KEY, gs://, az://, file://)")
+    p.add_argument(
+        "store", help="output store: a path or a URL (s3://BUCKET/KEY, gs://, az://, file://)"
+    )
     p.add_argument(
         "--format",
         choices=["npz", "csv", "svmlight"],

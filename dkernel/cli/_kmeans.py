@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "KernelKMeans) on the cluster; write the labels into the store as array "
         "--labels-name and print a JSON summary (ARI when the store has y).",
     )
-    p.add_argument("store", help="dataset store (path or URL) written by `dkernel ingest` or a generator")
+    p.add_argument(
+        "store", help="dataset store (path or URL) written by `dkernel ingest` or a generator"
+    )
     p.add_argument("--n-clusters", type=int, required=True, help="number of clusters k")
     p.add_argument("--batch-size", type=int, default=1024, help="rows per mini-batch")
     p.add_argument("--tau", default="200", help="truncation (int) or 'none' (default 200)")
