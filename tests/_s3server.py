@@ -118,11 +118,14 @@ def start(
     return proc, S3Server(endpoint=endpoint, pid=proc.pid)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """Stop the server by its process id (its own session: nothing else is signalled)."""
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Stop the server by its process id (its own session: nothing else is signalled).
+
+    ``sig`` goes to the session's process group first; SIGKILL follows after 10 s.
+    """
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, sig)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:

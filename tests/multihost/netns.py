@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _s3server
+
 SUBNET = "198.51.100"
 SANDBOX = Path(__file__).with_name("sandbox.sh")
 
@@ -152,17 +154,10 @@ class Network:
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-    def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    @staticmethod
+    def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         """Signal the process group the harness made for ``proc``, and reap it."""
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        _s3server.stop(proc, sig)
 
     def wait_tcp(self, role: str, addr: str, timeout: float = 60) -> None:
         """Return once ``addr`` (``host:port`` or a URL) accepts TCP from host ``role``."""
