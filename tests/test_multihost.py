@@ -105,7 +105,7 @@ def hosts(tmp_path_factory, one_host) -> Iterator[Hosts]:
     finally:
         if s3proc is not None:
             _s3server.stop(s3proc)
-        names = [net.bridge_ns, *(h.netns for h in net.hosts.values())]
+        names = [net.bridge_ns, *(host.netns for host in net.hosts.values())]
         strays = net.down()
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert not [n for n in names if n in left.split()], left
@@ -157,7 +157,7 @@ class OneHost:
 
 @pytest.fixture(scope="module")
 def one_host(tmp_path_factory) -> OneHost:
-    """The same workload on one host first: a LocalCluster in this process, local folders.
+    """The same workload on one host first: a LocalCluster started here, local folders.
 
     Its numba cache becomes every host's starting cache (``sandbox.sh``).
     """

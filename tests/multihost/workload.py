@@ -39,14 +39,14 @@ from collections.abc import Iterator
 
 
 def _worker_view(marker: str, code_dir: str) -> dict:
-    """Runs on a worker: its address, and whether it shares the client's files."""
+    """Runs on a worker: whether it sees the client's files, can write the code's folder, or
+    has a route out of the test network."""
     try:
         with tempfile.NamedTemporaryFile(dir=code_dir):
             code_writable = True
     except OSError:
         code_writable = False
     return {
-        "hostname": socket.gethostname(),
         "sees_client_marker": os.path.exists(marker),
         "code_dir_writable": code_writable,
         "outside_unreachable": _outside_unreachable(),
