@@ -13,15 +13,20 @@ Sections (``--sections``, comma-separated; each adds its part to the one report)
   otherwise): fit + predict on 1 and on 2 worker processes (1 thread each, scheduler in
   its own process); wall, client CPU, workers' CPU, peak RSS (client + workers),
   identical labels, per-iteration time (flat in n). About 3 minutes on 2 cores.
-- ``quality``: pendigits, letter, usps, mnist_partial, fashion_mnist (70k): mini-batch
-  kernel k-means, Nystroem(1000) + KMeans, scikit-learn MiniBatchKMeans and full-batch
-  ``KernelKMeans`` (n <= 12000), at the gamma ``select_gamma`` picks without labels;
-  3 seeds (2 on the d = 784 sets). Tens of minutes.
+- ``quality``: pendigits, usps, letter (standardised), mnist_partial (/255), train and
+  test splits joined: ``MiniBatchKernelKMeans`` defaults, full-batch ``KernelKMeans``
+  (n <= 12000), Nystroem(1000) + KMeans, Nystroem(1000) + MiniBatchKMeans and plain
+  KMeans on the raw features, all at the estimator's default gamma (``1 / (d X.var())``),
+  5 seeds: ARI and NMI mean +- sd, wall, peak memory, kernel evaluations and
+  iterations. About 6 minutes on 2 idle cores.
+- ``quality_fashion``: the same on fashion-MNIST 70k (/255) without the full batch.
+  About 6 minutes on 2 idle cores.
 
 Usage::
 
     python benchmarks/kernel_kmeans.py --sections headline,scaling   # ~6 min, 2 cores
-    python benchmarks/kernel_kmeans.py --sections quality --merge    # adds the ARI table
+    python benchmarks/kernel_kmeans.py --sections quality --merge          # ~6 min
+    python benchmarks/kernel_kmeans.py --sections quality_fashion --merge  # ~6 min
     python benchmarks/kernel_kmeans.py --quick                      # smoke run, seconds
 
 Results: ``benchmarks/results/kernel_kmeans.{json,md,png}`` (``_quick`` for --quick);
@@ -45,12 +50,16 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 QUALITY_SETS = {  # name: (n_clusters, join the test split, seeds)
-    "pendigits": (10, True, 3),
-    "letter": (26, False, 3),
-    "usps": (10, True, 3),
-    "mnist_partial": (10, True, 2),
-    "fashion_mnist": (10, True, 2),
+    "pendigits": (10, True, 5),
+    "usps": (10, True, 5),
+    "letter": (26, False, 5),
+    "mnist_partial": (10, True, 5),
+    "fashion_mnist": (10, True, 5),
 }
+#: Preprocessing of the quality sets: letter's features have different ranges, the
+#: pixel sets are 0-255.
+STANDARDISE = {"letter"}
+PIXELS = {"mnist_partial", "fashion_mnist"}
 FULL_BATCH_MAX_N = 12000  # KernelKMeans with its n x n kernel cached (float32: 576 MB)
 #: Kernel entries per iteration before issue 15 (commit e5af2b0), fashion-MNIST 60k,
 #: defaults (b = 1024, tau = 200), iterations 21-40, measured with n_kernel_evals_.
@@ -156,6 +165,21 @@ def fit_method(method: str, X, k: int, gamma: float, seed: int) -> tuple[np.ndar
 
         labels, cost = measure(run)
         info = {"kernel_evals": X.shape[0] * m + m * m}
+    elif method == "nystroem_minibatch_kmeans":
+        m = min(1000, X.shape[0])
+
+        def run():
+            F = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=seed)
+            model = MiniBatchKMeans(k, batch_size=1024, random_state=seed)
+            return model.fit(F.fit_transform(X)).labels_
+
+        labels, cost = measure(run)
+        info = {"kernel_evals": X.shape[0] * m + m * m}
+    elif method == "kmeans":
+        model = KMeans(k, n_init=1, random_state=seed)
+        _, cost = measure(lambda: model.fit(X))
+        labels = model.labels_
+        info = {"n_iter": int(model.n_iter_)}
     elif method == "minibatch_kmeans":
         model = MiniBatchKMeans(k, batch_size=1024, random_state=seed)
         _, cost = measure(lambda: model.fit(X))
@@ -481,23 +505,38 @@ def _digest(labels) -> str:
 
 
 # ------------------------------------------------------------------ quality
-def section_quality(args, out):
-    from dkernel.cluster import select_gamma
+QUALITY_METHODS = ("mbkk", "full", "nystroem_kmeans", "nystroem_minibatch_kmeans", "kmeans")
 
-    names = ["pendigits"] if args.quick else list(QUALITY_SETS)
-    rows, gammas = [], {}
+
+def load_quality(data_dir: str, name: str):
+    """A quality set as float32, preprocessed (see STANDARDISE and PIXELS)."""
+    X, y = load(data_dir, name, join_test=QUALITY_SETS[name][1])
+    if name in STANDARDISE:
+        sd = X.std(axis=0)
+        X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    if name in PIXELS:
+        X = X / 255.0
+    return np.ascontiguousarray(X, dtype=np.float32), y
+
+
+def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_partial")):
+    names = list(names)[:1] if args.quick else list(names)
+    prev = out.get("quality") or {"gammas": {}, "rows": []}
+    gammas = {g: v for g, v in prev["gammas"].items() if g not in names}
+    rows = [r for r in prev["rows"] if r["dataset"] not in names]
     for name in names:
-        k, join, n_seeds = QUALITY_SETS[name]
-        X, y = load(args.data_dir, name, join_test=join)
+        k, _, n_seeds = QUALITY_SETS[name]
+        X, y = load_quality(args.data_dir, name)
         if args.quick:
             X, y = X[:2000], y[:2000]
-        gamma = select_gamma(X, k, sample_size=300 if args.quick else 2000, random_state=0)
+        # the estimator's default width, the same for every kernel method
+        gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
         gammas[name] = {"gamma": gamma, "n": int(X.shape[0]), "d": int(X.shape[1]), "k": k}
-        log(f"quality: {name} {X.shape}, k={k}, select_gamma {gamma:.4g}")
-        methods = ["mbkk", "nystroem_kmeans", "minibatch_kmeans"]
-        if X.shape[0] <= FULL_BATCH_MAX_N:
-            methods.append("full")
-        for seed in range(1 if args.quick else n_seeds):
+        log(f"quality: {name} {X.shape}, k={k}, gamma 1/(d var) = {gamma:.4g}")
+        methods = [m for m in QUALITY_METHODS if m != "full" or X.shape[0] <= FULL_BATCH_MAX_N]
+        for method in methods:  # module loads and numba caches, untimed
+            fit_method(method, X[:500], k, gamma, 0)
+        for seed in range(1 if args.quick else args.quality_seeds or n_seeds):
             for method in methods:
                 labels, info = fit_method(method, X, k, gamma, seed)
                 r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
@@ -509,10 +548,18 @@ def section_quality(args, out):
     out["quality"] = {"gammas": gammas, "rows": rows}
 
 
+def section_quality_fashion(args, out):
+    section_quality(args, out, names=("fashion_mnist",))
+
+
 # ------------------------------------------------------------------ report
 def _f(ms, digits=3):
     m, s = ms
     return "n/a" if m is None else f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def _g(v, fmt):
+    return "" if v is None else format(v, fmt)
 
 
 def render(out: dict, stem: str) -> None:
@@ -662,19 +709,23 @@ def render(out: dict, stem: str) -> None:
         L.append("")
     q = out.get("quality")
     if q:
-        L.append("## Quality: shared datasets at the gamma `select_gamma` picks (label-free)\n")
+        L.append("## Quality: shared datasets at the estimator's default gamma 1/(d X.var())\n")
         L.append(
-            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, 100 "
-            "iterations); `nystroem_kmeans` = Nystroem(1000) + KMeans(n_init=1); "
-            "`minibatch_kmeans` = scikit-learn MiniBatchKMeans(batch_size=1024) on the raw "
-            f"features; `full` = KernelKMeans (n <= {FULL_BATCH_MAX_N:,}). Data as float32.\n"
+            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, at most "
+            "100 iterations, early stop after 10 without a new minimum of the smoothed batch "
+            "objective, best of 3 k-means++ seedings); `full` = KernelKMeans "
+            f"(n <= {FULL_BATCH_MAX_N:,}); `nystroem_kmeans` = Nystroem(1000) + "
+            "KMeans(n_init=1); `nystroem_minibatch_kmeans` = Nystroem(1000) + "
+            "MiniBatchKMeans(batch_size=1024); `kmeans` = KMeans(n_init=1) on the raw "
+            "features. Train and test splits joined; letter standardised, pixels / 255; "
+            "float32.\n"
         )
         L.append(
-            "| dataset | n x d, k | gamma | method | seeds | ARI | NMI | wall (s) | CPU (s) | peak RSS (MiB) |"
+            "| dataset | n x d, k | gamma | method | seeds | ARI | NMI | wall (s) | CPU (s) | peak RSS (MiB) | iterations | kernel evals |"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for name, g in q["gammas"].items():
-            for method in ("mbkk", "nystroem_kmeans", "minibatch_kmeans", "full"):
+            for method in (*QUALITY_METHODS, "minibatch_kmeans"):
                 rs = [r for r in q["rows"] if r["dataset"] == name and r["method"] == method]
                 if not rs:
                     continue
@@ -682,7 +733,9 @@ def render(out: dict, stem: str) -> None:
                     f"| {name} | {g['n']} x {g['d']}, {g['k']} | {g['gamma']:.3g} | {method} | {len(rs)} | "
                     f"{_f(mean_std(rs, 'ari'))} | {_f(mean_std(rs, 'nmi'))} | "
                     f"{mean_std(rs, 'wall_s')[0]:.1f} | {mean_std(rs, 'cpu_s')[0]:.1f} | "
-                    f"{mean_std(rs, 'peak_rss_mib')[0]:.0f} |"
+                    f"{mean_std(rs, 'peak_rss_mib')[0]:.0f} | "
+                    f"{_g(mean_std(rs, 'n_iter')[0], '.0f')} | "
+                    f"{_g(mean_std(rs, 'kernel_evals')[0], '.3g')} |"
                 )
         L.append("")
     with open(stem + ".md", "w") as fh:
@@ -709,7 +762,14 @@ def plot(out: dict, path: str) -> None:
         return
     fig, axes = plt.subplots(1, n_ax, figsize=(4.2 * n_ax, 4.0), squeeze=False)
     axes = list(axes[0])
-    colors = {"mbkk": "C0", "nystroem_kmeans": "C1", "minibatch_kmeans": "C2", "full": "C3"}
+    colors = {
+        "mbkk": "C0",
+        "nystroem_kmeans": "C1",
+        "minibatch_kmeans": "C2",
+        "full": "C3",
+        "nystroem_minibatch_kmeans": "C4",
+        "kmeans": "C5",
+    }
 
     def scatter(ax, rows, title):
         for method, c in colors.items():
@@ -778,6 +838,9 @@ def main(argv=None) -> int:
         default=None,
         help="rows per chunk of the scaling stores (default: the library's 8 MiB chunks)",
     )
+    p.add_argument(
+        "--quality-seeds", type=int, default=None, help="seeds per quality set (default 5)"
+    )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scaling-workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--scaling-dir", default=None, help=argparse.SUPPRESS)
@@ -803,12 +866,12 @@ def main(argv=None) -> int:
         render(out, stem)
         return 0
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(wanted) - {"headline", "floor", "scaling", "quality"}
+    unknown = set(wanted) - {"headline", "floor", "scaling", "quality", "quality_fashion"}
     if unknown:
         p.error(f"unknown sections {sorted(unknown)}")
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    for name in ("floor", "headline", "scaling", "quality"):
+    for name in ("floor", "headline", "scaling", "quality", "quality_fashion"):
         if name in wanted:
             log(f"section {name}")
             globals()[f"section_{name}"](args, out)

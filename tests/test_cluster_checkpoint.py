@@ -136,6 +136,20 @@ def test_resume_variants(X, tmp_path, kind):
     _same_model(a, b)
 
 
+def test_resume_stops_where_an_uninterrupted_fit_stops(X, tmp_path, count_steps):
+    """The early stop replays the saved batch objectives: a fit resumed after the
+    checkpoint stops at the same iteration as one never interrupted."""
+    ckpt = str(tmp_path / "c.npz")
+    kw = dict(max_iter=300, max_no_improvement=4, checkpoint_every=5)
+    plain = MiniBatchKernelKMeans(**{**PARAMS, **kw}).fit(X)
+    assert 10 < plain.n_iter_ < 300
+    _interrupted(X, ckpt, plain.n_iter_ - 2, **kw)
+    count_steps.clear()
+    resumed = MiniBatchKernelKMeans(**{**PARAMS, **kw}, checkpoint=ckpt).fit(X)
+    assert len(count_steps) < plain.n_iter_
+    _same_model(resumed, plain)
+
+
 def test_checkpoint_of_other_parameters_is_refused(X, tmp_path):
     ckpt = str(tmp_path / "c.npz")
     _interrupted(X, ckpt, 15)

@@ -125,6 +125,7 @@ def test_learning_rates_cluster_digits(digits, rate):
             tau=100,
             learning_rate=rate,
             max_iter=30,
+            max_no_improvement=None,
             random_state=seed,
         ).fit(X)
         assert len(m.history_) == m.n_iter_ == 30
@@ -321,6 +322,7 @@ def test_float32_norms_stay_accurate_when_most_mass_is_dropped(digits):
         tau=20,
         learning_rate="sklearn",
         max_iter=60,
+        max_no_improvement=None,
         random_state=0,
     ).fit(X.astype(np.float32))
     K = pairwise_kernels(m.center_support_.astype(np.float64), gamma=m.gamma_)
@@ -360,7 +362,7 @@ def test_one_kernel_block_per_iteration(digits, monkeypatch):
 
 def test_default_on_thirty_rows_caps_the_batch(digits):
     X, _ = digits
-    m = MiniBatchKernelKMeans(3, random_state=0).fit(X[:30])
+    m = MiniBatchKernelKMeans(3, max_no_improvement=None, random_state=0).fit(X[:30])
     # batches of 30 rows (not 1024) for the default 100 iterations: support <= 3 (200 + 30)
     # and each iteration costs at most 30 x (support + 30) kernel values
     assert m.n_iter_ == 100
@@ -403,3 +405,30 @@ def test_in_memory_variants_refuse_large_stores(digits, what):
     # the default (truncated) fit streams batches: no limit applies
     m = MiniBatchKernelKMeans(**kw).fit(Xd)
     np.testing.assert_array_equal(m.labels_, MiniBatchKernelKMeans(**_params()).fit(X).labels_)
+
+
+# ------------------------------------------------------------ early stopping
+def _plateau_stop(history, alpha, patience):
+    """Reference: the first iteration (1-based) after which the exponentially weighted
+    average of ``history`` has gone ``patience`` iterations without a new minimum."""
+    best, since, ewa = np.inf, 0, None
+    for i, f in enumerate(history):
+        ewa = f if ewa is None else (1 - alpha) * ewa + alpha * f
+        best, since = (ewa, 0) if ewa < best else (best, since + 1)
+        if since >= patience:
+            return i + 1
+    return None
+
+
+@pytest.mark.parametrize("tau", [100, None])
+def test_max_no_improvement_stops_on_the_smoothed_objective(digits, tau):
+    X, _ = digits
+    kw = dict(gamma=GAMMA, batch_size=128, tau=tau, max_iter=300, random_state=0)
+    m = MiniBatchKernelKMeans(10, max_no_improvement=5, **kw).fit(X)
+    alpha = min(1.0, 2 * 128 / (len(X) + 1))
+    assert m.n_iter_ < 300  # the batch objective plateaus long before 300 batches
+    assert _plateau_stop(m.history_, alpha, 5) == m.n_iter_ == len(m.history_)
+    # the same fit without the rule runs every iteration and passes the same states
+    full = MiniBatchKernelKMeans(10, max_no_improvement=None, **kw).fit(X)
+    assert full.n_iter_ == 300
+    assert full.history_[: m.n_iter_] == m.history_

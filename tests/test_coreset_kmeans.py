@@ -82,3 +82,30 @@ def test_errors(rng):
         kernel_kmeans_coreset(X, 50, 601)
     with pytest.raises(DKernelError, match="m=601 exceeds"):
         kernel_kmeans_coreset(X, 601, 3)
+
+
+def test_beats_uniform_on_unbalanced_clusters(rng):
+    """One blob holds 90 % of the rows, two small ones and a few outliers the rest: the
+    coreset's full-data cost error for fixed centres is below a uniform sample's."""
+    X = np.vstack(
+        [
+            rng.normal(size=(1800, 2)),
+            [6.0, 0.0] + 0.5 * rng.normal(size=(100, 2)),
+            [0.0, 6.0] + 0.5 * rng.normal(size=(80, 2)),
+            rng.uniform(-12, 12, size=(20, 2)),
+        ]
+    )
+    n, m, g = len(X), 100, 0.1
+    centre_sets = [X[rng.choice(n, 3, replace=False)] for _ in range(4)]
+    full = [_feature_cost(X, Y, np.ones(n), g) for Y in centre_sets]
+
+    def error(Z, w):
+        return np.mean([abs(_feature_cost(Z, Y, w, g) - f) / f for Y, f in zip(centre_sets, full)])
+
+    core, unif = [], []
+    for s in range(60):
+        S = kernel_kmeans_coreset(X, m, 3, gamma=g, random_state=s)
+        core.append(error(S.X, S.weight))
+        idx = rng.choice(n, m)
+        unif.append(error(X[idx], np.full(m, n / m)))
+    assert np.median(core) < 0.8 * np.median(unif), (np.median(core), np.median(unif))

@@ -45,11 +45,18 @@ def _warn_vacuous(c: Coreset, stacklevel: int = 3) -> None:
     n = int(c.source_size)
     t = float(c.total_sensitivity)
     if n > 0 and t >= n:
+        cause = (
+            "The classes are (nearly) separable: the optimum's cost is almost all "
+            "regulariser, so one point that a nearby w puts inside the margin carries most "
+            "of that w's cost and no sensitivity bound can be small. The rows were drawn "
+            "uniformly (the coreset is a uniform sample of m draws)"
+            if c.info.get("separable")
+            else "Features on large or very different scales are the usual cause: "
+            "standardise X first (e.g. sklearn.preprocessing.StandardScaler)"
+        )
         warnings.warn(
             f"the coreset's total sensitivity t = {t:.4g} is >= n = {n} rows (t/n = {t / n:.3g}): "
-            "its bound gives no saving over the full data. Features on large or very "
-            "different scales are the usual cause: standardise X first (e.g. "
-            "sklearn.preprocessing.StandardScaler)",
+            f"its bound gives no saving over the full data. {cause}",
             VacuousCoresetWarning,
             stacklevel=stacklevel,
         )

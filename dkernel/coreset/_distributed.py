@@ -40,6 +40,7 @@ from dask.callbacks import Callback
 from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
 from ..data import Dataset, open_dataset, take_rows
+from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, progress, progress_enabled
 from ..runtime._progress import Progress
 from ..runtime._tree import TreeNode, tree_levels, tree_reduce
@@ -66,6 +67,9 @@ _METHODS = ("two-pass", "merge-reduce")
 _SAMPLE_ROWS = 20000
 #: L-BFGS iterations at most of a block's certificate solve (warm-started at the sample's w).
 _BLOCK_ITERS = 100
+#: The sample solve's hinge part below this share of its cost marks (nearly) separable
+#: classes: the cost is the regulariser's, the sensitivity bound is vacuous (see _two_pass).
+_SEPARABLE_HINGE_SHARE = 0.25
 #: Smallest default leaf; the default is max(16 m, this) rows.
 _MIN_LEAF = 32768
 #: Inner nodes of the tree keep m * _INNER_FACTOR * levels draws.
@@ -98,8 +102,9 @@ def _block(Xb, yb, pos, offset):
 
 
 # ----------------------------------------------------------------------------- two-pass
-def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
-    """Pass 1 of a block: the certificate's pieces and the clustering's geometry.
+def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop, separable):
+    """Pass 1 of a block: the certificate's pieces and the clustering's geometry
+    (``separable``: neither the block's solve nor its clustering, see :func:`_two_pass`).
 
     Returns ``(stats, geometry, hinge)``, persisted on the worker: stats = (hinge sum at
     ``w``, dual aggregates at ``w``, class counts, the block's certified share) go to the
@@ -115,7 +120,7 @@ def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
     u = np.ones(n_b)
     hinge = np.maximum(1.0 - ys * (X1 @ w), 0.0)
     share = 0.0  # one label: the bias alone fits it, a share of 0 is its bound
-    if np.unique(ys).size == 2:
+    if np.unique(ys).size == 2 and not separable:
         sol = coarse_svm(
             X1,
             ys,
@@ -134,14 +139,17 @@ def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop):
         np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
         share,
     )
-    geom = _cluster_geometry(
-        X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=_node_rng(seed, start, stop, _LEAF)
-    )
+    geom = None
+    if not separable:
+        rng = _node_rng(seed, start, stop, _LEAF)
+        geom = _cluster_geometry(X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=rng)
     return stats, geom, hinge
 
 
 def _block_gamma(state, C, opt, U):
-    _, geom, _ = state
+    _, geom, hinge = state
+    if geom is None:  # separable: the trivial bound, every row's share at most 1
+        return np.ones(hinge.shape[0]), float(hinge.shape[0])
     gamma = np.empty(geom.d2.shape[0])
     t = _bounds_from_geometry(geom.d2, np.ones(gamma.shape[0]), geom.cluster_u, C, opt, U, gamma)
     return gamma, t
@@ -178,16 +186,30 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
     bounds = np.r_[0, np.cumsum(X.chunks[0])]
 
-    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1
-    with _timer("two-pass: sample solve", logger):
+    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1;
+    # its products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay, and on a
+    # busy client the threads oversubscribe the cores and slow every product down
+    with _timer("two-pass: sample solve", logger), _ONE_BLAS_THREAD:
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
         )
         Xs, ys_s = take_rows(X, take), _signs(take_rows(y, take), pos)
         Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
+        separable = False
         if np.unique(ys_s).size == 2:
-            sol = coarse_svm(Xs1, ys_s, np.ones(len(take)), C * n / len(take), tol=tol)
+            C_s = C * n / len(take)
+            sol = coarse_svm(Xs1, ys_s, np.ones(len(take)), C_s, tol=tol)
             w, opt_est = sol.w, sol.upper
+            # (nearly) separable classes: the optimum is almost all regulariser, and a w
+            # close to it that lets one point violate the margin costs about C more, so
+            # that point's share of it is close to 1; every bound of the sup over w is
+            # then vacuous (t ~ n). The block solves and clusterings would buy nothing, and
+            # the loss part leans on the few rows near the coarse w's margin, which other
+            # w's do not favour: draw uniformly and say why
+            hinge_s = C_s * float(np.maximum(1.0 - ys_s * (Xs1 @ w), 0.0).sum())
+            separable = hinge_s < _SEPARABLE_HINGE_SHARE * sol.upper
+            if separable:
+                mix = mix._replace(beta=1.0)
         else:  # a sample with one label: w = 0 (cost C n), still certified below
             w, opt_est = np.zeros(Xs1.shape[1]), C * U
     bar.update(1, step="sample solve")
@@ -195,7 +217,19 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
         persisted = dask.persist(
             *[
                 delayed(_block_geometry)(
-                    a, b, pos, w, C, opt_est, U, k, tol, seed, int(bounds[i]), int(bounds[i + 1])
+                    a,
+                    b,
+                    pos,
+                    w,
+                    C,
+                    opt_est,
+                    U,
+                    k,
+                    tol,
+                    seed,
+                    int(bounds[i]),
+                    int(bounds[i + 1]),
+                    separable,
                 )
                 for i, (a, b) in enumerate(zip(xb, yb))
             ]
@@ -213,7 +247,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     # the better of two certified bounds: the dual point at w, the blocks' shares
     dual = _dual_bound(np.sum([s[1] for s in stats], axis=0))
     lower = min(max(dual, sum(s[3] for s in stats)), upper)
-    if not lower > 0:
+    if not lower > 0 and not separable:
         raise DKernelError("the coarse SVM solve found no positive lower bound")
     logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)
 
@@ -266,6 +300,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
             "levels": 1,
             "beta": mix.beta,
             "loss_share": mix.loss_share,
+            "separable": separable,
         },
     )
 

@@ -26,6 +26,12 @@ def kernel_kmeans_sensitivity(X, centers_idx, u, oracle):
     an approximate solution, up to its constant; t = 1 + number of clusters).
     Returns ``(gamma, labels)``.
     """
+    gamma, labels, _ = _sensitivity_parts(X, centers_idx, u, oracle)
+    return gamma, labels
+
+
+def _sensitivity_parts(X, centers_idx, u, oracle):
+    """``kernel_kmeans_sensitivity`` and its cost part ``u D^2 / cost`` apart."""
     diag = oracle.diag(X)
     K = oracle.kernel(X, X[centers_idx])
     d2 = np.maximum(diag[:, None] - 2.0 * K + diag[centers_idx][None, :], 0.0)
@@ -34,9 +40,8 @@ def kernel_kmeans_sensitivity(X, centers_idx, u, oracle):
     cluster_u = np.bincount(labels, weights=u, minlength=len(centers_idx))
     cost = float(u @ dmin)
     gamma = u / cluster_u[labels]
-    if cost > 0.0:
-        gamma += u * dmin / cost
-    return gamma, labels
+    share = u * dmin / cost if cost > 0.0 else np.zeros_like(gamma)
+    return gamma + share, labels, share
 
 
 def kernel_kmeans_coreset(
@@ -57,8 +62,13 @@ def kernel_kmeans_coreset(
 
     The kernel k-means++ seeding of ``n_clusters`` centres (an O(log k) approximation in
     expectation) gives every point a sensitivity bound: its share of the seeding's cost
-    plus one over its cluster's weight. ``m`` draws from the mixture with uniform
-    sampling (share ``beta``) form the coreset; its weights count replicated rows, so
+    plus one over its cluster's weight. The coreset is ``m`` draws from a mixture of
+    three parts: weight-proportional (share ``beta``), the cost shares and the clusters
+    (each cluster the same mass, spread by weight), ``(1 - beta) / 2`` each.
+    Sampling in proportion to the bound itself would give the cost part only
+    ``1 / (1 + k)`` of the draws: the clusters' part alone is then close to a uniform
+    sample on balanced data and misses the far points that carry the cost of other
+    centres. The weights count replicated rows, so
     ``KernelKMeans`` and ``MiniBatchKernelKMeans`` fitted with ``sample_weight=weight``
     (:meth:`Coreset.fit`) minimise an unbiased estimate of the full-data cost.
 
@@ -116,9 +126,9 @@ def kernel_kmeans_coreset(
     oracle = _NumericOracle(spec)
     with _timer("kernel k-means coreset", logger):
         seeds, _ = _kernel_kmeans_plusplus(oracle, X, oracle.diag(X), u, int(n_clusters), rng)
-        gam, _ = kernel_kmeans_sensitivity(X, seeds, u, oracle)
+        gam, _, share = _sensitivity_parts(X, seeds, u, oracle)
         U, t = float(u.sum()), float(gam.sum())
-        q = (1.0 - beta) * gam / t + beta * u / U
+        q = _mixture(gam - share, share, u, U, beta)
         idx, weight = _draw(q, u, m, np.random.default_rng(rng.randint(0, 2**31 - 1)))
     return Coreset(
         X=X[idx],
@@ -130,3 +140,11 @@ def kernel_kmeans_coreset(
         classes=(),
         info={"method": "kernel-kmeans", "n_clusters": int(n_clusters), "beta": beta},
     )
+
+
+def _mixture(cluster, share, u, U, beta):
+    """Sampling distribution: ``beta`` weight-proportional, the rest split equally between
+    the clusters' part and the cost part (a part that is all zero gives its mass to the
+    other)."""
+    parts = [p / p.sum() for p in (cluster, share) if p.sum() > 0.0]
+    return beta * u / U + (1.0 - beta) * sum(parts) / len(parts)

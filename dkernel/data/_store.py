@@ -230,15 +230,45 @@ def open_dataset(store, *, storage_options: Mapping[str, Any] | None = None) -> 
     _atomic.recover(path)
     if not os.path.isdir(path):
         raise DKernelError(f"no dataset store at {path!r}")
+    if not os.path.isfile(os.path.join(path, "zarr.json")) and os.path.isfile(
+        os.path.join(path, ".zgroup")
+    ):
+        raise DKernelError(
+            f"{path!r} is a zarr 2 store; dkernel reads zarr 3 stores: convert it with "
+            "dkernel.data.ingest(dask.array.from_zarr(...), ...) or dkernel ingest"
+        )
     try:
         group = zarr.open_group(path, mode="r")
     except Exception as exc:  # zarr raises several types for foreign folders
         raise DKernelError(f"{path!r} is not a zarr dataset store ({exc})") from None
     attrs = dict(group.attrs)
+    _check_format(path, attrs)
     views = {name: _open_view(loc, name, attrs, {}) for name in ("X", "y", "X_test", "y_test")}
+    return _dataset(loc, attrs, views, {})
+
+
+def _check_format(path: str, attrs: Mapping[str, Any]) -> None:
+    """Refuse a store written by a newer dkernel (a layout this version cannot check)."""
+    fmt = attrs.get("format", 1)
+    if not isinstance(fmt, int) or fmt > STORE_FORMAT:
+        raise DKernelError(
+            f"store {path!r} has format {fmt!r}; this dkernel reads formats up to "
+            f"{STORE_FORMAT}: upgrade dkernel"
+        )
+
+
+def _dataset(loc: Location, attrs, views, arrays) -> Dataset:
+    """The opened store, after checking that its arrays are row-aligned."""
     if views["X"] is None:
-        raise DKernelError(f"store {path!r} has no array 'X'")
-    return Dataset(path=path, attrs=attrs, location=loc, **views)
+        raise DKernelError(f"store {loc.url!r} has no array 'X'")
+    for x, y in (("X", "y"), ("X_test", "y_test")):
+        if views[y] is not None and (views[x] is None or views[y].shape[0] != views[x].shape[0]):
+            rows = None if views[x] is None else views[x].shape[0]
+            raise DKernelError(
+                f"store {loc.url!r}: array {y!r} has {views[y].shape[0]} rows but {x!r} has "
+                f"{rows}; the store was modified outside dkernel"
+            )
+    return Dataset(path=loc.url, attrs=attrs, location=loc, arrays=arrays, **views)
 
 
 def _open_remote(loc: Location) -> Dataset:
@@ -247,11 +277,10 @@ def _open_remote(loc: Location) -> Dataset:
     if head is None:
         raise DKernelError(f"no dataset store at {loc.url!r}")
     attrs = dict(head.get("attrs") or {})
+    _check_format(loc.url, attrs)
     arrays = dict(head["arrays"])
     views = {n: _open_view(loc, n, attrs, arrays) for n in ("X", "y", "X_test", "y_test")}
-    if views["X"] is None:
-        raise DKernelError(f"store {loc.url!r} has no array 'X'")
-    return Dataset(path=loc.url, attrs=attrs, location=loc, arrays=arrays, **views)
+    return _dataset(loc, attrs, views, arrays)
 
 
 def as_array_input(X):
@@ -582,7 +611,10 @@ def check_array_name(name: str, *, what: str = "name") -> None:
 
 def _write_block(block: np.ndarray, where: Location, start: int) -> int:
     """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum."""
-    arr = zarr.open_array(where.zarr_store(read_only=False), mode="r+", config=WRITE_CONFIG)
+    # a local path, not a LocalStore: opening a LocalStore for writing creates its folder,
+    # which would bring back the temporary folder of a write that failed meanwhile
+    target = where.url if where.is_local else where.zarr_store(read_only=False)
+    arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
     block = np.asarray(block)
     arr[start : start + block.shape[0]] = block
     return checksum(block.astype(arr.dtype, copy=False))
@@ -659,6 +691,11 @@ def write_array(
         raise DKernelError(f"{name} must be numeric, got dtype {a.dtype}")
     if lazy and any(np.isnan(c) for c in a.shape):
         a = a.compute_chunk_sizes()
+    if a.shape[0] != ds.n_samples:
+        raise DKernelError(
+            f"{name} has {a.shape[0]} rows but the store's X has {ds.n_samples}: an array "
+            "written into a store holds one value (or row) per row of X"
+        )
     tail = tuple(int(s) for s in a.shape[1:])
     rows = chunk_rows or int(ds.attrs.get("chunk_rows") or default_chunk_rows(int(np.prod(tail))))
     check_scalar(rows, "chunk_rows", kind=(int, np.integer), low=1)

@@ -197,14 +197,30 @@ def _read_plain(arr, where: Location, index: int, start: int, stop: int) -> np.n
 
 
 def _read_chunk(
-    loc: Location, token: str, store: str, name: str, index: int, start: int, stop: int, crc
+    loc: Location,
+    token: str,
+    store: str,
+    name: str,
+    index: int,
+    start: int,
+    stop: int,
+    crc,
+    strict: bool = True,
 ) -> np.ndarray:
-    """Row chunk ``index`` of an array, its checksum verified; every failure names it."""
+    """Row chunk ``index`` of an array, its checksum verified; every failure names it.
+
+    ``strict``: the array has a manifest, so every chunk was written and an absent one is
+    lost. An array written by plain zarr has none, and zarr leaves out chunks that hold only
+    the fill value: such a chunk reads as the fill value, as zarr reads it.
+    """
     where = f"store {store!r}: array {name!r}, chunk {index} (rows {start}-{stop - 1})"
     try:
         arr, plain = _open_for_read(loc, token)
         block = _read_plain(arr, loc, index, start, stop) if plain else arr[start:stop]
     except (zarr.errors.ChunkNotFoundError, FileNotFoundError):
+        if not strict:
+            fill = arr.metadata.fill_value
+            return np.full((stop - start, *arr.shape[1:]), fill, dtype=arr.dtype)
         raise DKernelError(f"{where} is missing; the store is incomplete") from None
     except StorageReadError as exc:
         raise DKernelError(f"{where} cannot be read ({exc})") from None
@@ -224,20 +240,25 @@ class ChunkReader:
     read and the work on the chunk are one task (see :func:`chunk_reader`).
     """
 
-    __slots__ = ("crcs", "location", "name", "starts", "store", "token")
+    __slots__ = ("crcs", "location", "name", "starts", "store", "strict", "token")
 
-    def __init__(self, location: Location, token: str, store: str, name: str, starts, crcs):
+    def __init__(
+        self, location: Location, token: str, store: str, name: str, starts, crcs, strict=True
+    ):
         self.location, self.token, self.store, self.name = location, token, store, name
+        self.strict = bool(strict)
         self.starts = tuple(int(s) for s in starts)
         self.crcs = None if crcs is None else tuple(int(c) for c in crcs)
 
     def read(self, i: int) -> np.ndarray:
         crc = None if self.crcs is None else self.crcs[i]
         start, stop = self.starts[i], self.starts[i + 1]
-        return _read_chunk(self.location, self.token, self.store, self.name, i, start, stop, crc)
+        return _read_chunk(
+            self.location, self.token, self.store, self.name, i, start, stop, crc, self.strict
+        )
 
     def __dask_tokenize__(self):
-        return (type(self).__name__, self.token, self.starts, self.crcs)
+        return (type(self).__name__, self.token, self.starts, self.crcs, self.strict)
 
 
 def chunk_reader(X) -> ChunkReader | None:
@@ -267,7 +288,7 @@ def verified_view(
     crcs = manifest["crc32"] if manifest is not None and verify else None
     starts = (*range(0, n, rows), n)
     # the token is unique per store write and array: the cache key of the opened array
-    reader = ChunkReader(location, dask_name, store, name, starts, crcs)
+    reader = ChunkReader(location, dask_name, store, name, starts, crcs, manifest is not None)
     chunks = (tuple(np.diff(starts).tolist()),) + tuple((s,) for s in tail)
     view = da.map_blocks(
         _read_view_block,
