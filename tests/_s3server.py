@@ -82,6 +82,7 @@ def start(
     argv_prefix=(),
     log: str | None = None,
     check_credentials: bool = False,
+    ready=wait_http,
 ) -> tuple:
     """Start ``moto.server`` on ``host:port``; returns ``(Popen, S3Server)`` once it answers.
 
@@ -89,7 +90,8 @@ def start(
     file that receives the server's access log (one line per request, see
     :func:`count_requests`). With ``check_credentials`` the server verifies signatures
     against its IAM users: create one with :func:`make_user` (the first requests, which do
-    that, are let through unsigned).
+    that, are let through unsigned). ``ready(url)`` returns once ``url`` answers (from another
+    network namespace, where the server is in one: the default asks from this process).
     """
     port = port or free_port(host)
     cmd = [*argv_prefix, sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
@@ -109,18 +111,21 @@ def start(
         sink.close()
     endpoint = f"http://{host}:{port}"
     try:
-        wait_http(endpoint + "/moto-api/")
+        ready(endpoint + "/moto-api/")
     except BaseException:
         stop(proc)
         raise
     return proc, S3Server(endpoint=endpoint, pid=proc.pid)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """Stop the server by its process id (its own session: nothing else is signalled)."""
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Stop the server by its process id (its own session: nothing else is signalled).
+
+    ``sig`` goes to the session's process group first; SIGKILL follows after 10 s.
+    """
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, sig)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
