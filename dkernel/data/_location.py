@@ -212,20 +212,27 @@ def _async_filesystem(protocol: str, options: tuple):
 
 
 def describe_error(exc: BaseException) -> str:
-    """A one-line, secret-free description of a storage client's exception."""
+    """A one-line, secret-free description of a storage client's exception.
+
+    The kind of failure is read from the exception's type first (timeouts and refused
+    connections carry the endpoint URL, whose port may hold any digits), then from the
+    service's error words.
+    """
     msg = str(exc).splitlines()[0] if str(exc) else ""
     low = msg.lower()
-    denied = ("signature", "accessdenied", "access denied", "forbidden", "403", "invalidaccesskey")
-    if any(k in low.replace(" ", "") or k in low for k in denied):
-        return "access denied (check the credentials and the endpoint)"
-    if isinstance(exc, PermissionError):
-        return "access denied (check the credentials and the endpoint)"
-    if "nosuchbucket" in low.replace(" ", "") or "bucket does not exist" in low:
-        return "no such bucket"
-    if isinstance(exc, (TimeoutError,)) or "timeout" in low or "timed out" in low:
+    kind = type(exc).__name__.lower()
+    if isinstance(exc, TimeoutError) or "timeout" in kind:
         return "the storage endpoint did not answer in time"
-    if "could not connect" in low or ("connect" in low and "refused" in low):
+    if "connectionerror" in kind or "could not connect" in low or "connection refused" in low:
         return "cannot connect to the storage endpoint"
+    words = low.replace(" ", "")
+    denied = ("signature", "accessdenied", "forbidden", "invalidaccesskey")
+    if isinstance(exc, PermissionError) or any(k in words for k in denied):
+        return "access denied (check the credentials and the endpoint)"
+    if "nosuchbucket" in words or "bucket does not exist" in low:
+        return "no such bucket"
+    if "timed out" in low or "timeout" in low:
+        return "the storage endpoint did not answer in time"
     if any(k in low for k in ("service unavailable", "internal error", "slow down")):
         return f"the storage endpoint failed ({msg[:120]})"
     for k in _SECRET_KEYS:
