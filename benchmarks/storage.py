@@ -285,7 +285,6 @@ def main(argv=None) -> int:
             small = os.path.join(work, "warm.zarr")
             ingest(X[:5000], small, y=y[:5000], overwrite=True)
             _algorithms(small, 8, 50, 100)  # compile and import on the workers, untimed
-            runs = {}
 
             def count_chunks():
                 # chunk objects only (an array's metadata is read once per process)
@@ -296,11 +295,12 @@ def main(argv=None) -> int:
                     for a in ("X", "y")
                 }
 
-            for name, path in (("local", local_path), ("s3", s3_url)):
-                reps = []
-                for _ in range(args.repeats):
-                    reps.append(_algorithms(path, 8, 200, 2048, count=count_chunks))
-                runs[name] = reps
+            # interleaved, the order flipped each repeat: drift hits both stores alike
+            runs = {"local": [], "s3": []}
+            order = [("local", local_path), ("s3", s3_url)]
+            for rep in range(args.repeats):
+                for name, path in order if rep % 2 == 0 else order[::-1]:
+                    runs[name].append(_algorithms(path, 8, 200, 2048, count=count_chunks))
             identical = {
                 k: _same(runs["local"][0][k], runs["s3"][0][k])
                 for k in ("kmeans", "svm", "coreset")
