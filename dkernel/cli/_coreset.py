@@ -127,56 +127,12 @@ def _coreset(args) -> int:
         seconds = time.perf_counter() - t0
     source = f"dkernel coreset {args.method} of {ds.path}"
     out = local_path(args.out_store)
+    write_coreset(c, out, source=source, overwrite=args.overwrite)
     if isinstance(c, dict):
-        write_ovr_coreset(c, out, source=source, overwrite=args.overwrite)
         emit_json(ovr_summary(c, ds, out, seconds), args.summary)
         return 0
-    write_coreset(c, out, source=source, overwrite=args.overwrite)
     emit_json(summary(c, ds, out, seconds), args.summary)
     return 0
-
-
-def write_ovr_coreset(cores: dict, out: str, *, source: str, overwrite: bool):
-    """One-vs-rest coresets as one store: the rows of every class's coreset, ``y`` their
-    -1/+1 labels within it and ``ovr_class`` the class whose coreset holds them.
-
-    The rows with ``ovr_class == c`` (with ``weight``) stand for the whole data set in the
-    binary problem "c against the rest".
-    """
-    from ..data import write_arrays
-
-    parts = list(cores.items())
-    X = np.concatenate([np.asarray(c.X) for _, c in parts])
-    signs = np.concatenate([c.signs.astype(np.int64) for _, c in parts])
-    owner = np.concatenate([np.full(len(c), label) for label, c in parts])
-    return write_arrays(
-        out,
-        [(X, signs)],
-        n=X.shape[0],
-        n_features=X.shape[1],
-        dtype=X.dtype,
-        chunk_rows=max(1, X.shape[0]),
-        has_y=True,
-        attrs={
-            "source": source,
-            "coreset": {
-                "multiclass": "ovr",
-                "classes": [label for label, _ in parts],
-                "source_size": int(parts[0][1].source_size),
-                "C": float(parts[0][1].C),
-                "total_sensitivity": {str(label): float(c.total_sensitivity) for label, c in parts},
-                "method": parts[0][1].info.get("method"),
-            },
-        },
-        extra={
-            "weight": np.concatenate([np.asarray(c.weight, dtype=np.float64) for _, c in parts]),
-            "sensitivity": np.concatenate(
-                [np.asarray(c.sensitivity, dtype=np.float64) for _, c in parts]
-            ),
-            "ovr_class": owner,
-        },
-        overwrite=overwrite,
-    )
 
 
 def ovr_summary(cores: dict, ds, out: str, seconds: float) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -60,37 +60,58 @@ def uniform_store_coreset(store, m: int, *, random_state=None) -> Coreset:
     )
 
 
-def write_coreset(coreset: Coreset, store, *, source: str = "coreset", overwrite: bool = False):
+def write_coreset(coreset, store, *, source: str = "coreset", overwrite: bool = False):
     """Write a coreset atomically as a dataset store: ``X``, ``y``, ``weight``, ``sensitivity``.
 
     The store's ``coreset`` attribute records ``source_size``, ``C``, ``total_sensitivity``
     and the build method; ``open_dataset(store).read("weight")`` gives the weights back.
 
+    Parameters
+    ----------
+    coreset : Coreset or dict of label -> Coreset
+        A coreset, or the one-vs-rest coresets of ``distributed_coreset(...,
+        multiclass="ovr")``: then the store holds the rows of every class's coreset, ``y``
+        their -1/+1 labels within it and ``ovr_class`` the class whose coreset holds them
+        (the rows with ``ovr_class == c``, with their ``weight``, stand for the whole data
+        set in the binary problem "c against the rest").
+    store : str, os.PathLike
+        Path or URL of the new store.
+
     Returns
     -------
     Dataset
     """
-    X = np.asarray(coreset.X)
+    ovr = isinstance(coreset, Mapping)
+    parts = list(coreset.items()) if ovr else [(None, coreset)]
+    cores = [c for _, c in parts]
+    X = np.concatenate([np.asarray(c.X) for c in cores])
+    meta: dict = {
+        "source_size": int(cores[0].source_size),
+        "C": float(cores[0].C),
+        "method": cores[0].info.get("method"),
+    }
+    extra = {
+        "weight": np.concatenate([np.asarray(c.weight, dtype=np.float64) for c in cores]),
+        "sensitivity": np.concatenate([np.asarray(c.sensitivity, dtype=np.float64) for c in cores]),
+    }
+    if ovr:
+        y = np.concatenate([c.signs.astype(np.int64) for c in cores])
+        meta["multiclass"] = "ovr"
+        meta["classes"] = [label for label, _ in parts]
+        meta["total_sensitivity"] = {str(label): float(c.total_sensitivity) for label, c in parts}
+        extra["ovr_class"] = np.concatenate([np.full(len(c), label) for label, c in parts])
+    else:
+        y = np.asarray(coreset.y)
+        meta["total_sensitivity"] = float(coreset.total_sensitivity)
     return write_arrays(
-        os.fspath(store),
-        [(X, np.asarray(coreset.y))],
+        store,
+        [(X, y)],
         n=X.shape[0],
         n_features=X.shape[1],
         dtype=X.dtype,
         chunk_rows=max(1, X.shape[0]),
         has_y=True,
-        attrs={
-            "source": source,
-            "coreset": {
-                "source_size": int(coreset.source_size),
-                "C": float(coreset.C),
-                "total_sensitivity": float(coreset.total_sensitivity),
-                "method": coreset.info.get("method"),
-            },
-        },
-        extra={
-            "weight": np.asarray(coreset.weight, dtype=np.float64),
-            "sensitivity": np.asarray(coreset.sensitivity, dtype=np.float64),
-        },
+        attrs={"source": source, "coreset": meta},
+        extra=extra,
         overwrite=overwrite,
     )
