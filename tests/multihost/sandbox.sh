@@ -16,6 +16,24 @@ if [ -n "${DKT_NUMBA_SEED:-}" ] && [ -d "$DKT_NUMBA_SEED" ]; then
     seeded=1
 fi
 
+# The code and the interpreter's environment must stay readable. When they lie under one of
+# the folders about to be covered (a checkout under /tmp, as CI may make), they are opened now
+# and bound back, read-only, at the same path once the tmpfs is in place.
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+prefix=$(cd "$(dirname "$1")/.." 2>/dev/null && pwd || echo "")
+kept=""
+fd=5
+for p in "$repo" "$prefix"; do
+    case $p in
+        /tmp/* | /var/tmp/* | /dev/shm/*) ;;
+        *) continue ;;
+    esac
+    case $p in "$repo"/*) [ "$p" != "$repo" ] && continue ;; esac
+    eval "exec $fd<\"\$p\""
+    kept="$kept $fd:$p"
+    fd=$((fd + 1))
+done
+
 # Mount points with spaces are written \040 in /proc/self/mounts; none are expected here.
 awk '{print $2}' /proc/self/mounts | sort -u | while read -r mp; do
     case $mp in
@@ -26,6 +44,14 @@ awk '{print $2}' /proc/self/mounts | sort -u | while read -r mp; do
 done
 for d in /tmp /var/tmp /dev/shm; do
     [ -d "$d" ] && mount -t tmpfs -o mode=1777,size=1g tmpfs "$d"
+done
+for entry in $kept; do
+    n=${entry%%:*}
+    p=${entry#*:}
+    mkdir -p "$p"
+    mount --no-canonicalize --bind "/proc/self/fd/$n" "$p"
+    mount -o remount,bind,ro "$p"
+    eval "exec $n<&-"
 done
 # The root must now refuse writes; a host that could write to it would share a disk.
 if touch /.dkt-sandbox-probe 2>/dev/null; then
