@@ -121,7 +121,6 @@ def _client_compare(server, bucket, store_url, n_chunks):
     from dkernel.data import open_dataset
 
     ds = open_dataset(store_url)
-    where = ds.X.__dask_graph__()  # noqa: F841 - keep the view alive
     prefix = ds.arrays["X"]
     keys = [
         f"{store_url.split('://', 1)[1].split('/', 1)[1]}/{prefix}/c/{i}/0" for i in range(n_chunks)

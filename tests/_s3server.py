@@ -16,7 +16,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: Credentials moto accepts (any non-empty pair); never real ones.
@@ -173,28 +172,11 @@ def make_user(server: S3Server) -> tuple[str, str]:
     return key["AccessKeyId"], key["SecretAccessKey"]
 
 
-def reset(server: S3Server) -> None:
-    """Delete every bucket and object (moto's reset endpoint)."""
-    req = urllib.request.Request(server.endpoint + "/moto-api/reset", method="POST")
-    urllib.request.urlopen(req, timeout=10).close()
-
-
 def count_requests(log: str, method: str = "GET", needle: str = "", also: str = "") -> int:
     """Requests of ``method`` whose path contains ``needle`` (and ``also``) in a server's
     access log."""
     with open(log, errors="replace") as fh:
         return sum(f'"{method} ' in line and needle in line and also in line for line in fh)
-
-
-@contextlib.contextmanager
-def running(
-    host: str = "127.0.0.1", port: int | None = None, *, log: str | None = None
-) -> Iterator[S3Server]:
-    proc, server = start(host, port, log=log)
-    try:
-        yield server
-    finally:
-        stop(proc)
 
 
 class BadServer:

@@ -1,6 +1,7 @@
 """Single files (models, checkpoints) on a local disk or on object storage, written whole.
 
-A local file is written to a temporary sibling, flushed, and renamed over the target; an
+A local file is written to a temporary sibling ``.NAME.tmp-<pid>-<rand>``, flushed, and
+renamed over the target (the rename made durable too); an
 object is written with one PUT, which object stores apply whole. Either way a reader sees
 the previous file or the new one, never a part.
 """
@@ -10,21 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Mapping
-from typing import Any
 
 from .._validation import DKernelError
-from ._location import Location, as_location, describe_error
-
-
-def file_location(path, storage_options: Mapping[str, Any] | None = None) -> Location:
-    """The :class:`Location` of a file path or URL (``~`` expanded)."""
-    return as_location(path, storage_options)
+from ._location import as_location, describe_error
 
 
 def write_bytes(target, data: bytes, *, storage_options=None) -> None:
     """Write ``data`` to the file or object ``target`` whole (see the module docstring)."""
-    loc = file_location(target, storage_options)
+    loc = as_location(target, storage_options)
     if not loc.is_local:
         try:
             loc.fs.pipe_file(loc.path, data)
@@ -44,11 +38,17 @@ def write_bytes(target, data: bytes, *, storage_options=None) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def file_size(target, *, storage_options=None) -> int | None:
     """Size in bytes of the file or object ``target``; None when there is none."""
-    loc = file_location(target, storage_options)
+    loc = as_location(target, storage_options)
     if loc.is_local:
         return os.path.getsize(loc.url) if os.path.isfile(loc.url) else None
     try:
@@ -61,7 +61,7 @@ def file_size(target, *, storage_options=None) -> int | None:
 
 def read_bytes(target, *, storage_options=None) -> bytes:
     """The bytes of the file or object ``target`` (one GET for an object)."""
-    loc = file_location(target, storage_options)
+    loc = as_location(target, storage_options)
     if loc.is_local:
         with open(loc.url, "rb") as fh:
             return fh.read()

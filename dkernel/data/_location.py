@@ -71,10 +71,6 @@ class Location:
     def is_local(self) -> bool:
         return self.protocol == "file"
 
-    @property
-    def storage_options(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.options}
-
     def child(self, *names: str) -> Location:
         """The location of ``names`` below this one."""
         if self.is_local:

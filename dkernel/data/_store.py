@@ -677,9 +677,8 @@ def write_array(
     check_array_name(name)
     ds = open_dataset(loc)
     path = loc.url
-    head: dict[str, Any] = {"arrays": {}, "attrs": {}}
-    if not loc.is_local:
-        head = _remote.read_head(loc) or head
+    # a remote store's head as just opened (the array table and the attributes)
+    head: dict[str, Any] = {"arrays": dict(ds.arrays), "attrs": dict(ds.attrs)}
     exists = os.path.lexists(os.path.join(path, name)) if loc.is_local else name in head["arrays"]
     if exists and not overwrite:
         raise DKernelError(f"store {path!r} already has an array {name!r}; pass overwrite=True")

@@ -114,28 +114,11 @@ def save_checkpoint(
         "values": values,
     }
     arrays[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    if not loc.is_local:
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        write_bytes(loc, buf.getvalue())
-        return
-    _remove_stale_temps(folder, base)
-    tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    if loc.is_local:
+        _remove_stale_temps(folder, base)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes(loc, buf.getvalue())  # temporary sibling + fsync + rename, or one PUT
 
 
 def _remove_stale_temps(folder: str, base: str) -> None:
