@@ -198,14 +198,20 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     # --interface lo: the scheduler listened on the loopback address; its file is gone after
     assert "Scheduler at:     tcp://127.0.0.1:" in (job_dir / "scheduler.log").read_text("utf-8")
     assert not (job_dir / "scheduler.json").exists()
-    # a clean stop: client.shutdown() closes scheduler and workers. Known noise left: a nanny
-    # whose worker already closed may log "Worker process died unexpectedly" (a race in
-    # distributed's nanny); any other ERROR fails the test.
+    # a clean stop: client.shutdown() closes scheduler and workers. Known noise left, both
+    # races of that shutdown in distributed: a nanny whose worker already closed may log
+    # "Worker process died unexpectedly", and a worker whose heartbeat was in flight when the
+    # scheduler closed "Failed to communicate with scheduler during heartbeat" (seen once in
+    # a loaded full-suite run); any other ERROR fails the test.
+    shutdown_races = (
+        "Worker process died unexpectedly",
+        "Failed to communicate with scheduler during heartbeat",
+    )
     for log in ("scheduler.log", "workers.log"):
         errors = [
             line
             for line in (job_dir / log).read_text("utf-8").splitlines()
-            if " - ERROR - " in line and "Worker process died unexpectedly" not in line
+            if " - ERROR - " in line and not any(r in line for r in shutdown_races)
         ]
         assert not errors, (log, errors)
 
