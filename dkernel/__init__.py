@@ -10,4 +10,12 @@ __version__ = "0.1.0"
 
 from ._validation import DKernelError
 
-__all__ = ["DKernelError", "__version__"]
+__all__ = ["DKernelError", "__version__", "load_model"]
+
+
+def load_model(path, *, max_bytes: int = 1 << 30):
+    """Read a model file written by the ``save`` method of any dkernel estimator
+    (:func:`dkernel._model_io.load_model`; imported here on first use)."""
+    from ._model_io import load_model as _load
+
+    return _load(path, max_bytes=max_bytes)

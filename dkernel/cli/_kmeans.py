@@ -180,22 +180,17 @@ def run_kmeans(args) -> int:
             model.set_params(gamma=estimate_gamma(X, kernel=args.kernel, random_state=args.seed))
         model.fit(X)
         fit_s = time.perf_counter() - t0
+        fitted = model.summary()  # the model's own numbers, as its summary() gives them
         summary: dict[str, Any] = {
             "store": ds.path,
-            "algorithm": type(model).__name__,
+            "algorithm": fitted.pop("estimator"),
             "n_samples": ds.n_samples,
-            "n_clusters": args.n_clusters,
-            "kernel": args.kernel,
-            "gamma": model.gamma_,
+            **fitted,
             "batch_size": None if args.full_batch else args.batch_size,
             "tau": None if args.full_batch else tau,
             "learning_rate": None if args.full_batch else rate,
-            "inertia": model.inertia_,
-            "n_iter": model.n_iter_,
-            "n_kernel_evals": model.n_kernel_evals_,
             "time_s": fit_s,
             "labels_array": args.labels_name,
-            "cluster_sizes": np.bincount(model.labels_, minlength=args.n_clusters).tolist(),
         }
         if ds.y is not None:
             summary["ari"] = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))

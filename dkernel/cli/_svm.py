@@ -134,20 +134,10 @@ def _train(args: argparse.Namespace) -> int:
             "store": ds.path,
             "model": model_path,
             "n_samples": ds.n_samples,
-            "n_features": ds.n_features,
-            "classes": clf.classes_.tolist(),
-            "budget": args.budget,
-            "maintenance": args.maintenance,
-            "algorithm": args.algorithm,
-            "alpha": clf.alpha_,
-            "gamma": clf.gamma_,
+            **clf.summary(),  # the model's own numbers, as its summary() gives them
             "max_iter": args.max_iter,
-            "standardize": args.standardize,
             "seed": args.seed,
             "train_seconds": train_s,
-            "n_support_vectors": int(clf.support_vectors_.shape[0]),
-            "t": clf.t_,
-            "weight_degradation": clf.weight_degradation_,
         }
         if ds.X_test is not None and ds.y_test is not None:
             pred = clf.predict(ds.X_test).compute()
@@ -159,14 +149,14 @@ def _train(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from ..data import check_array_name, open_dataset, write_array
-    from ..svm import load_model
+    from ..svm import BudgetedSVC
 
     check_array_name(args.name, what="--name")
     summary_path = check_output_file(args.summary, "summary file")
     model_path = local_path(args.model)
     if os.path.isdir(model_path):
         raise DKernelError(f"model file {args.model!r} is a folder")
-    clf = load_model(model_path)
+    clf = BudgetedSVC.load(model_path)
     ds = open_dataset(local_path(args.store))
     check_new_array(ds, args.name, args.overwrite)
     check_store_writable(ds.path)

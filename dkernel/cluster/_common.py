@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._model_io import MAX_MODEL_BYTES, read_npz
 from .._validation import (
     DKernelError,
     check_sample_weight,
@@ -27,6 +28,7 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
+from ..kernels._pairwise import KernelSpec
 from ..runtime._progress import compute_blocks
 from . import _kernels as _nb
 from ._blocks import (
@@ -190,7 +192,16 @@ class _KernelCentersMixin:
     # provided by the estimator and _BaseKernelEstimator (declared for the type checker)
     kernel: Any
     _graph: Any
+    _spec: Any
     _row_pass: Callable[..., Any]
+    _check_params: Callable[..., Any]
+    n_features_in_: int
+    gamma_: Any
+    inertia_: Any
+    n_iter_: int
+    n_kernel_evals_: int
+    kernel_evals_: dict
+    _loaded_sizes: list
 
     def _is_graph(self) -> bool:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
@@ -328,6 +339,98 @@ class _KernelCentersMixin:
             X = X.astype(self.center_support_.dtype, copy=False)
         k = self.center_coef_.shape[0]
         return self._row_pass(X, is_dask, _distance_block, *self._center_args(), n_out=k)
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (a file path or a URL such as ``s3://``).
+
+        An ``.npz`` with a JSON header, read back with ``allow_pickle=False`` (see
+        :mod:`dkernel.cluster._io`); written atomically, so a failed save leaves no
+        half-written file. The model of a graph or callable kernel cannot be saved.
+        """
+        from ._io import write_kmeans
+
+        check_is_fitted(self, "center_coef_")
+        write_kmeans(self, path)
+
+    @classmethod
+    def load(cls, path, *, max_bytes: int = MAX_MODEL_BYTES):
+        """Read a model written by :meth:`save`; it predicts, transforms and scores exactly
+        as the saved one (``labels_`` of the training rows are not kept, and
+        :meth:`partial_fit` starts a new model). Files above ``max_bytes`` (1 GiB by
+        default, on disk or unpacked) are refused unread; every value of the file is
+        checked. Raises ``DKernelError``.
+        """
+        return cls._from_file(*read_npz(path, max_bytes=max_bytes))
+
+    @classmethod
+    def _from_file(cls, where: str, header: dict, arrays: dict):
+        from ._io import check_kmeans
+
+        params, fitted, arrays = check_kmeans(cls, where, header, arrays)
+        try:
+            est = cls(**params)
+            est.n_features_in_ = int(fitted["n_features_in_"])
+            est._check_params(int(params["n_clusters"]))
+            if est._is_graph() or fitted["kernel"] not in SUPPORTED_KERNELS:
+                raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
+        except (TypeError, DKernelError) as exc:
+            raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
+        est._spec = KernelSpec(
+            fitted["kernel"],
+            fitted["gamma_"],
+            fitted["degree"],
+            fitted["coef0"],
+            dict(params.get("kernel_params") or {}),
+        )
+        est.gamma_ = fitted["gamma_"]
+        est.center_support_ = arrays["center_support"]
+        est.center_coef_ = arrays["center_coef"]
+        est.center_norms_ = arrays["center_norms"]
+        for key in ("inertia_", "n_iter_", "history_", "n_kernel_evals_", "timings_"):
+            if key in fitted:
+                setattr(est, key, fitted[key])
+        if "kernel_evals_" in fitted:
+            est.kernel_evals_ = fitted["kernel_evals_"]
+        est._loaded_sizes = [int(v) for v in fitted["cluster_sizes"]]
+        return est
+
+    def _cluster_sizes(self) -> list[int]:
+        """Training rows per cluster (from ``labels_``, or as saved in a model file)."""
+        labels = getattr(self, "labels_", None)
+        if labels is None:
+            return list(getattr(self, "_loaded_sizes", []))
+        return np.bincount(labels, minlength=self.center_coef_.shape[0]).tolist()
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted model in a few JSON-ready numbers.
+
+        ``estimator``, ``n_clusters``, ``kernel``, ``gamma`` (the width used), ``n_features``,
+        ``n_support`` (points the centers are made of), ``inertia`` (over the training rows;
+        None after :meth:`partial_fit` alone), ``n_iter``, ``n_kernel_evals``,
+        ``cluster_sizes`` (training rows per cluster; empty after :meth:`partial_fit`
+        alone), and ``timings`` (seconds per phase) where the fit recorded them.
+        """
+        check_is_fitted(self, "center_coef_")
+        spec = getattr(self, "_spec", None)
+        kernel = self.kernel if spec is None or not isinstance(spec.kernel, str) else spec.kernel
+        out: dict[str, Any] = {
+            "estimator": type(self).__name__,
+            "n_clusters": int(self.center_coef_.shape[0]),
+            "kernel": kernel
+            if isinstance(kernel, str)
+            else getattr(kernel, "__name__", "callable"),
+            "gamma": self.gamma_,
+            "n_features": int(self.n_features_in_),
+            "n_support": int(self.center_coef_.shape[1]),
+            "inertia": None if getattr(self, "inertia_", None) is None else float(self.inertia_),
+            "n_iter": int(self.n_iter_),
+            "n_kernel_evals": int(self.n_kernel_evals_),
+            "cluster_sizes": self._cluster_sizes(),
+        }
+        if hasattr(self, "timings_"):
+            out["timings"] = {k: float(v) for k, v in self.timings_.items()}
+        return out
 
     def score(self, X, y=None, sample_weight=None):
         """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``.

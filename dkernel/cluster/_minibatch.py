@@ -822,6 +822,7 @@ class MiniBatchKernelKMeans(
         X = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "partial_fit")
         X = np.ascontiguousarray(X, dtype=dtype)
         if first:
+            self.__dict__.pop("_loaded_sizes", None)  # a loaded model's; this is a new one
             self._rng = getattr(self, "_rng", None) or check_random_state(self.random_state)
             size = min(n, self.init_size or n)
             sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)

@@ -21,6 +21,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
+from .._model_io import MAX_MODEL_BYTES, read_npz
+from .._model_io import load_model as _load_any
 from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
 from ..data import Dataset, open_dataset
 from ..kernels import KernelSpec
@@ -28,7 +30,7 @@ from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_
 from . import _budget as nb
 from . import _distributed as dist
 from . import _refit
-from ._io import MAX_MODEL_BYTES, RAW_ARRAYS, model_header, read_model, write_model
+from ._io import RAW_ARRAYS, check_model, model_header, write_model
 from ._stream import (
     BLOCK_ROWS,
     BlockTask,
@@ -915,6 +917,79 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             token="svm-predict",
         )
 
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on ``(X, y)``, weighted by ``sample_weight``.
+
+        NumPy input: scikit-learn's ``ClassifierMixin.score``. Dask, zarr or store input
+        (a store path or :class:`~dkernel.data.Dataset` supplies ``y`` when it is None): one
+        pass on the workers that predicts each row chunk, compares it with its labels and
+        sums, so each chunk of X and of y is read once and only two numbers come back.
+        """
+        check_is_fitted(self, "dual_coef_")
+        if isinstance(X, (str, os.PathLike, Dataset)):
+            ds = open_dataset(X)
+            X = ds.X
+            if y is None:
+                if ds.y is None:
+                    raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
+                y = ds.y
+        if y is None:
+            raise DKernelError("score requires y, but the target y is None")
+        Xv, is_dask = self._validate_X(X, reset=False)
+        if not is_dask:
+            if is_dask_array(y) or is_dask_array(sample_weight):
+                y, sample_weight = da.compute(y, sample_weight)
+            return super().score(Xv, y, sample_weight)
+        n = int(Xv.shape[0])
+        y = _as_row_chunks(y, Xv.chunks[0], n, "y")
+        if (y.dtype.kind in "USO") != (self.classes_.dtype.kind in "USO"):
+            raise DKernelError(
+                f"y has labels of dtype {y.dtype}, the model's classes are of dtype "
+                f"{self.classes_.dtype}: they cannot match"
+            )
+        hits = self.predict(Xv) == y
+        if sample_weight is None:
+            num, den = hits.sum(), n
+        else:
+            w = _as_row_chunks(sample_weight, Xv.chunks[0], n, "sample_weight")
+            w = w.astype(np.float64)
+            num, den = (hits * w).sum(), w.sum()
+        num, den = da.compute(num, den)
+        if not den > 0:
+            raise DKernelError(f"sample_weight sums to {den}; it must be positive")
+        return float(num) / float(den)
+
+    def summary(self) -> dict:
+        """The fitted model in a few JSON-ready numbers.
+
+        ``estimator``, ``kernel``, ``gamma`` and ``alpha`` (the values used), ``budget``,
+        ``maintenance``, ``algorithm``, ``n_features``, ``classes``, ``n_support_vectors``,
+        ``n_iter`` (epochs), ``t`` (SGD steps), ``n_maintenance``, ``weight_degradation``,
+        ``distributed``, ``standardize``, ``refit`` and ``probability`` (whether
+        :meth:`predict_proba` is calibrated).
+        """
+        check_is_fitted(self, "dual_coef_")
+        return {
+            "estimator": type(self).__name__,
+            "kernel": str(self._spec.kernel),
+            "gamma": self.gamma_,
+            "alpha": self.alpha_,
+            "budget": int(self.budget),
+            "maintenance": self.maintenance,
+            "algorithm": self.algorithm,
+            "n_features": int(self.n_features_in_),
+            "classes": self.classes_.tolist(),
+            "n_support_vectors": int(self.support_vectors_.shape[0]),
+            "n_iter": int(self.n_iter_),
+            "t": int(self.t_),
+            "n_maintenance": int(self.n_maintenance_),
+            "weight_degradation": float(self.weight_degradation_),
+            "distributed": bool(getattr(self, "distributed_", False)),
+            "standardize": getattr(self, "feature_mean_", None) is not None,
+            "refit": bool(self.refit),
+            "probability": getattr(self, "platt_a_", None) is not None,
+        }
+
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> None:
         """Write the fitted model to ``path`` (``.npz`` + JSON header; see ``dkernel.svm._io``)."""
@@ -939,9 +1014,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         The header's parameters go through the estimator's own checks; files above
         ``max_bytes`` (1 GiB by default, on disk or unpacked) are refused unread.
         """
-        header, arrays, classes = read_model(path, max_bytes=max_bytes)
+        return cls._from_file(*read_npz(path, max_bytes=max_bytes))
+
+    @classmethod
+    def _from_file(cls, where: str, header: dict, arrays: dict) -> BudgetedSVC:
+        """The estimator of a model file's parts (checked here)."""
+        header, arrays, classes = check_model(where, header, arrays)
         params, fitted = header["params"], header["fitted"]
-        where = os.fspath(path)
         try:
             est = cls(**params)
             est._check_params()
@@ -983,14 +1062,15 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         return tags
 
 
-def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES) -> BudgetedSVC:
-    """Read a model written by :meth:`BudgetedSVC.save` (or :func:`save_model`).
+def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES):
+    """Read a model written by :meth:`BudgetedSVC.save` (or :func:`save_model`), or by the
+    ``save`` of a kernel k-means estimator: the file's header names its class.
 
     Parameters and fitted values of the header are checked (types and ranges, as the
     estimator checks its own); files above ``max_bytes`` (default 1 GiB, on disk or
     unpacked) are refused before their arrays are read. Raises ``DKernelError``.
     """
-    return BudgetedSVC.load(path, max_bytes=max_bytes)
+    return _load_any(path, max_bytes=max_bytes)
 
 
 def save_model(est: BudgetedSVC, path) -> None:
@@ -1070,6 +1150,18 @@ def _partial_of(saved: dict) -> dist.Partial:
         W=float(W), t=float(t), n=int(n), n_maint=int(n_maint), degr=float(degr),
         degr2=float(degr2), **arrays,
     )  # fmt: skip
+
+
+def _as_row_chunks(v, chunks, n: int, name: str):
+    """``v`` (y or weights, NumPy or dask) as a 1-D dask array of ``n`` rows: NumPy is cut
+    into X's row chunks (blockwise with the predictions), dask keeps its own."""
+    if not is_dask_array(v):
+        v = np.asarray(v)
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v.reshape(-1)
+    if v.ndim != 1 or int(v.shape[0]) != n:
+        raise DKernelError(f"{name} has shape {v.shape}, expected ({n},)")
+    return v if is_dask_array(v) else da.from_array(v, chunks=(chunks,))
 
 
 def _label_map(classes: np.ndarray):

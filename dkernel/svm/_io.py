@@ -14,12 +14,15 @@ A model file is an uncompressed ``.npz`` (read with ``allow_pickle=False``) hold
   sum, kept so that the arithmetic goes on unchanged), so that ``partial_fit`` on a loaded
   model continues exactly as the original would;
 - ``feature_mean``, ``feature_scale`` (d,), only for ``standardize=True``;
+- ``platt_a``, ``platt_b`` (c,), only for ``probability=True``: the Platt scaling of each
+  score column;
 - ``classes``: the labels as a numeric or fixed-width unicode array (strings come back as
   ``str``).
 
-The file is written to a temporary name and renamed (on object storage: one PUT), so a
-failed save never leaves a half-written model. A path or URL (``s3://``, ``gs://``...)
-names it. Files of another format or version are rejected with a clear error.
+The container (header, size limits, the atomic write) is :mod:`dkernel._model_io`'s, shared
+with the k-means models: a failed save never leaves a half-written model, a path or URL
+(``s3://``, ``gs://``...) names it. Files of another format or version are rejected with a
+clear error.
 Version 1 (before the ``lam`` -> ``alpha``, ``max_epochs`` -> ``max_iter`` renames) is not read.
 
 This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds the arrays
@@ -28,21 +31,21 @@ This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds
 
 from __future__ import annotations
 
-import io
-import json
 import numbers
-import os
-import zipfile
 from typing import Any
 
 import numpy as np
 
+from .._model_io import (
+    MAX_MODEL_BYTES,
+    check_format,
+    header_params,
+    label_array,
+    read_npz,
+    write_npz,
+)
 from .._validation import DKernelError, check_scalar
-from ..data import file_size, read_bytes, write_bytes
 
-#: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
-#: above any budget (B = 10^4 SVs of 10^3 features take 80 MB); ``max_bytes`` overrides.
-MAX_MODEL_BYTES = 1 << 30
 FORMAT = "dkernel.BudgetedSVC"
 VERSION = 2
 #: Arrays every model file holds.
@@ -58,28 +61,18 @@ RAW_ARRAYS = (
     "average_offset",
 )
 ARRAYS = ("support_vectors", "dual_coef", "intercept", *RAW_ARRAYS)
+#: Platt scaling of ``probability=True`` models: ``p = 1 / (1 + exp(a f + b))`` per column.
+PLATT_ARRAYS = ("platt_a", "platt_b")
 
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (str, int, float, bool, type(None), list, dict)):
-        return v
-    raise DKernelError(f"parameter value {v!r} cannot be saved (not JSON)")
+__all__ = ["MAX_MODEL_BYTES", "model_header", "read_model", "write_model"]
 
 
 def model_header(est) -> dict[str, Any]:
     """The JSON header of a fitted estimator: its parameters and fitted scalars."""
-    params = est.get_params(deep=False)
-    if isinstance(params.get("checkpoint"), os.PathLike):
-        params["checkpoint"] = os.fspath(params["checkpoint"])
-    params = {k: _jsonable(v) for k, v in params.items()}
-    if not isinstance(params.get("random_state"), (int, type(None))):
-        params["random_state"] = None
     return {
         "format": FORMAT,
         "version": VERSION,
-        "params": params,
+        "params": header_params(est),
         "fitted": {
             "gamma_": est.gamma_,
             "alpha_": est.alpha_,
@@ -100,15 +93,7 @@ def model_header(est) -> dict[str, Any]:
 
 def write_model(path, header: dict[str, Any], arrays: dict[str, np.ndarray], classes) -> None:
     """Write ``header``, ``arrays`` and ``classes`` to ``path`` atomically."""
-    classes = np.asarray(classes)
-    if classes.dtype == object:
-        classes = classes.astype(str)
-    if classes.dtype.kind not in "biufU":
-        raise DKernelError(f"classes of dtype {classes.dtype} cannot be saved")
-    payload: dict[str, Any] = {"header": np.array(json.dumps(header)), "classes": classes, **arrays}
-    buf = io.BytesIO()
-    np.savez(buf, **payload)
-    write_bytes(path, buf.getvalue())
+    write_npz(path, header, {"classes": label_array(classes), **arrays})
 
 
 def read_model(
@@ -116,47 +101,17 @@ def read_model(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
     """``(header, arrays, classes)`` of a model file; foreign, old, corrupt or oversized
     (above ``max_bytes`` on disk or uncompressed) files raise before their arrays are read."""
-    from ..data import as_location
+    url, header, arrays = read_npz(path, max_bytes=max_bytes)
+    return check_model(url, header, arrays)
 
-    path = as_location(path).url
-    size = file_size(path)
-    if size is None:
-        raise DKernelError(f"no model file at {path!r}")
-    if size > max_bytes:
-        raise DKernelError(
-            f"{path!r} is {size:,} bytes, above the limit of {max_bytes:,} for a model file "
-            "(pass max_bytes= to read it anyway)"
-        )
-    try:
-        raw = io.BytesIO(read_bytes(path))
-        with zipfile.ZipFile(raw) as zf:
-            unpacked = sum(info.file_size for info in zf.infolist())
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise DKernelError(f"{path!r} is not a dkernel model file ({exc})") from None
-    if unpacked > max_bytes:
-        raise DKernelError(
-            f"{path!r} unpacks to {unpacked:,} bytes, above the limit of {max_bytes:,} for a "
-            "model file (pass max_bytes= to read it anyway)"
-        )
-    try:
-        raw.seek(0)
-        with np.load(raw, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise DKernelError(f"{path!r} is not a dkernel model file ({exc})") from None
-    if not {"header", "support_vectors", "dual_coef", "intercept", "classes"} <= set(arrays):
+
+def check_model(
+    path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
+) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
+    """The checks of :func:`read_model` on a file's parts (``arrays`` without the header)."""
+    check_format(path, header, FORMAT, VERSION)
+    if not {"support_vectors", "dual_coef", "intercept", "classes"} <= set(arrays):
         raise DKernelError(f"{path!r} is not a dkernel model file (arrays {sorted(arrays)})")
-    try:
-        header = json.loads(str(arrays.pop("header")))
-    except json.JSONDecodeError as exc:
-        raise DKernelError(f"{path!r} has a corrupt header ({exc})") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise DKernelError(f"{path!r} is not a {FORMAT} model file")
-    if header.get("version") != VERSION:
-        raise DKernelError(
-            f"{path!r} has model format version {header.get('version')!r}; "
-            f"this dkernel reads version {VERSION}"
-        )
     if not set(ARRAYS) <= set(arrays):
         raise DKernelError(
             f"{path!r} is corrupt: arrays {sorted(set(ARRAYS) - set(arrays))} missing"
@@ -198,6 +153,11 @@ def read_model(
         for k in ("feature_mean", "feature_scale")
     ):
         raise DKernelError(f"{path!r} is corrupt: bad feature_mean / feature_scale")
+    if ("platt_a" in arrays) != ("platt_b" in arrays) or any(
+        k in arrays and (arrays[k].shape != b.shape or not np.isfinite(arrays[k]).all())
+        for k in PLATT_ARRAYS
+    ):
+        raise DKernelError(f"{path!r} is corrupt: bad platt_a / platt_b")
     _check_fitted(path, header["fitted"])
     return header, arrays, classes
 
