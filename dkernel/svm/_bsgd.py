@@ -18,13 +18,14 @@ from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
 from .._model_io import MAX_MODEL_BYTES, read_npz
 from .._model_io import load_model as _load_any
 from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
-from ..data import Dataset, open_dataset
+from ..data import Dataset, open_dataset, take_rows
 from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
@@ -63,6 +64,10 @@ _REFIT_TOL = 1e-3
 _REFIT_MAX_ITER = 50
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
+#: ``probability=True``: the share of the rows held out for Platt scaling, and at most this
+#: many rows (two parameters per score column need few; the rest train the model).
+_CALIBRATION_SHARE = 0.1
+_CALIBRATION_ROWS = 50_000
 
 
 def _active_client():
@@ -188,6 +193,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         rows per round, then the partial models are merged).
     split_every : int, default=2
         Fan-in of the merge tree of a distributed fit.
+    probability : bool, default=False
+        Enable :meth:`predict_proba` (as scikit-learn's ``SVC``): :meth:`fit` holds out a
+        random 10 % of the rows (at most 50000; seeded by ``random_state`` when it is an
+        int, else by 0), trains on the others, and fits Platt's sigmoid
+        ``1 / (1 + exp(A f + B))`` of each score column on the held-out rows' scores
+        (``probA_``, ``probB_``). The model then differs from the ``probability=False``
+        one, which trains on every row. To calibrate a model on data of your own choice,
+        wrap it in ``sklearn.calibration.CalibratedClassifierCV`` instead (NumPy input).
     random_state : int, RandomState or None
     checkpoint : str, os.PathLike or None, default=None
         A file (``.npz``) where :meth:`fit` saves its state every ``checkpoint_every``
@@ -229,6 +242,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         The standardisation (``standardize=True``), else None.
     distributed_ : bool
         Whether the last fit ran distributed.
+    probA_, probB_ : ndarray of shape (n_cols,) or None
+        Platt scaling of each score column (``probability=True``), else None.
 
     Notes
     -----
@@ -313,6 +328,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_shards=None,
         n_rounds=8,
         split_every=2,
+        probability=False,
         random_state=None,
         checkpoint=None,
         checkpoint_every=1,
@@ -339,6 +355,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.n_shards = n_shards
         self.n_rounds = n_rounds
         self.split_every = split_every
+        self.probability = probability
         self.random_state = random_state
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
@@ -366,6 +383,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             raise DKernelError(f"standardize must be True or False; got {self.standardize!r}")
         if not isinstance(self.refit, (bool, np.bool_)):
             raise DKernelError(f"refit must be True or False; got {self.refit!r}")
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise DKernelError(f"probability must be True or False; got {self.probability!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_scalar(self.average, "average", kind=numbers.Integral, low=1)
         if self.distributed not in ("auto", True, False):
@@ -514,11 +533,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """
         self._check_params()
         X, is_dask, y, w = self._prepare(X, y, sample_weight, reset=True)
-        n, d = int(X.shape[0]), int(X.shape[1])
         classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
         self._resolve_spec(X, resolve=False)  # kernel errors before any read
+        held = None
+        if self.probability:  # Platt scaling is fitted on rows the model never saw
+            X, y, w, held = self._hold_out(X, y, w, is_dask)
+        n, d = int(X.shape[0]), int(X.shape[1])
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
         n_cols = 1 if len(classes) == 2 else len(classes)
         rs = check_random_state(self.random_state)
@@ -648,9 +670,49 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.distributed_ = bool(use_dist)
         if use_dist:
             self.t_ = n * int(self.max_iter)
+        self.probA_ = self.probB_ = None
+        if held is not None:
+            self._calibrate(*held, weighted=sample_weight is not None)
         if ckpt is not None:
             ckpt.remove()
         return self
+
+    def _hold_out(self, X, y, w, is_dask: bool):
+        """``(X, y, w)`` of the training rows and ``(X, y, w)`` of the calibration rows.
+
+        The calibration rows are a sample without replacement of ``_CALIBRATION_SHARE`` of
+        the rows, at most ``_CALIBRATION_ROWS``, drawn with ``random_state`` when it is an int
+        (else seed 0: a resumed fit must find the same rows), gathered into memory (one
+        task per touched chunk); the training rows are the others, in their order (dask:
+        selected within each chunk, nothing moves).
+        """
+        n = int(X.shape[0])
+        m = min(_CALIBRATION_ROWS, max(1, int(np.ceil(_CALIBRATION_SHARE * n))))
+        if n - m < 2:
+            raise DKernelError(
+                f"probability=True holds out {m} of {n} rows for Platt scaling; "
+                "too few rows are left to train on"
+            )
+        rs = self.random_state
+        seed = int(rs) if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) else 0
+        idx = np.sort(np.random.RandomState(seed).choice(n, m, replace=False))
+        keep = np.ones(n, dtype=bool)
+        keep[idx] = False
+        if is_dask:
+            Xc = np.asarray(take_rows(X, idx), dtype=np.float64)
+            yc = take_rows(y, idx) if is_dask_array(y) else y[idx]
+            wc = take_rows(w, idx) if is_dask_array(w) else w[idx]
+        else:
+            Xc, yc, wc = X[idx], y[idx], w[idx]
+        return X[keep], y[keep], w[keep], (Xc, np.asarray(yc), np.asarray(wc, dtype=np.float64))
+
+    def _calibrate(self, Xc, yc, wc, *, weighted: bool) -> None:
+        """Platt scaling of every score column on the held-out rows: ``probA_``, ``probB_``."""
+        scores = np.asarray(self.decision_function(Xc)).reshape(len(yc), -1)
+        cols = self.classes_[1:] if scores.shape[1] == 1 else self.classes_
+        fits = [_platt(scores[:, j], yc == c, wc if weighted else None) for j, c in enumerate(cols)]
+        self.probA_ = np.array([a for a, _ in fits])
+        self.probB_ = np.array([b for _, b in fits])
 
     def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client):
         """Exact coefficients over the support vectors BSGD chose (``refit=True``)."""
@@ -807,6 +869,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._finish(state, cls, spec, cfg, n_iter=max(n_iter, 1), d=d)
         self._set_scaler(scaler)
         self.distributed_ = False
+        self.probA_ = self.probB_ = None  # a calibration of the former model no longer holds
         return self
 
     def _set_scaler(self, scaler: Standardizer | None) -> None:
@@ -876,6 +939,50 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         }
 
     # ------------------------------------------------------------------ prediction
+    def _check_proba(self) -> bool:
+        if not self.probability:
+            raise AttributeError("predict_proba is not available when probability=False")
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, n_classes), columns in the order of ``classes_``.
+
+        The decision function's scores through the Platt scaling (``probA_``, ``probB_``)
+        that :meth:`fit` learned on its held-out rows (``probability=True``): for binary
+        problems ``P(classes_[1]) = 1 / (1 + exp(probA_ f + probB_))``; for multi-class ones
+        one such sigmoid per class, normalised to sum to one (as scikit-learn's
+        ``CalibratedClassifierCV`` with ``method="sigmoid"``). NumPy input gives NumPy; dask,
+        zarr or store input a lazy dask array computed blockwise on the workers. The argmax
+        of the probabilities can differ from :meth:`predict` on rows near a boundary.
+        """
+        check_is_fitted(self, "dual_coef_")
+        if getattr(self, "probA_", None) is None:
+            raise DKernelError(
+                "predict_proba needs the Platt scaling that fit(...) learns with "
+                "probability=True; this model has none (partial_fit since, or "
+                "probability set after the fit)"
+            )
+        X, is_dask = self._validate_X(X, reset=False)
+        args = (
+            np.ascontiguousarray(self.support_vectors_, dtype=np.float64),
+            np.asarray(self.dual_coef_, dtype=np.float64),
+            np.asarray(self.intercept_, dtype=np.float64),
+            self._spec,
+            self._scaler(),
+            np.asarray(self.probA_, dtype=np.float64),
+            np.asarray(self.probB_, dtype=np.float64),
+        )
+        k = len(self.classes_)
+        return self._row_pass(X, is_dask, _proba_rows, *args, n_out=k, token="svm-proba")
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (lazy for dask input, as it)."""
+        P = self.predict_proba(X)
+        with np.errstate(divide="ignore"):
+            return da.log(P) if is_dask_array(P) else np.log(P)
+
     def decision_function(self, X):
         """Scores: shape (n,) for binary problems (``classes_[1]`` positive), (n, c) otherwise.
 
@@ -987,7 +1094,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             "distributed": bool(getattr(self, "distributed_", False)),
             "standardize": getattr(self, "feature_mean_", None) is not None,
             "refit": bool(self.refit),
-            "probability": getattr(self, "platt_a_", None) is not None,
+            "probability": getattr(self, "probA_", None) is not None,
         }
 
     # ------------------------------------------------------------------ persistence
@@ -1005,6 +1112,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if scaler is not None:
             arrays["feature_mean"] = scaler.mean
             arrays["feature_scale"] = scaler.scale
+        if getattr(self, "probA_", None) is not None:
+            arrays["platt_a"] = np.asarray(self.probA_, dtype=np.float64)
+            arrays["platt_b"] = np.asarray(self.probB_, dtype=np.float64)
         write_model(path, header, arrays, self.classes_)
 
     @classmethod
@@ -1054,6 +1164,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         est._raw = {k: arrays[k] for k in RAW_ARRAYS}
         est.feature_mean_ = arrays.get("feature_mean")
         est.feature_scale_ = arrays.get("feature_scale")
+        est.probA_ = arrays.get("platt_a")
+        est.probB_ = arrays.get("platt_b")
         return est
 
     def __sklearn_tags__(self):
@@ -1182,6 +1294,48 @@ def _decision_rows(Xb, SV, coef, intercept, spec, scaler=None) -> np.ndarray:
         else:
             out[r : r + len(blk)] = intercept
     return out[:, 0] if coef.shape[1] == 1 else out
+
+
+def _proba_rows(Xb, SV, coef, intercept, spec, scaler, A, B) -> np.ndarray:
+    """Probabilities of the rows of Xb, (r, n_classes): the Platt sigmoid of each score
+    column; one column gives both classes, several are normalised (uniform where all are
+    0)."""
+    z = _decision_rows(Xb, SV, coef, intercept, spec, scaler).reshape(len(Xb), -1) * A + B
+    if z.shape[1] == 1:  # each side as its own sigmoid: no 1 - P rounding to 0
+        return np.hstack([_sigmoid(z), _sigmoid(-z)])
+    P = _sigmoid(-z)
+    total = P.sum(axis=1, keepdims=True)
+    out = np.full_like(P, 1.0 / P.shape[1])
+    np.divide(P, total, out=out, where=total > 0)
+    return out
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-z))`` without overflow."""
+    return np.exp(-np.logaddexp(0.0, -z))
+
+
+def _platt(f: np.ndarray, positive: np.ndarray, w: np.ndarray | None) -> tuple[float, float]:
+    """Platt's sigmoid ``P(+|f) = 1 / (1 + exp(a f + b))`` by weighted maximum likelihood
+    with the smoothed targets of Platt (1999) and Lin, Lin & Weng (2007):
+    ``(N+ + 1) / (N+ + 2)`` and ``1 / (N- + 2)`` (weights summed for the counts)."""
+    from scipy.optimize import minimize
+
+    f = np.asarray(f, dtype=np.float64)
+    w = np.ones(len(f)) if w is None else np.asarray(w, dtype=np.float64)
+    pos = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = float(w[pos].sum()), float(w[~pos].sum())
+    t = np.where(pos, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+
+    def loss(ab):
+        z = ab[0] * f + ab[1]  # -log P(+) = log(1 + exp(z)); -log P(-) = that - z
+        value = float(w @ (np.logaddexp(0.0, z) - (1.0 - t) * z))
+        g = w * (t - _sigmoid(-z))  # d/dz = (1 - P(+)) - (1 - t)
+        return value, np.array([g @ f, g.sum()])
+
+    b0 = float(np.log((n_neg + 1.0) / (n_pos + 1.0)))
+    res = minimize(loss, np.array([0.0, b0]), jac=True, method="L-BFGS-B")
+    return float(res.x[0]), float(res.x[1])
 
 
 def _predict_rows(Xb, SV, coef, intercept, spec, scaler, classes) -> np.ndarray:
