@@ -17,8 +17,8 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
