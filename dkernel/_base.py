@@ -55,6 +55,11 @@ def as_dask_or_numpy(X) -> Any:
 
 def check_dask_2d(X, *, name: str = "X") -> None:
     """Shape and dtype checks of a dask array that read no values."""
+    if any(np.isnan(s) for s in X.shape):
+        raise DKernelError(
+            f"{name} has unknown chunk sizes (shape {X.shape}), as after boolean indexing "
+            f"such as X[X[:, 0] > 0]: call {name}.compute_chunk_sizes() first"
+        )
     if X.ndim != 2:
         raise DKernelError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.issubdtype(
@@ -129,7 +134,8 @@ class _BaseKernelEstimator(BaseEstimator):
             sample = sample_rows(X, size, seed, replace=False)
         sample = np.asarray(sample)
         if rule == "scale":  # the variance of every sampled row (O(size d))
-            var = float(np.var(sample, dtype=np.float64))
+            with np.errstate(over="ignore", invalid="ignore"):  # inf: handled below
+                var = float(np.var(sample, dtype=np.float64))
             g = 1.0 / (d * var) if var > 0 and np.isfinite(var) else 1.0 / d
         else:  # pairwise distances: a seeded subset of at most 1000 rows, in any row order
             if len(sample) > _GAMMA_SAMPLE:

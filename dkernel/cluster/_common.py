@@ -29,6 +29,7 @@ from .._validation import (
 )
 from ..data import take_rows
 from ..kernels._pairwise import KernelSpec
+from ..kernels._scale import check_kernel_scale
 from ..runtime._progress import compute_blocks
 from . import _kernels as _nb
 from ._blocks import (
@@ -387,6 +388,7 @@ class _KernelCentersMixin:
         est.center_support_ = arrays["center_support"]
         est.center_coef_ = arrays["center_coef"]
         est.center_norms_ = arrays["center_norms"]
+        check_kernel_scale(est.center_support_, est._spec, where=f"{where!r} is corrupt: ")
         for key in ("inertia_", "n_iter_", "history_", "n_kernel_evals_", "timings_"):
             if key in fitted:
                 setattr(est, key, fitted[key])

@@ -17,6 +17,7 @@ from .._validation import DKernelError, check_scalar, checked_block
 from ..data import draw_indices, take_rows
 from ..kernels import heat_kernel, kernel_matrix, knn_kernel
 from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
+from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, progress, progress_enabled
 from . import _kernels as _nb
 from ._blocks import _NumericOracle
@@ -209,6 +210,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             sample = np.ascontiguousarray(take_rows(Xd, idx), dtype=dtype)
             sample_w = w[idx]
             self._spec = self._resolve_gamma(Xd, rng, sample=sample)
+            check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now
             self.gamma_ = self._spec.gamma
             oracle = _NumericOracle(self._spec)
             diag = Xd.map_blocks(

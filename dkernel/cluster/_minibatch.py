@@ -21,6 +21,7 @@ from .._validation import DKernelError, check_scalar
 from ..data import draw_indices
 from ..kernels import heat_kernel, knn_kernel
 from ..kernels._pairwise import _ONE_BLAS_THREAD
+from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from ..runtime._progress import Progress
 from . import _kernels as _nb
@@ -416,6 +417,7 @@ class MiniBatchKernelKMeans(
                 if state is None:
                     self._spec = self._resolve_gamma(X, rng, sample=sample)
                     centre = sample if sample is not None else np.asarray(self.init, dtype)
+                    check_kernel_scale(centre, self._spec)  # a width off X's scale: say so now
                     self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
                 else:
                     gamma = state["gamma"]
@@ -827,6 +829,7 @@ class MiniBatchKernelKMeans(
             size = min(n, self.init_size or n)
             sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)
             self._spec = self._resolve_gamma(X, self._rng, sample=X[sub])
+            check_kernel_scale(X[sub], self._spec)
             self.gamma_ = self._spec.gamma
             self._mu = X[sub].mean(axis=0, dtype=np.float64).astype(dtype)
             oracle = _NumericOracle(self._spec, self._mu)

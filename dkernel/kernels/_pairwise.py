@@ -72,6 +72,12 @@ def resolve_kernel(
         names = ", ".join(sorted(KERNEL_ALIASES))
         raise DKernelError(f"unknown kernel {kernel!r}; choose one of {names} or a callable")
     name = KERNEL_ALIASES[kernel.lower()]
+    if params:
+        raise DKernelError(
+            f"kernel_params {sorted(params)} are not used by kernel {kernel!r}: a named kernel "
+            "takes gamma, degree and coef0 (kernel_params go to a callable kernel, or to the "
+            "graph kernels 'knn'/'heat' of kernel k-means)"
+        )
     if gamma is None and n_features is not None and name not in ("linear", "cosine", "precomputed"):
         gamma = 1.0 / n_features
     if gamma is not None:
@@ -208,6 +214,16 @@ def _pairwise_kernels(
     k = spec.kernel
     if callable(k):
         K = np.asarray(k(X, X if Y is None else Y, **spec.params))
+        shape = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
+        if K.shape != shape:
+            raise DKernelError(
+                f"the callable kernel {getattr(k, '__name__', k)!r} returned shape {K.shape} "
+                f"for {shape[0]} and {shape[1]} rows; it must return {shape}"
+            )
+        if not np.isfinite(K).all():
+            raise DKernelError(
+                f"the callable kernel {getattr(k, '__name__', k)!r} returned NaN or inf values"
+            )
         return K
     if k == "precomputed":
         return X

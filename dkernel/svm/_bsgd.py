@@ -18,7 +18,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
@@ -27,6 +27,7 @@ from .._model_io import load_model as _load_any
 from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
 from ..data import Dataset, open_dataset, take_rows
 from ..kernels import KernelSpec
+from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
 from . import _budget as nb
 from . import _distributed as dist
@@ -379,12 +380,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_scalar(self.eta0, "eta0", low=0.0, low_inclusive=False)
         check_scalar(self.radius, "radius", low=0.0, low_inclusive=False, allow_none=True)
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        if not isinstance(self.standardize, (bool, np.bool_)):
-            raise DKernelError(f"standardize must be True or False; got {self.standardize!r}")
-        if not isinstance(self.refit, (bool, np.bool_)):
-            raise DKernelError(f"refit must be True or False; got {self.refit!r}")
-        if not isinstance(self.probability, (bool, np.bool_)):
-            raise DKernelError(f"probability must be True or False; got {self.probability!r}")
+        for name in ("fit_intercept", "standardize", "shuffle", "refit", "probability"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise DKernelError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if not isinstance(self.average, (bool, np.bool_)):
             check_scalar(self.average, "average", kind=numbers.Integral, low=1)
         if self.distributed not in ("auto", True, False):
@@ -405,6 +403,25 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             raise DKernelError(
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
                 "sigmoid, cosine); callables and 'precomputed' are not supported"
+            )
+
+    def _check_state_memory(self, d: int, n_cols: int) -> None:
+        """Refuse a budget whose model state (the (B+1)^2 kernel matrix of the support
+        vectors, and its inverse for projection) does not fit this machine's free memory,
+        before anything is read."""
+        import psutil
+
+        B1 = int(self.budget) + 1
+        square = 2 if self.maintenance == "project" else 1
+        need = 8 * B1 * (square * B1 + d + 3 * n_cols + 3)
+        free = psutil.virtual_memory().available
+        if need > free:
+            what = " and its inverse" if square == 2 else ""
+            raise DKernelError(
+                f"budget={self.budget} needs {need / 2**30:,.1f} GiB for the model state "
+                f"(the {B1:,} x {B1:,} kernel matrix of the support vectors{what}), more "
+                f"than the {free / 2**30:,.1f} GiB free here: choose a smaller budget "
+                "(hundreds to a few thousand support vectors)"
             )
 
     def _samples_gamma(self) -> bool:
@@ -474,6 +491,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n = int(X.shape[0])
         if not is_dask_array(y):
             y = np.asarray(y)
+        elif any(np.isnan(s) for s in y.shape):
+            raise DKernelError(
+                f"y has unknown chunk sizes (shape {y.shape}), as after boolean indexing: "
+                "call y.compute_chunk_sizes() first"
+            )
         if y.ndim == 2 and y.shape[1] == 1:
             if not is_dask_array(y):
                 warnings.warn(
@@ -493,6 +515,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 raise DKernelError(
                     f"sample_weight has shape {sample_weight.shape}, expected ({n},)"
                 )
+            _check_dask_weights(sample_weight)
             w = sample_weight
         else:
             w = check_sample_weight(sample_weight, n)
@@ -500,10 +523,33 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     @staticmethod
     def _classes_of(y) -> np.ndarray:
-        if is_dask_array(y):
-            return np.asarray(da.unique(y).compute())
-        check_classification_targets(y)
-        return np.unique(y)
+        """The sorted labels; labels that cannot be classes (continuous values, NaN, mixed
+        types) raise here, named, for NumPy and dask y alike (dask: from the unique values,
+        one pass over y)."""
+        try:
+            classes = np.asarray(da.unique(y).compute()) if is_dask_array(y) else np.unique(y)
+        except TypeError:  # sorting mixed types
+            kinds = sorted({type(v).__name__ for v in np.asarray(y[:1000]).ravel()})
+            raise DKernelError(
+                f"y mixes label types ({', '.join(kinds)}): convert the labels to one type"
+            ) from None
+        if classes.dtype.kind == "f" and np.isnan(classes).any():
+            raise DKernelError("y contains NaN: every row needs a label")
+        if classes.dtype == object and len({type(v) for v in classes}) > 1:
+            kinds = sorted({type(v).__name__ for v in classes})
+            raise DKernelError(
+                f"y mixes label types ({', '.join(kinds)}): convert the labels to one type"
+            )
+        try:
+            check_classification_targets(classes)
+        except ValueError as exc:
+            if type_of_target(classes) != "continuous":
+                raise DKernelError(str(exc)) from None
+            raise DKernelError(
+                f"y holds {len(classes)} distinct values such as {classes[:3].tolist()}, "
+                "which look continuous: BudgetedSVC is a classifier and needs class labels"
+            ) from None
+        return classes
 
     def _use_distributed(self, is_dask: bool, n: int):
         """(distributed?, client)."""
@@ -543,6 +589,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n, d = int(X.shape[0]), int(X.shape[1])
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
         n_cols = 1 if len(classes) == 2 else len(classes)
+        self._check_state_memory(d, n_cols)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
@@ -562,6 +609,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             )[0]
             head = read_block(X, y, w, task0, y_map=y_map)
         spec = self._resolve_spec(X, sample=None if head is None else head[0])
+        if head is not None:
+            check_kernel_scale(head[0], spec)  # a width off X's scale: say so before training
         scaler = _feature_stats(X) if self.standardize else None
         show = progress_enabled(self.verbose)
         if use_dist:
@@ -656,6 +705,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                             scaler=scaler,
                             head=head if epoch == 0 and skip == 0 else None,
                         )
+        _check_trained(state, w if sample_weight is not None else None)
+        check_kernel_scale(
+            state.SV[: state.n_sv], spec, where="on the support vectors the SGD passes chose: "
+        )
         coef = None
         if self.refit:
             if not use_dist and is_dask and self.distributed == "auto":
@@ -844,6 +897,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             cls = np.unique(np.asarray(classes))
             if len(cls) < 2:
                 raise DKernelError(f"classes has one class only ({cls.tolist()}); need at least 2")
+            self._check_state_memory(d, 1 if len(cls) == 2 else len(cls))
             spec = self._resolve_spec(X)
             alpha = float(self.alpha) if self.alpha is not None else _STREAM_ALPHA
             cfg = self._config(spec, alpha, n)._replace(avg_start=1)
@@ -1160,6 +1214,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             fitted["coef0"],
             dict(params.get("kernel_params") or {}),
         )
+        check_kernel_scale(est.support_vectors_, est._spec, where=f"{where!r} is corrupt: ")
         est._state = None
         est._raw = {k: arrays[k] for k in RAW_ARRAYS}
         est.feature_mean_ = arrays.get("feature_mean")
@@ -1262,6 +1317,46 @@ def _partial_of(saved: dict) -> dist.Partial:
         W=float(W), t=float(t), n=int(n), n_maint=int(n_maint), degr=float(degr),
         degr2=float(degr2), **arrays,
     )  # fmt: skip
+
+
+def _check_trained(state: nb.BSGDState, w) -> None:
+    """Refuse a state that overflowed in training (the fitted attributes stay untouched)."""
+    n_sv = state.n_sv
+    if (
+        np.isfinite(state.A[:n_sv]).all()
+        and np.isfinite(state.Abar[:n_sv]).all()
+        and np.isfinite(state.b).all()
+        and np.isfinite(state.fs).all()
+    ):
+        return
+    hint = ""
+    if w is not None:
+        top = float(w.max().compute() if is_dask_array(w) else np.max(w))
+        hint = (
+            f"; sample_weight reaches {top:.3g}, and a weight scales its row's SGD step: "
+            "use weights of order 1 (divide them by their mean)"
+        )
+    raise DKernelError(f"training diverged: the SGD coefficients overflowed{hint}")
+
+
+def _check_dask_weights(w) -> None:
+    """The checks of ``check_sample_weight`` on dask weights, in one pass over them (not X):
+    finite, non-negative, not all zero, the first bad row named."""
+    if not np.issubdtype(w.dtype, np.number):
+        raise DKernelError(f"sample_weight must be numeric, got dtype {w.dtype}")
+    wf = w.astype(np.float64)
+    bad, neg = ~da.isfinite(wf), wf < 0
+    any_bad, at_bad, any_neg, at_neg, any_pos = da.compute(
+        bad.any(), da.argmax(bad), neg.any(), da.argmax(neg), (wf > 0).any()
+    )
+    if any_bad:
+        what = "NaN" if np.isnan(float(wf[int(at_bad)].compute())) else "inf"
+        raise DKernelError(f"sample_weight contains {what} at row {int(at_bad)}")
+    if any_neg:
+        value = float(wf[int(at_neg)].compute())
+        raise DKernelError(f"sample_weight is negative at row {int(at_neg)} ({value})")
+    if not any_pos:
+        raise DKernelError("sample_weight is zero everywhere: nothing to fit")
 
 
 def _as_row_chunks(v, chunks, n: int, name: str):

@@ -1,0 +1,210 @@
+"""Bad input to the estimators ends in a named DKernelError before the work (issue 25's
+sweep: cases that were accepted and silently wrong, or failed with an unhelpful error)."""
+
+from __future__ import annotations
+
+import json
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from dkernel._validation import DKernelError
+from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
+from dkernel.data import make_checkerboard
+from dkernel.kernels import pairwise_kernels
+from dkernel.svm import BudgetedSVC, load_model
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_checkerboard(400, random_state=0)
+    return X, y
+
+
+def _km(**kw):
+    return MiniBatchKernelKMeans(2, batch_size=64, max_iter=3, random_state=0, **kw)
+
+
+def _svm(**kw):
+    return BudgetedSVC(budget=20, max_iter=1, random_state=0, **kw)
+
+
+def _fitters(X, y, **kw):
+    """Fit calls of each estimator with the same parameters."""
+    return {
+        "minibatch": lambda: _km(**kw).fit(X),
+        "full": lambda: KernelKMeans(2, max_iter=2, random_state=0, **kw).fit(X),
+        "svm": lambda: _svm(**kw).fit(X, y),
+    }
+
+
+# ------------------------------------------------------------------ parameters
+@pytest.mark.parametrize("which", ["minibatch", "full", "svm"])
+def test_unknown_kernel_params_are_named(data, which):
+    X, y = data
+    fit = _fitters(X, y, kernel_params={"degre": 2})[which]
+    with pytest.raises(DKernelError, match=r"kernel_params \['degre'\] are not used by kernel"):
+        fit()
+
+
+def test_kernel_params_still_reach_callables_and_graph_kernels(data):
+    X, _ = data
+
+    def scaled_linear(A, B, scale=1.0):
+        return scale * (A @ B.T)
+
+    K = pairwise_kernels(X[:5], kernel=scaled_linear, kernel_params={"scale": 2.0})
+    np.testing.assert_allclose(K, 2.0 * X[:5] @ X[:5].T)
+    _km(kernel="knn", kernel_params={"n_neighbors": 5}).fit(X)
+
+
+@pytest.mark.parametrize("name", ["fit_intercept", "shuffle"])
+def test_svm_flags_must_be_booleans(data, name):
+    X, y = data
+    with pytest.raises(DKernelError, match=f"{name} must be True or False; got 'no'"):
+        _svm(**{name: "no"}).fit(X, y)
+
+
+def test_a_budget_beyond_memory_is_refused_before_any_allocation(data):
+    X, y = data
+    for budget in (10**7, 10**12):
+        with pytest.raises(DKernelError, match=f"budget={budget} needs .* GiB for the model"):
+            BudgetedSVC(budget=budget).fit(X, y)
+    with pytest.raises(DKernelError, match="budget=10000000 needs"):
+        BudgetedSVC(budget=10**7).partial_fit(X, y, classes=[-1, 1])
+
+
+# ------------------------------------------------------- kernels off the data's scale
+@pytest.mark.parametrize("which", ["minibatch", "full", "svm"])
+@pytest.mark.parametrize(
+    ("gamma", "message"), [(1e300, "far too large"), (1e-300, "far too small")]
+)
+def test_a_width_off_the_data_scale_is_named(data, which, gamma, message):
+    X, y = data
+    with pytest.raises(DKernelError, match=f"gamma=1e[+-]300 is {message} for the scale of X"):
+        _fitters(X, y, gamma=gamma)[which]()
+
+
+@pytest.mark.parametrize("which", ["minibatch", "full", "svm"])
+@pytest.mark.parametrize(("scale", "message"), [(1e200, "overflow"), (1e-200, "underflow")])
+def test_data_at_the_ends_of_the_float_range_is_named(data, which, scale, message):
+    X, y = data
+    with pytest.raises(DKernelError, match=f"X's values .* {message}"):
+        _fitters(X * scale, y)[which]()
+
+
+@pytest.mark.parametrize("which", ["minibatch", "full"])
+def test_a_polynomial_that_overflows_is_named(data, which):
+    X, y = data
+    with pytest.raises(DKernelError, match=r"'polynomial' \(degree=400\) overflows"):
+        _fitters(X, y, kernel="polynomial", degree=400)[which]()
+
+
+def test_a_polynomial_that_overflows_in_the_svm(data):
+    X, y = data
+    with pytest.raises(DKernelError, match=r"support vectors.*'polynomial' \(degree=400\)"):
+        _svm(kernel="polynomial", degree=400, maintenance="remove").fit(X, y)
+
+
+def test_sensible_widths_pass(data):
+    X, y = data
+    for g in (1e-3, 1.0, 1e3):
+        _km(gamma=g).fit(X)
+        _svm(gamma=g).fit(X, y)
+
+
+@pytest.mark.parametrize("which", ["minibatch", "full"])
+def test_callable_kernels_of_the_wrong_shape_or_nan(data, which):
+    X, y = data
+
+    def wrong_shape(A, B):
+        return np.ones((3, 3))
+
+    def nan_kernel(A, B):
+        return np.full((len(A), len(B)), np.nan)
+
+    with pytest.raises(DKernelError, match="'wrong_shape' returned shape \\(3, 3\\)"):
+        _fitters(X, y, kernel=wrong_shape)[which]()
+    with pytest.raises(DKernelError, match="'nan_kernel' returned NaN or inf"):
+        _fitters(X, y, kernel=nan_kernel)[which]()
+
+
+# ------------------------------------------------------------------ labels, weights
+@pytest.mark.parametrize("on_dask", [False, True])
+def test_svm_sample_weight_checked_on_dask_input(data, on_dask):
+    X, y = data
+    wrap = (lambda a: da.from_array(a, chunks=100)) if on_dask else (lambda a: a)
+    w = np.ones(len(y))
+    w_neg = w.copy()
+    w_neg[123] = -1.0
+    w_nan = w.copy()
+    w_nan[250] = np.nan
+    cases = [
+        (np.zeros(len(y)), "is zero everywhere"),
+        (w_neg, r"is negative at row 123 \(-1.0\)"),
+        (w_nan, "contains NaN at row 250"),
+        (np.where(np.arange(len(y)) == 7, np.inf, 1.0), "contains inf at row 7"),
+    ]
+    for weights, message in cases:
+        with pytest.raises(DKernelError, match=f"sample_weight {message}"):
+            _svm().fit(wrap(X), wrap(y), sample_weight=wrap(weights))
+
+
+@pytest.mark.parametrize("on_dask", [False, True])
+def test_svm_weights_that_overflow_training(data, on_dask):
+    X, y = data
+    w = np.full(len(y), 1e300)
+    if on_dask:
+        X, y, w = (da.from_array(a, chunks=100) for a in (X, y, w))
+    clf = _svm()
+    with np.errstate(over="ignore", invalid="ignore"):
+        with pytest.raises(DKernelError, match="training diverged.*reaches 1e\\+300"):
+            clf.fit(X, y, sample_weight=w)
+    assert not hasattr(clf, "dual_coef_")
+
+
+@pytest.mark.parametrize("on_dask", [False, True])
+def test_svm_labels_that_cannot_be_classes(data, on_dask):
+    X, y = data
+    wrap = (lambda a: da.from_array(a, chunks=100)) if on_dask else (lambda a: a)
+    continuous = np.random.default_rng(0).normal(size=len(y))
+    with pytest.raises(DKernelError, match="look continuous: BudgetedSVC is a classifier"):
+        _svm().fit(wrap(X), wrap(continuous))
+    mixed = np.array([1, "a"] * (len(y) // 2), dtype=object)
+    with pytest.raises(DKernelError, match=r"y mixes label types \(int, str\)"):
+        _svm().fit(wrap(X), wrap(mixed))
+    if on_dask:  # NumPy y with NaN is refused by _prepare already
+        holes = y.astype(float)
+        holes[5] = np.nan
+        with pytest.raises(DKernelError, match="y contains NaN"):
+            _svm().fit(wrap(X), wrap(holes))
+
+
+def test_dask_arrays_of_unknown_chunk_sizes(data):
+    X, y = data
+    Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    keep = Xd[:, 0] > 0
+    for fit in (lambda: _km().fit(Xd[keep]), lambda: _svm().fit(Xd[keep], yd[keep])):
+        with pytest.raises(DKernelError, match=r"unknown chunk sizes.*compute_chunk_sizes\(\)"):
+            fit()
+    clf = _svm().fit(X, y)
+    with pytest.raises(DKernelError, match="X has unknown chunk sizes"):
+        clf.predict(Xd[keep])
+    with pytest.raises(DKernelError, match="y has unknown chunk sizes"):
+        _svm().fit(Xd, yd[yd > 0])
+
+
+# ---------------------------------------------------------------- model files
+def test_model_files_with_a_width_off_the_scale_are_refused(tmp_path, data):
+    X, y = data
+    _svm().fit(X, y).save(tmp_path / "s.npz")
+    _km().fit(X).save(tmp_path / "k.npz")
+    for name in ("s", "k"):
+        f = dict(np.load(tmp_path / f"{name}.npz", allow_pickle=False))
+        header = json.loads(str(f["header"]))
+        header["fitted"]["gamma_"] = 1e300
+        bad = tmp_path / f"{name}-bad.npz"
+        np.savez(bad, **{**f, "header": np.array(json.dumps(header))})
+        with pytest.raises(DKernelError, match="corrupt.*gamma=1e\\+300 is far too large"):
+            load_model(bad)
