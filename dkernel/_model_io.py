@@ -22,6 +22,7 @@ import numpy as np
 
 from ._validation import DKernelError
 from .data import as_location, file_size, read_bytes, write_bytes
+from .kernels._pairwise import KernelSpec
 
 #: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
 #: above any budget (B = 10^4 SVs of 10^3 features take 80 MB); ``max_bytes`` overrides.
@@ -58,6 +59,17 @@ def header_params(est) -> dict[str, Any]:
     if not isinstance(params.get("random_state"), (int, np.integer, type(None))):
         params["random_state"] = None
     return {k: jsonable(v) for k, v in params.items()}
+
+
+def fitted_spec(params: dict[str, Any], fitted: dict[str, Any]) -> KernelSpec:
+    """The kernel a model was fitted with, from its header's checked values."""
+    return KernelSpec(
+        fitted["kernel"],
+        fitted["gamma_"],
+        fitted["degree"],
+        fitted["coef0"],
+        dict(params.get("kernel_params") or {}),
+    )
 
 
 def label_array(classes) -> np.ndarray:

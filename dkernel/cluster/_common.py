@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._model_io import MAX_MODEL_BYTES, read_npz
+from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._validation import (
     DKernelError,
     check_sample_weight,
@@ -28,7 +28,6 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
-from ..kernels._pairwise import KernelSpec
 from ..kernels._scale import check_kernel_scale
 from ..runtime._progress import compute_blocks
 from . import _kernels as _nb
@@ -377,13 +376,7 @@ class _KernelCentersMixin:
                 raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
         except (TypeError, DKernelError) as exc:
             raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
-        est._spec = KernelSpec(
-            fitted["kernel"],
-            fitted["gamma_"],
-            fitted["degree"],
-            fitted["coef0"],
-            dict(params.get("kernel_params") or {}),
-        )
+        est._spec = fitted_spec(params, fitted)
         est.gamma_ = fitted["gamma_"]
         est.center_support_ = arrays["center_support"]
         est.center_coef_ = arrays["center_coef"]

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
-from .._model_io import MAX_MODEL_BYTES, read_npz
+from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._model_io import load_model as _load_any
 from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
 from ..data import Dataset, open_dataset, take_rows
@@ -478,13 +478,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def _prepare(self, X, y, sample_weight, *, reset: bool):
         """(X, is_dask, y, w): X through the base's validation; y and weights checked here
         (NumPy now, dask lazily as they are read)."""
-        if isinstance(X, (str, os.PathLike, Dataset)):
-            ds = open_dataset(X)
-            X = ds.X
-            if y is None:
-                if ds.y is None:
-                    raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
-                y = ds.y
+        X, y = _with_labels(X, y)
         if y is None:
             raise DKernelError("BudgetedSVC requires y to be passed, but the target y is None")
         X, is_dask = self._validate_X(X, reset=reset)
@@ -993,6 +987,16 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         }
 
     # ------------------------------------------------------------------ prediction
+    def _model_args(self) -> tuple:
+        """What a row pass needs of the model: SVs, coefficients, intercept, kernel, scaler."""
+        return (
+            np.ascontiguousarray(self.support_vectors_, dtype=np.float64),
+            np.asarray(self.dual_coef_, dtype=np.float64),
+            np.asarray(self.intercept_, dtype=np.float64),
+            self._spec,
+            self._scaler(),
+        )
+
     def _check_proba(self) -> bool:
         if not self.probability:
             raise AttributeError("predict_proba is not available when probability=False")
@@ -1019,11 +1023,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             )
         X, is_dask = self._validate_X(X, reset=False)
         args = (
-            np.ascontiguousarray(self.support_vectors_, dtype=np.float64),
-            np.asarray(self.dual_coef_, dtype=np.float64),
-            np.asarray(self.intercept_, dtype=np.float64),
-            self._spec,
-            self._scaler(),
+            *self._model_args(),
             np.asarray(self.probA_, dtype=np.float64),
             np.asarray(self.probB_, dtype=np.float64),
         )
@@ -1046,13 +1046,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         check_is_fitted(self, "dual_coef_")
         X, is_dask = self._validate_X(X, reset=False)
         c = self.dual_coef_.shape[1]
-        args = (
-            np.ascontiguousarray(self.support_vectors_, dtype=np.float64),
-            np.asarray(self.dual_coef_, dtype=np.float64),
-            np.asarray(self.intercept_, dtype=np.float64),
-            self._spec,
-            self._scaler(),
-        )
+        args = self._model_args()
         n_out = None if c == 1 else c
         return self._row_pass(X, is_dask, _decision_rows, *args, n_out=n_out, token="svm-scores")
 
@@ -1060,14 +1054,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """Class labels (``classes_`` values); dask/zarr/store input gives a lazy dask array."""
         check_is_fitted(self, "dual_coef_")
         X, is_dask = self._validate_X(X, reset=False)
-        args = (
-            np.ascontiguousarray(self.support_vectors_, dtype=np.float64),
-            np.asarray(self.dual_coef_, dtype=np.float64),
-            np.asarray(self.intercept_, dtype=np.float64),
-            self._spec,
-            self._scaler(),
-            self.classes_,
-        )
+        args = (*self._model_args(), self.classes_)
         return self._row_pass(
             X,
             is_dask,
@@ -1087,13 +1074,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         sums, so each chunk of X and of y is read once and only two numbers come back.
         """
         check_is_fitted(self, "dual_coef_")
-        if isinstance(X, (str, os.PathLike, Dataset)):
-            ds = open_dataset(X)
-            X = ds.X
-            if y is None:
-                if ds.y is None:
-                    raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
-                y = ds.y
+        X, y = _with_labels(X, y)
         if y is None:
             raise DKernelError("score requires y, but the target y is None")
         Xv, is_dask = self._validate_X(X, reset=False)
@@ -1207,13 +1188,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         est.distributed_ = bool(fitted.get("distributed_", False))
         est._clock = int(fitted.get("clock", est.t_))
         est._avg_start = int(fitted.get("avg_start", 1))
-        est._spec = KernelSpec(
-            fitted["kernel"],
-            fitted["gamma_"],
-            fitted["degree"],
-            fitted["coef0"],
-            dict(params.get("kernel_params") or {}),
-        )
+        est._spec = fitted_spec(params, fitted)
         check_kernel_scale(est.support_vectors_, est._spec, where=f"{where!r} is corrupt: ")
         est._state = None
         est._raw = {k: arrays[k] for k in RAW_ARRAYS}
@@ -1317,6 +1292,18 @@ def _partial_of(saved: dict) -> dist.Partial:
         W=float(W), t=float(t), n=int(n), n_maint=int(n_maint), degr=float(degr),
         degr2=float(degr2), **arrays,
     )  # fmt: skip
+
+
+def _with_labels(X, y):
+    """``(X, y)``: a store path or Dataset becomes its X, and its y when ``y`` is None."""
+    if isinstance(X, (str, os.PathLike, Dataset)):
+        ds = open_dataset(X)
+        X = ds.X
+        if y is None:
+            if ds.y is None:
+                raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
+            y = ds.y
+    return X, y
 
 
 def _check_trained(state: nb.BSGDState, w) -> None:
