@@ -110,10 +110,17 @@ def test_labels_dtypes(tmp_path, xy):
     assert ds.attrs["classes"] == [0, 1]
 
 
-def test_default_chunking_is_about_8_mib(tmp_path, rng):
+def test_default_chunking_is_a_power_of_two_up_to_8_mib(tmp_path, rng):
+    from dkernel.data._store import ALIGN_ROWS, default_chunk_rows
+
     X = rng.random((3000, 1000), dtype=np.float32)
     ds = ingest(X, tmp_path / "s.zarr")
-    assert ds.attrs["chunk_rows"] == (8 << 20) // (1000 * 4)
+    assert ds.attrs["chunk_rows"] == 2048  # 8 MiB would be 2097 rows
+    assert default_chunk_rows(50) == 32768  # 41943 rows would be 8 MiB
+    assert default_chunk_rows(2) == ALIGN_ROWS  # capped: divides the SGD stream's blocks
+    assert default_chunk_rows(10**6) == 1024
+    for d in (1, 3, 50, 784, 5000):
+        assert ALIGN_ROWS % default_chunk_rows(d) == 0
 
 
 def test_uncompressed(tmp_path, xy):

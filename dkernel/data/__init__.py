@@ -19,11 +19,13 @@ from ._store import (
     write_array,
     write_arrays,
 )
+from ._verify import RowSource
 
 __all__ = [
     "URL_FORMS",
     "Dataset",
     "Location",
+    "RowSource",
     "as_array_input",
     "as_location",
     "check_array_name",

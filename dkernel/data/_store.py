@@ -40,26 +40,33 @@ STORE_FORMAT = 2
 RESERVED_NAMES = frozenset({"X", "y", "X_test", "y_test", "zarr.json"})
 #: Target bytes of one row chunk when ``chunk_rows`` is not given.
 _CHUNK_BYTES = 8 << 20
+#: Default chunks divide this many rows: the SGD stream's virtual blocks and the coreset's
+#: default leaves are multiples of it, so their reads of a default store touch whole chunks.
+ALIGN_ROWS = 1 << 16
 
 
 def default_chunk_rows(n_features: int, itemsize: int = 4) -> int:
-    """Rows per chunk so that a chunk holds about 8 MiB."""
-    return int(max(1024, _CHUNK_BYTES // max(1, n_features * itemsize)))
+    """Rows per chunk by default: a power of two of at most about 8 MiB (at least 1024
+    rows), and at most :data:`ALIGN_ROWS`, which it divides."""
+    rows = max(1024, _CHUNK_BYTES // max(1, n_features * itemsize))
+    return int(min(ALIGN_ROWS, 1 << (int(rows).bit_length() - 1)))
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """An opened store: ``X`` (and ``y``) as dask arrays chunked by rows, plus attributes.
+    """An opened store: ``X`` (and ``y``) as row sources, plus attributes.
 
     Attributes
     ----------
     path : str
         Absolute path of the zarr group, or its URL on object storage.
-    X : dask.array.Array of shape (n, d)
-    y : dask.array.Array of shape (n,) or None
+    X : RowSource of shape (n, d)
+        A dask array whose tasks read and check their own chunks (see
+        :class:`~dkernel.data.RowSource`; ``X[a:b]`` keeps that).
+    y : RowSource of shape (n,) or None
     attrs : dict
         ``n``, ``d``, ``classes``, ``source``, ``dtype``, ``chunk_rows``, ``format``.
-    X_test, y_test : dask.array.Array or None
+    X_test, y_test : RowSource or None
         The source's test split, when it had one.
     """
 
@@ -87,7 +94,7 @@ class Dataset:
         return zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
 
     def read(self, name: str):
-        """Array ``name`` of the store (``X``, ``labels``, ...) as a verified dask array.
+        """Array ``name`` of the store (``X``, ``labels``, ...) as a :class:`RowSource`.
 
         Its chunks are checked against the array's manifest as they are read, like ``X``.
         """
@@ -204,7 +211,8 @@ def open_dataset(store, *, storage_options: Mapping[str, Any] | None = None) -> 
     Returns
     -------
     Dataset
-        ``X``, ``y`` (and the test split) as dask arrays whose chunk reads are verified.
+        ``X``, ``y`` (and the test split) as row sources (dask arrays whose chunk reads
+        are verified; see :class:`~dkernel.data.RowSource`).
 
     Raises
     ------
