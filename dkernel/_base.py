@@ -30,7 +30,7 @@ from ._validation import (
     report_nonfinite,
 )
 from .data import Dataset, as_array_input, sample_rows
-from .data._verify import RowSource
+from .data import RowSource
 from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
 

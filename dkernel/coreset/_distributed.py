@@ -39,8 +39,7 @@ from dask.callbacks import Callback
 
 from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
-from ..data import Dataset, RowSource, open_dataset, take_rows
-from ..data._store import ALIGN_ROWS
+from ..data import ALIGN_ROWS, Dataset, RowSource, open_dataset, take_rows
 from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, progress, progress_enabled
 from ..runtime._progress import Progress

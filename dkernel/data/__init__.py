@@ -11,6 +11,7 @@ from ._generators import (
 from ._location import URL_FORMS, Location, as_location
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
+    ALIGN_ROWS,
     Dataset,
     as_array_input,
     check_array_name,
@@ -22,6 +23,7 @@ from ._store import (
 from ._verify import RowSource
 
 __all__ = [
+    "ALIGN_ROWS",
     "URL_FORMS",
     "Dataset",
     "Location",

@@ -28,7 +28,7 @@ import dask
 import numpy as np
 
 from .._validation import DKernelError, is_dask_array, report_nonfinite
-from ..data._store import ALIGN_ROWS
+from ..data import ALIGN_ROWS
 
 #: Rows of one virtual block (the unit of shuffling and of reading): a multiple of a
 #: default store's chunk rows, so a block of such a store reads whole chunks, each once.
