@@ -29,8 +29,7 @@ from ._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from .data import Dataset, as_array_input, sample_rows
-from .data import RowSource
+from .data import Dataset, RowSource, as_array_input, sample_rows
 from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
 
