@@ -114,13 +114,3 @@ def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
     offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
     report_nonfinite(Xb, name="X", row_offset=offset)
     return func(Xb, *args, **kwargs)
-
-
-def read_checked_block(reader, func: Callable, *args, block_id=None):
-    """:func:`checked_block` on row chunk ``block_id[0]`` read by ``reader`` (a store's
-    :class:`~dkernel.data._verify.ChunkReader`): the read, its checksum, the value check
-    and ``func`` in one task."""
-    i = int(block_id[0])
-    Xb = reader.read(i)
-    report_nonfinite(Xb, name="X", row_offset=reader.starts[i])
-    return func(Xb, *args)

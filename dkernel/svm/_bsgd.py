@@ -476,9 +476,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     # ------------------------------------------------------------------ input
     def _prepare(self, X, y, sample_weight, *, reset: bool):
-        """(X, is_dask, y, w): X through the base's validation; y and weights checked here
-        (NumPy now, dask lazily as they are read)."""
-        X, y = _with_labels(X, y)
+        """(X, is_dask, y, w, classes): X through the base's validation; y and weights
+        checked here (NumPy now, dask lazily as they are read); ``classes``: the store's
+        recorded classes when y is the store's own labels, else None."""
+        X, y, classes = _with_labels(X, y)
         if y is None:
             raise DKernelError("BudgetedSVC requires y to be passed, but the target y is None")
         X, is_dask = self._validate_X(X, reset=reset)
@@ -513,7 +514,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             w = sample_weight
         else:
             w = check_sample_weight(sample_weight, n)
-        return X, is_dask, y, w
+        return X, is_dask, y, w, classes
 
     @staticmethod
     def _classes_of(y) -> np.ndarray:
@@ -572,8 +573,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self
         """
         self._check_params()
-        X, is_dask, y, w = self._prepare(X, y, sample_weight, reset=True)
-        classes = self._classes_of(y)
+        X, is_dask, y, w, classes = self._prepare(X, y, sample_weight, reset=True)
+        if classes is None:
+            classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
         self._resolve_spec(X, resolve=False)  # kernel errors before any read
@@ -885,7 +887,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 f"classes {np.unique(classes).tolist()} differ from those of the "
                 f"first partial_fit call {self.classes_.tolist()}"
             )
-        X, _is_dask, y, w = self._prepare(X, y, sample_weight, reset=first)
+        X, _is_dask, y, w, _ = self._prepare(X, y, sample_weight, reset=first)
         n, d = int(X.shape[0]), int(X.shape[1])
         if first:
             cls = np.unique(np.asarray(classes))
@@ -1074,7 +1076,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         sums, so each chunk of X and of y is read once and only two numbers come back.
         """
         check_is_fitted(self, "dual_coef_")
-        X, y = _with_labels(X, y)
+        X, y, _ = _with_labels(X, y)
         if y is None:
             raise DKernelError("score requires y, but the target y is None")
         Xv, is_dask = self._validate_X(X, reset=False)
@@ -1295,7 +1297,9 @@ def _partial_of(saved: dict) -> dist.Partial:
 
 
 def _with_labels(X, y):
-    """``(X, y)``: a store path or Dataset becomes its X, and its y when ``y`` is None."""
+    """``(X, y, classes)``: a store path or Dataset becomes its X, and its y when ``y`` is
+    None; ``classes``: then the store's recorded classes (None otherwise, or unrecorded)."""
+    classes = None
     if isinstance(X, (str, os.PathLike, Dataset)):
         ds = open_dataset(X)
         X = ds.X
@@ -1303,7 +1307,11 @@ def _with_labels(X, y):
             if ds.y is None:
                 raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
             y = ds.y
-    return X, y
+            # recorded at ingest with y: no pass over y to find them (a label that is
+            # not one of them is still named when the rows are read)
+            if ds.attrs.get("classes") is not None:
+                classes = np.asarray(sorted(ds.attrs["classes"]))
+    return X, y, classes
 
 
 def _check_trained(state: nb.BSGDState, w) -> None:
