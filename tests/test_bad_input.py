@@ -208,3 +208,33 @@ def test_model_files_with_a_width_off_the_scale_are_refused(tmp_path, data):
         np.savez(bad, **{**f, "header": np.array(json.dumps(header))})
         with pytest.raises(DKernelError, match="corrupt.*gamma=1e\\+300 is far too large"):
             load_model(bad)
+
+
+# ---------------------------------------------------------------- no workers
+@pytest.mark.timeout(120)
+def test_work_without_workers_is_a_named_dkernel_error(data):
+    """A fit or score under a client whose cluster has no worker ends, after the configured
+    timeout, in a DKernelError that names the config key (not distributed's bare error)."""
+    import dask
+    from distributed import LocalCluster
+
+    from dkernel.runtime import get_client
+    from dkernel.runtime._errors import NoWorkersError
+
+    X, y = data
+    Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    fitted = _svm().fit(X, y)
+    cluster = LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0")
+    try:
+        with dask.config.set({"dkernel.cluster.no-workers-timeout": "1s"}):
+            client = get_client(cluster.scheduler_address, new=True)
+        try:
+            with client.as_current(), dask.config.set(scheduler=client):
+                for call in (lambda: _km().fit(Xd), lambda: fitted.score(Xd, yd)):
+                    with pytest.raises(NoWorkersError, match="raise dkernel.cluster.no-wor"):
+                        call()
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+    assert issubclass(NoWorkersError, DKernelError)

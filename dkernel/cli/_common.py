@@ -44,6 +44,7 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
 
     from ..data._atomic import terminate_as_interrupt
     from ..runtime import get_client
+    from ..runtime._errors import NoWorkersError
 
     with terminate_as_interrupt():
         client = get_client(cluster, new=True, **local_options)
@@ -59,11 +60,7 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
                 "the usual cause: give them more memory or use smaller chunks"
             ) from None
         except NoWorkerError as exc:
-            raise DKernelError(
-                f"no Dask worker ran for {exc.timeout:g} s: the cluster has none, lost its "
-                "last, or all are paused (memory); start workers, or raise "
-                "dkernel.cluster.no-workers-timeout"
-            ) from None
+            raise NoWorkersError(exc.timeout, exc.task) from None
         except Exception:
             if client.status in ("running", "newly-created"):
                 raise

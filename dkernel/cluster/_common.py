@@ -29,6 +29,7 @@ from .._validation import (
 )
 from ..data import take_rows
 from ..kernels._scale import check_kernel_scale
+from ..runtime._errors import named_worker_errors
 from ..runtime._progress import compute_blocks
 from . import _kernels as _nb
 from ._blocks import (
@@ -427,6 +428,7 @@ class _KernelCentersMixin:
             out["timings"] = {k: float(v) for k, v in self.timings_.items()}
         return out
 
+    @named_worker_errors
     def score(self, X, y=None, sample_weight=None):
         """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``.
 

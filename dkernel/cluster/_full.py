@@ -19,6 +19,7 @@ from ..kernels import heat_kernel, kernel_matrix, knn_kernel
 from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
 from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, progress, progress_enabled
+from ..runtime._errors import named_worker_errors
 from . import _kernels as _nb
 from ._blocks import _NumericOracle
 from ._common import (
@@ -167,6 +168,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         elif not isinstance(self.kernel, str) and not callable(self.kernel):
             raise DKernelError(f"unknown kernel {self.kernel!r}")
 
+    @named_worker_errors
     def fit(self, X, y=None, sample_weight=None):
         """Fit on X (NumPy, dask array or zarr store path).
 

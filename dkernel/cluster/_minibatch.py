@@ -23,6 +23,7 @@ from ..kernels import heat_kernel, knn_kernel
 from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
+from ..runtime._errors import named_worker_errors
 from ..runtime._progress import Progress
 from . import _kernels as _nb
 from ._blocks import _TILE_ROWS, _NumericOracle
@@ -337,6 +338,7 @@ class MiniBatchKernelKMeans(
             raise DKernelError(f"unknown kernel {self.kernel!r}")
 
     # ------------------------------------------------------------------- fit
+    @named_worker_errors
     def fit(self, X, y=None, sample_weight=None):
         """Fit on X (NumPy, dask array or zarr store path), ``max_iter`` batch iterations.
 
@@ -795,6 +797,7 @@ class MiniBatchKernelKMeans(
         return labels_all, dist_all
 
     # ------------------------------------------------------------ partial_fit
+    @named_worker_errors
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration on the batch X (all its rows); the first call also initialises.
 

@@ -29,6 +29,7 @@ from ..data import Dataset, open_dataset, take_rows
 from ..kernels import KernelSpec
 from ..kernels._scale import check_kernel_scale
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
+from ..runtime._errors import named_worker_errors
 from . import _budget as nb
 from . import _distributed as dist
 from . import _refit
@@ -557,6 +558,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         return False, None
 
     # ------------------------------------------------------------------ fitting
+    @named_worker_errors
     def fit(self, X, y=None, sample_weight=None):
         """Train on X (NumPy, dask array, zarr store path or Dataset) for ``max_iter`` epochs.
 
@@ -856,6 +858,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._spec = spec
         self._state = state
 
+    @named_worker_errors
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass over the rows of X in the given order, continuing the current model.
 
@@ -1067,6 +1070,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             token="svm-predict",
         )
 
+    @named_worker_errors
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy of :meth:`predict` on ``(X, y)``, weighted by ``sample_weight``.
 
