@@ -13,9 +13,9 @@ from ._validation import DKernelError
 __all__ = ["DKernelError", "__version__", "load_model"]
 
 
-def load_model(path, *, max_bytes: int = 1 << 30):
+def load_model(path, **options):
     """Read a model file written by the ``save`` method of any dkernel estimator
-    (:func:`dkernel._model_io.load_model`; imported here on first use)."""
+    (:func:`dkernel._model_io.load_model`, ``max_bytes=`` as there; imported on first use)."""
     from ._model_io import load_model as _load
 
-    return _load(path, max_bytes=max_bytes)
+    return _load(path, **options)

@@ -8,6 +8,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
+import dkernel
 from dkernel._validation import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.data import make_checkerboard, make_rings
@@ -53,8 +54,8 @@ def test_kmeans_round_trip_predicts_the_same_bits(tmp_path, index, dtype):
         assert back.summary() == model.summary()
         assert back.center_support_.dtype == model.center_support_.dtype
         # the one reader of model files finds the class in the header
-        any_back = load_model(where)
-        assert type(any_back) is type(model)
+        any_back = dkernel.load_model(where)
+        assert type(any_back) is type(model) and type(load_model(where)) is type(model)
         np.testing.assert_array_equal(any_back.predict(X), model.predict(X))
 
 

@@ -409,7 +409,7 @@ class _KernelCentersMixin:
         """
         check_is_fitted(self, "center_coef_")
         spec = getattr(self, "_spec", None)
-        kernel = self.kernel if spec is None or not isinstance(spec.kernel, str) else spec.kernel
+        kernel = self.kernel if spec is None else spec.kernel  # graph kernels: no spec
         out: dict[str, Any] = {
             "estimator": type(self).__name__,
             "n_clusters": int(self.center_coef_.shape[0]),

@@ -1090,7 +1090,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             return super().score(Xv, y, sample_weight)
         n = int(Xv.shape[0])
         y = _as_row_chunks(y, Xv.chunks[0], n, "y")
-        if (y.dtype.kind in "USO") != (self.classes_.dtype.kind in "USO"):
+        kinds = (y.dtype.kind, self.classes_.dtype.kind)
+        if "O" not in kinds and (kinds[0] in "US") != (kinds[1] in "US"):
             raise DKernelError(
                 f"y has labels of dtype {y.dtype}, the model's classes are of dtype "
                 f"{self.classes_.dtype}: they cannot match"
