@@ -103,8 +103,18 @@ def test_a_polynomial_that_overflows_is_named(data, which):
 
 def test_a_polynomial_that_overflows_in_the_svm(data):
     X, y = data
-    with pytest.raises(DKernelError, match=r"support vectors.*'polynomial' \(degree=400\)"):
+    with pytest.raises(DKernelError, match=r"'polynomial' \(degree=400\) overflows on rows"):
         _svm(kernel="polynomial", degree=400, maintenance="remove").fit(X, y)
+
+
+def test_a_distributed_fit_checks_the_support_vectors(data):
+    """A distributed fit reads no block up front: the kernel is checked on the support
+    vectors the SGD rounds chose, before the refit, and the estimator stays unfitted."""
+    X, y = data
+    clf = _svm(gamma=1e300, distributed=True, n_shards=2, n_rounds=2)
+    with pytest.raises(DKernelError, match=r"on the support vectors .* gamma=1e\+300 is far"):
+        clf.fit(da.from_array(X, chunks=100), da.from_array(y, chunks=100))
+    assert not hasattr(clf, "dual_coef_")
 
 
 def test_sensible_widths_pass(data):

@@ -598,18 +598,19 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             seed = int(saved["seed"])
             logger.info("resuming from checkpoint %s at %s", ckpt.path, saved["position"])
         y_map = _label_map(classes)
-        # a sequential fit's gamma comes from its first block, read once and trained on
-        # (X is then read once per epoch); a distributed fit samples rows
+        scaler = _feature_stats(X) if self.standardize else None
+        # a sequential fit reads its first block up front, once, and trains on it (X is
+        # then read once per epoch): gamma's sample, and the rows the kernel is checked on
+        # before training; a distributed fit samples rows for gamma
         head = None
-        if not use_dist and self._samples_gamma():
+        if not use_dist and (self._samples_gamma() or saved is None):
             task0 = block_plan(
                 n, seed=seed, epoch=0, shuffle=bool(self.shuffle), block_rows=int(self._block_rows)
             )[0]
-            head = read_block(X, y, w, task0, y_map=y_map)
+            head = read_block(X, y, w, task0, y_map=y_map, standardize=scaler)
         spec = self._resolve_spec(X, sample=None if head is None else head[0])
         if head is not None:
             check_kernel_scale(head[0], spec)  # a width off X's scale: say so before training
-        scaler = _feature_stats(X) if self.standardize else None
         show = progress_enabled(self.verbose)
         if use_dist:
             n_shards = int(self.n_shards or _DEFAULT_SHARDS)
