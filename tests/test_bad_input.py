@@ -48,6 +48,12 @@ def test_unknown_kernel_params_are_named(data, which):
         fit()
 
 
+def test_kernel_params_must_be_a_dict(data):
+    X, y = data
+    with pytest.raises(DKernelError, match="kernel_params must be a dict or None, got 'x'"):
+        _svm(kernel_params="x").fit(X, y)
+
+
 def test_kernel_params_still_reach_callables_and_graph_kernels(data):
     X, _ = data
 

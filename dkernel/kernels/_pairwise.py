@@ -65,6 +65,8 @@ def resolve_kernel(
     kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None, n_features: int | None = None
 ) -> KernelSpec:
     """Validate kernel parameters; ``gamma=None`` means ``1 / n_features`` (scikit-learn)."""
+    if kernel_params is not None and not isinstance(kernel_params, dict):
+        raise DKernelError(f"kernel_params must be a dict or None, got {kernel_params!r}")
     params = dict(kernel_params or {})
     if callable(kernel):
         return KernelSpec(kernel, gamma, degree, coef0, params)
