@@ -124,3 +124,15 @@ def read_checked_block(reader, func: Callable, *args, block_id=None):
     Xb = reader.read(i)
     report_nonfinite(Xb, name="X", row_offset=reader.starts[i])
     return func(Xb, *args)
+
+
+def unique_labels(y, *, token: str) -> np.ndarray:
+    """The sorted distinct values of a 1-D dask array: one ``np.unique`` task per chunk
+    (key prefix ``token`` on the dashboard, where ``da.unique`` shows Dask's internal
+    ``getitem-unique-aggregate``), the small results joined here."""
+    import dask
+
+    per_chunk = y.map_blocks(
+        np.unique, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
+    )
+    return np.unique(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))

@@ -247,7 +247,7 @@ class _KernelCentersMixin:
         self.center_coef_ = coef
         self.center_norms_ = np.asarray(norms, dtype=np.float64).copy()
 
-    def _assign_all(self, X, is_dask: bool):
+    def _assign_all(self, X, is_dask: bool, *, token: str = "kkmeans-labels"):
         """Labels and squared distances of every row, shape (n, 2) as ``[label, dist]``.
 
         NumPy: local tiles, a NumPy array. Dask: one task per row chunk on the workers, a
@@ -258,13 +258,12 @@ class _KernelCentersMixin:
             return np.column_stack([labels, dist])
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
-        return self._row_pass(
-            X, is_dask, _assign_block, *self._center_args(), n_out=2, token="kkmeans-labels"
-        )
+        return self._row_pass(X, is_dask, _assign_block, *self._center_args(), n_out=2, token=token)
 
-    def _labels_and_distances(self, X, is_dask: bool):
-        """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask)."""
-        res = self._assign_all(X, is_dask)
+    def _labels_and_distances(self, X, is_dask: bool, *, token: str = "kkmeans-labels"):
+        """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask;
+        ``token`` names its tasks on the dashboard)."""
+        res = self._assign_all(X, is_dask, token=token)
         res = np.asarray(compute_blocks(res, "labels", verbose=getattr(self, "verbose", 0)))
         return res[:, 0].astype(np.int64), res[:, 1]
 
@@ -314,7 +313,13 @@ class _KernelCentersMixin:
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
         return self._row_pass(
-            X, is_dask, _label_block, *self._center_args(), n_out=None, dtype=np.int64
+            X,
+            is_dask,
+            _label_block,
+            *self._center_args(),
+            n_out=None,
+            dtype=np.int64,
+            token="kkmeans-predict",
         )
 
     def transform(self, X):
@@ -327,7 +332,9 @@ class _KernelCentersMixin:
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
         k = self.center_coef_.shape[0]
-        return self._row_pass(X, is_dask, _distance_block, *self._center_args(), n_out=k)
+        return self._row_pass(
+            X, is_dask, _distance_block, *self._center_args(), n_out=k, token="kkmeans-transform"
+        )
 
     def score(self, X, y=None, sample_weight=None):
         """Negative kernel k-means objective ``-sum_i w_i min_j ||phi(x_i) - C_j||^2``.
@@ -339,7 +346,7 @@ class _KernelCentersMixin:
         self._check_predictable()
         X, is_dask = self._validate_X(X, reset=False)
         w = _check_weights(sample_weight, X.shape[0])
-        return -float(np.dot(w, self._labels_and_distances(X, is_dask)[1]))
+        return -float(np.dot(w, self._labels_and_distances(X, is_dask, token="kkmeans-score")[1]))
 
 
 def _check_weights(sample_weight, n):

@@ -21,7 +21,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
-from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
+from .._validation import (
+    DKernelError,
+    check_sample_weight,
+    check_scalar,
+    is_dask_array,
+    unique_labels,
+)
 from ..data import Dataset, open_dataset
 from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
@@ -480,7 +486,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     @staticmethod
     def _classes_of(y) -> np.ndarray:
         if is_dask_array(y):
-            return np.asarray(da.unique(y).compute())
+            return unique_labels(y, token="svm-classes")
         check_classification_targets(y)
         return np.unique(y)
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -320,13 +321,16 @@ def fit_rounds(
     def sl(a, i):
         return None if a is None else a[plan.starts[i] : plan.stops[i]]
 
+    # the fit's id in its task keys: the dashboard shows bsgd-shard, bsgd-round, bsgd-merge
+    run = uuid.uuid4().hex
     with _timer("bsgd shards", logger):
         loads = [
-            dask.delayed(load_shard, pure=False)(
-                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize
+            dask.delayed(load_shard)(
+                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize,
+                dask_key_name=f"bsgd-shard-{run}-{i}",
             )
             for i in range(len(plan.starts))
-        ]
+        ]  # fmt: skip
         if client is not None:
             # spread the shards over the workers (round-robin; placement never changes the
             # model); each round's task then runs where its shard lives
@@ -352,18 +356,27 @@ def fit_rounds(
                 seed=seed, epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle
             )
             if client is not None:
+                tag = f"{run}-{epoch}-{rnd}"
                 leaves = [
                     client.submit(
-                        shard_round, data[k], model, light, shard=k, carry=k == 0, pure=False, **kw
+                        shard_round, data[k], model, light, shard=k, carry=k == 0,
+                        key=f"bsgd-round-{tag}-{k}", **kw,
                     )
                     for k in range(len(data))
-                ]
+                ]  # fmt: skip
             else:
                 leaves = [
                     shard_round(data[k], model, cfg, shard=k, carry=k == 0, **kw)
                     for k in range(len(data))
                 ]
-            model = tree_reduce(client, leaves, comb, split_every=split_every, seed=seed)
+            model = tree_reduce(
+                client,
+                leaves,
+                comb,
+                split_every=split_every,
+                seed=seed,
+                key=f"bsgd-merge-{run}-{epoch}-{rnd}",
+            )
             count += 1
             if on_round is not None:
                 fetched = None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from typing import Any, NamedTuple
 
 import dask
@@ -186,11 +187,18 @@ def _add(children: list, node=None) -> np.ndarray:
     return total
 
 
-class _Passes:
-    """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree."""
+#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``).
+_STEP_NAMES = {"part_grad": "grad", "part_hess": "hess", "part_line": "line"}
 
-    def __init__(self, parts: list, basis: Any, client: Any) -> None:
-        self.parts, self.basis, self.client = parts, basis, client
+
+class _Passes:
+    """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree.
+
+    Under a client the tasks are named ``svm-refit-grad``/``-hess``/``-line`` and their sums
+    ``svm-refit-sum`` (``run``: the fit's id, which keeps the keys unique)."""
+
+    def __init__(self, parts: list, basis: Any, client: Any, run: str = "") -> None:
+        self.parts, self.basis, self.client, self.run = parts, basis, client, run
         self.count = 0
 
     def __call__(self, op, *args) -> np.ndarray:
@@ -198,8 +206,14 @@ class _Passes:
         if self.client is None:
             leaves = [op(p, self.basis, *args) for p in self.parts]
             return tree_reduce(None, leaves, _add, split_every=4)
-        leaves = [self.client.submit(op, p, self.basis, *args, pure=False) for p in self.parts]
-        return tree_reduce(self.client, leaves, _add, split_every=4).result()
+        tag = f"{self.run}-{self.count}"
+        step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
+        leaves = [
+            self.client.submit(op, p, self.basis, *args, key=f"{step}-{tag}-{k}")
+            for k, p in enumerate(self.parts)
+        ]
+        root = tree_reduce(self.client, leaves, _add, split_every=4, key=f"svm-refit-sum-{tag}")
+        return root.result()
 
 
 def newton(
@@ -304,29 +318,38 @@ def refit(
     def sl(a, s, e):
         return None if a is None else a[s:e]
 
+    run = uuid.uuid4().hex  # this refit's id in its task keys
     with _timer("bsgd refit parts", logger):
         shared: Any = basis
         if client is not None:
             # the basis (O(B^2)) travels once to every worker, not with every task
-            shared = client.scatter(basis, broadcast=True, hash=False)
+            # (scattered as one value under its own key: a NamedTuple given alone would be
+            # scattered field by field)
+            key = f"svm-refit-basis-{run}"
+            shared = client.scatter({key: basis}, broadcast=True)[key]
             addrs = sorted(client.scheduler_info()["workers"])
             parts: list = []
             for k, (s, e) in enumerate(ranges):
                 where = dict(workers=[addrs[k % len(addrs)]], allow_other_workers=True)
                 rows = client.compute(
-                    dask.delayed(load_rows, pure=False)(
-                        sl(X, s, e), sl(y, s, e), sl(w, s, e), s, classes, scaler
+                    dask.delayed(load_rows)(
+                        sl(X, s, e), sl(y, s, e), sl(w, s, e), s, classes, scaler,
+                        dask_key_name=f"svm-refit-rows-{run}-{k}",
                     ),
                     **where,
+                )  # fmt: skip
+                parts.append(
+                    client.submit(
+                        make_part, rows, shared, cache, key=f"svm-refit-part-{run}-{k}", **where
+                    )
                 )
-                parts.append(client.submit(make_part, rows, shared, cache, pure=False, **where))
         else:
             parts = []
             for s, e in ranges:
                 Xs, ys, ws = (a.compute() if is_dask_array(a) else a for a in (
                     sl(X, s, e), sl(y, s, e), sl(w, s, e)))  # fmt: skip
                 parts.append(make_part(load_rows(Xs, ys, ws, s, classes, scaler), basis, cache))
-    passes = _Passes(parts, shared, client)
+    passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * n)
     with _timer("bsgd refit solve", logger):
         V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter)
