@@ -569,29 +569,32 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                     pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
                     if ckpt is not None and part is not None:
                         ckpt.save(pos, seed, _partial_arrays(part))
-                    bar.update(1, **({"t": int(part.t)} if part is not None else {}))
+                    shown = {} if part is None else {"SVs": len(part.SV)}
+                    bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
 
+                # numba compiles on the workers before the first round, under its own note
                 with bar.compiling("bsgd"):
-                    part = dist.fit_rounds(
-                        X,
-                        y,
-                        None if sample_weight is None else w,
-                        classes=classes,
-                        cfg=cfg,
-                        start=start,
-                        n_shards=n_shards,
-                        n_rounds=n_rounds,
-                        n_epochs=int(self.max_iter),
-                        split_every=int(self.split_every),
-                        seed=seed,
-                        shuffle=bool(self.shuffle),
-                        client=client,
-                        log=logger.info if self.verbose else None,
-                        first=first,
-                        on_round=on_round,
-                        fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                        standardize=scaler,
-                    )
+                    dist.compile_kernels(client, cfg, d, n_cols)
+                part = dist.fit_rounds(
+                    X,
+                    y,
+                    None if sample_weight is None else w,
+                    classes=classes,
+                    cfg=cfg,
+                    start=start,
+                    n_shards=n_shards,
+                    n_rounds=n_rounds,
+                    n_epochs=int(self.max_iter),
+                    split_every=int(self.split_every),
+                    seed=seed,
+                    shuffle=bool(self.shuffle),
+                    client=client,
+                    log=logger.info if self.verbose else None,
+                    first=first,
+                    on_round=on_round,
+                    fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                    standardize=scaler,
+                )
             state = dist.state_from_partial(part, cfg)
         else:
             cfg = self._config(spec, alpha, n)

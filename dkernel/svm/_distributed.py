@@ -251,6 +251,36 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
     return Partial(SV, A, b, Abar, bbar, W, t, int(total), n_maint, degr, degr2)
 
 
+def warm_up(cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
+    """Compile (or load from numba's cache) every kernel a round and a merge use: a round
+    over 4 rows on two shards with a budget of 1, then their merge. Types, not values,
+    decide what numba compiles, so this is the compilation of the real fit and nothing else.
+    """
+    tiny = cfg._replace(budget=1)
+    X = np.random.default_rng(0).normal(size=(4, n_features))
+    data = (X, np.arange(4, dtype=np.int64) % max(2, n_cols), np.ones(4))
+    start = empty_partial(n_features, n_cols)
+    kw: dict[str, Any] = dict(seed=0, epoch=0, rnd=0, n_rounds=1, shuffle=False)
+    parts = [shard_round(data, start, tiny, shard=k, carry=k == 0, **kw) for k in range(2)]
+    combine(parts, None, cfg=tiny)
+
+
+def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
+    """:func:`warm_up` on every worker of ``client`` at once (tasks ``bsgd-compile``), or here
+    without one; waits until all are done, so a fit's first round counts no compilation."""
+    light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+    if client is None:
+        warm_up(light, n_features, n_cols)
+        return
+    run = uuid.uuid4().hex
+    futures = [
+        client.submit(warm_up, light, n_features, n_cols, key=f"bsgd-compile-{run}-{i}",
+                      workers=[addr], allow_other_workers=False)
+        for i, addr in enumerate(sorted(client.scheduler_info()["workers"]))
+    ]  # fmt: skip
+    client.gather(futures)
+
+
 def _gram(SV: np.ndarray, sqn: np.ndarray, cfg: nb.BSGDConfig) -> np.ndarray:
     """Kernel matrix of the SVs (RBF through BLAS: a model's K is rebuilt every round)."""
     if cfg.kind == nb.RBF:
