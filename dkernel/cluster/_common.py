@@ -264,7 +264,8 @@ class _KernelCentersMixin:
         """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask;
         ``token`` names its tasks on the dashboard)."""
         res = self._assign_all(X, is_dask, token=token)
-        res = np.asarray(compute_blocks(res, "labels", verbose=getattr(self, "verbose", 0)))
+        desc = f"{type(self).__name__} labels"
+        res = np.asarray(compute_blocks(res, desc, verbose=getattr(self, "verbose", 0)))
         return res[:, 0].astype(np.int64), res[:, 1]
 
     def _center_args(self):

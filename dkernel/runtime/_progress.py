@@ -160,6 +160,15 @@ class Progress:
         else:  # the notebook bar: show it in the bar's description
             self._bar.set_description_str(f"{self.desc} ({message})")
 
+    def stop_early(self, reason: str) -> None:
+        """The work ended before ``total`` units (an early stop): the bar ends full at the
+        units done, with a note saying why."""
+        self.note(f"stopped after {self.n} of {self.total}: {reason}")
+        self.total = self.n
+        if self._bar is not None:
+            self._bar.total = self.n
+            self._bar.refresh()
+
     @contextlib.contextmanager
     def compiling(self, key: str) -> Iterator[None]:
         """Wrap the first call of numba-compiled work ``key``; shows a note only then."""
@@ -259,8 +268,11 @@ def compile_note(
         done = f"compiled {key} in {time.perf_counter() - t0:.1f} s"
         if bar is not None:
             bar.note(done)
-            if bar._bar is not None and bar._bar.__class__ is not _std_tqdm:
-                bar._bar.set_description_str(bar.desc)
+            if bar._bar is not None:
+                # the bar's rate and time left count the work, not the compilation
+                bar._bar.unpause()
+                if bar._bar.__class__ is not _std_tqdm:
+                    bar._bar.set_description_str(bar.desc)
         else:
             print(f"dkernel: {done}", file=out, flush=True)
 

@@ -672,12 +672,27 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             s = float(state.fs[nb.FS_SCALE])
             coef, b = s * state.A[:n_sv], s * state.b
         level = logging.INFO if self.verbose else logging.DEBUG
-        with _timer("bsgd refit", logger, level):
-            return _refit.refit(
+        with (
+            _timer("bsgd refit", logger, level),
+            progress(
+                None,
+                "BudgetedSVC refit",
+                enabled=progress_enabled(self.verbose),
+                unit=" Newton steps",
+            ) as bar,
+        ):
+
+            def on_step(steps: int, g: float) -> None:
+                bar.update(steps - bar.n, gradient=f"{g:.2g} of start (stop at {_REFIT_TOL:g})")
+
+            result = _refit.refit(
                 X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
                 spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
                     int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
+                on_step=on_step,
             )  # fmt: skip
+            bar.update(result.n_iter - bar.n)
+            return result
 
     def _run(
         self,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import dask
@@ -217,11 +218,19 @@ class _Passes:
 
 
 def newton(
-    passes: _Passes, V0: np.ndarray, C: float, *, tol: float, max_iter: int, cg_max: int = 100
+    passes: _Passes,
+    V0: np.ndarray,
+    C: float,
+    *,
+    tol: float,
+    max_iter: int,
+    cg_max: int = 100,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> tuple[np.ndarray, int]:
     """Minimise ``1/2 ||v_j||^2 + C loss_j(v_j)`` for every column j (see the module
     docstring) from ``V0``; stop when each ``||grad_j|| <= tol ||grad_j(0)||``. Returns
-    (V, Newton steps)."""
+    (V, Newton steps). ``on_step(steps, g)`` at each gradient: the steps taken so far and
+    ``g`` the largest ``||grad_j|| / ||grad_j(0)||`` (the stop is at ``tol``)."""
     V = V0.copy()
     g0 = None
     it = 0
@@ -233,6 +242,8 @@ def newton(
         f = 0.5 * np.einsum("ij,ij->j", V, V) + C * st[0, -1]
         gnorm = np.linalg.norm(grad, axis=0)
         todo = gnorm > tol * g0
+        if on_step is not None:
+            on_step(it - 1, float(np.max(gnorm / np.where(g0 > 0, g0, 1.0))))
         if not todo.any():
             it -= 1
             break
@@ -302,6 +313,7 @@ def refit(
     tol: float,
     max_iter: int,
     client: Any = None,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> RefitResult:
     """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
@@ -352,7 +364,7 @@ def refit(
     passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * n)
     with _timer("bsgd refit solve", logger):
-        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter)
+        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step)
     r = basis.T.shape[1]
     beta = basis.T @ V[:r]
     b = V[r] * icpt if icpt > 0 else np.zeros(c)
