@@ -270,7 +270,8 @@ def compile_note(
             bar.note(done)
             if bar._bar is not None:
                 # the bar's rate and time left count the work, not the compilation
-                bar._bar.unpause()
+                if hasattr(bar._bar, "unpause"):
+                    bar._bar.unpause()
                 if bar._bar.__class__ is not _std_tqdm:
                     bar._bar.set_description_str(bar.desc)
         else:
