@@ -203,9 +203,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     checkpoint_every : int, default=1
         Blocks (of 65536 rows, sequential fits) or rounds (distributed fits) between saves.
     verbose : int, default=0
-        > 0: a progress bar (rows or rounds done, support vectors, the running share of
-        margin violations) and a note while numba compiles, on stderr or as a notebook
-        widget; also logs each block or round at INFO.
+        > 0: progress bars on stderr or as notebook widgets: the SGD passes (rows done,
+        support vectors and the running share of margin violations; distributed: rounds
+        done, epoch and support vectors), then the refit (Newton steps, the gradient
+        against its stop), and a note while numba compiles; also logs each block or round
+        at INFO.
 
     Attributes
     ----------
