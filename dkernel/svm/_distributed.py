@@ -279,7 +279,7 @@ def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: in
     run = uuid.uuid4().hex
     futures = [
         client.submit(warm_up, light, n_features, n_cols, key=f"bsgd-compile-{run}-{i}",
-                      workers=[addr], allow_other_workers=False)
+                      workers=[addr], allow_other_workers=True)
         for i, addr in enumerate(sorted(client.scheduler_info()["workers"]))
     ]  # fmt: skip
     client.gather(futures)
