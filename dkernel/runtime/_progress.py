@@ -290,11 +290,15 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
 
     if not isinstance(array, Array):
         return array
-    if not progress_enabled(verbose) or any(n != 1 for n in array.numblocks[1:]):
+    if any(n != 1 for n in array.numblocks[1:]):
         return array.compute()
     import numpy as np
 
     blocks = list(array.to_delayed().ravel())
+    if not progress_enabled(verbose):
+        # the chunks come here one by one and are joined here: ``array.compute()`` would
+        # first join them in one more task on a worker (Dask's ``finalize``), then send it
+        return np.concatenate(dask.compute(*blocks), axis=0)
     with progress(
         len(blocks), f"{desc} ({len(blocks)} chunks)", enabled=True, unit="chunks"
     ) as bar:
