@@ -112,7 +112,9 @@ def test_kernel_kmeans_on_a_store(client, data, tmp_path):
 
 def test_budgeted_svc_distributed(client, data):
     Xd, yd = _dask(data)
-    clf = BudgetedSVC(budget=30, max_iter=1, n_rounds=2, distributed=True, random_state=0)
+    clf = BudgetedSVC(
+        budget=30, max_iter=1, n_rounds=2, distributed=True, standardize=True, random_state=0
+    )
     clf.fit(Xd, yd)
     clf.predict(Xd).compute()
     clf.decision_function(Xd).compute()
@@ -121,6 +123,7 @@ def test_budgeted_svc_distributed(client, data):
         client,
         {
             "svm-classes",
+            "svm-standardize",
             "bsgd-shard",
             "bsgd-round",
             "bsgd-merge",

@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 
-import dask.array as da
+import dask
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
@@ -1125,15 +1125,28 @@ def _predict_rows(Xb, SV, coef, intercept, spec, scaler, classes) -> np.ndarray:
     return classes[np.argmax(scores, axis=1)]
 
 
+def _column_sums(Xb) -> np.ndarray:
+    """``[sum x, sum x^2]`` of a block's columns, shape (2, d)."""
+    Xb = np.asarray(Xb, dtype=np.float64)
+    return np.stack([Xb.sum(axis=0), np.einsum("ij,ij->j", Xb, Xb)])
+
+
 def _feature_stats(X) -> Standardizer:
     """Mean and std of every feature in one pass (dask: blockwise sums, one compute);
     a constant feature gets scale 1."""
     if is_dask_array(X):
-        Xf = X.astype(np.float64)
-        s1, s2 = da.compute(Xf.sum(axis=0), (Xf * Xf).sum(axis=0))
+        # one task per row chunk (``svm-standardize`` on the dashboard), summed here in order
+        d = int(X.shape[1])
+        sums = X.map_blocks(
+            _column_sums,
+            chunks=((2,) * X.numblocks[0], (d,)),
+            dtype=np.float64,
+            token="svm-standardize",
+        )
+        s1, s2 = np.sum(dask.compute(*sums.to_delayed().ravel()), axis=0)
         n = int(X.shape[0])
-        mean = np.asarray(s1) / n
-        var = np.maximum(np.asarray(s2) / n - mean * mean, 0.0)
+        mean = s1 / n
+        var = np.maximum(s2 / n - mean * mean, 0.0)
     else:
         Xf = np.asarray(X, dtype=np.float64)
         mean, var = Xf.mean(axis=0), Xf.var(axis=0)
