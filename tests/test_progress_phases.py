@@ -84,3 +84,19 @@ def test_minibatch_labels_pass_bar_names_the_estimator(data, capfd):
         MiniBatchKernelKMeans(2, batch_size=64, max_iter=3, random_state=0, verbose=1).fit(Xd)
     err = capfd.readouterr().err
     assert "MiniBatchKernelKMeans labels (4 chunks)" in err and "4/4" in err
+
+
+def test_minibatch_labels_pass_over_rows_in_memory_has_its_bar(capfd, monkeypatch):
+    from dkernel.cluster import _common
+
+    monkeypatch.setattr(_common, "_LABEL_SLAB_ROWS", 1000)  # several slabs on small data
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3500, 3))
+    km = MiniBatchKernelKMeans(3, batch_size=64, max_iter=5, random_state=0, verbose=1).fit(X)
+    err = capfd.readouterr().err
+    assert "MiniBatchKernelKMeans labels" in err and "3.50k/3.50k" in err
+    # the same labels and objective as one pass without a bar
+    quiet = MiniBatchKernelKMeans(3, batch_size=64, max_iter=5, random_state=0).fit(X)
+    assert "labels" not in capfd.readouterr().err
+    np.testing.assert_array_equal(quiet.labels_, km.labels_)
+    assert quiet.inertia_ == pytest.approx(km.inertia_, rel=1e-12)

@@ -27,7 +27,7 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
-from ..runtime._progress import compute_blocks
+from ..runtime._progress import compute_blocks, progress, progress_enabled
 from . import _kernels as _nb
 from ._blocks import (
     _TILE_ROWS,
@@ -41,6 +41,8 @@ from ._blocks import (
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
 SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
+#: Rows per step of the labels pass over rows in memory when its bar is shown.
+_LABEL_SLAB_ROWS = 1 << 16
 
 
 class _IndexOracle(abc.ABC):
@@ -263,9 +265,20 @@ class _KernelCentersMixin:
     def _labels_and_distances(self, X, is_dask: bool, *, token: str = "kkmeans-labels"):
         """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask;
         ``token`` names its tasks on the dashboard)."""
-        res = self._assign_all(X, is_dask, token=token)
         desc = f"{type(self).__name__} labels"
-        res = np.asarray(compute_blocks(res, desc, verbose=getattr(self, "verbose", 0)))
+        verbose = getattr(self, "verbose", 0)
+        if not is_dask and not self._is_graph() and progress_enabled(verbose):
+            # rows in memory: the same pass in slabs of rows, so that its bar can move
+            n = len(X)
+            parts = []
+            with progress(n, desc, enabled=True, unit="rows", unit_scale=True) as bar:
+                for r0 in range(0, n, _LABEL_SLAB_ROWS):
+                    parts.append(self._assign_all(X[r0 : r0 + _LABEL_SLAB_ROWS], False))
+                    bar.update(len(parts[-1]))
+            res = np.concatenate(parts)
+        else:
+            res = self._assign_all(X, is_dask, token=token)
+            res = np.asarray(compute_blocks(res, desc, verbose=verbose))
         return res[:, 0].astype(np.int64), res[:, 1]
 
     def _center_args(self):
