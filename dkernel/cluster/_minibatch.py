@@ -159,9 +159,9 @@ class MiniBatchKernelKMeans(
     verbose : int, default=0
         ``>= 1``: a progress bar for :meth:`fit` and :meth:`partial_fit` (iterations
         done and the current batch objective, a note while numba compiles on first
-        use, the reason of an early stop), then one for the labels pass over dask or
-        store input (chunks done), shown in a terminal (stderr) or a notebook without
-        any logging set up; the batch objective is also logged every ``verbose``
+        use, the reason of an early stop), then one for the labels pass (chunks of dask
+        or store input, rows of NumPy input), shown in a terminal (stderr) or a notebook
+        without any logging set up; the batch objective is also logged every ``verbose``
         iterations (INFO).
     checkpoint : str or os.PathLike, default=None
         A file (``.npz``) where :meth:`fit` saves its full state every
