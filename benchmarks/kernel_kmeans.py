@@ -361,18 +361,18 @@ def _ceiling_part(path, chunks, model, barrier, results) -> None:
     from a barrier that every process of the run passes together."""
     from threadpoolctl import threadpool_limits
 
-    from dkernel._validation import read_checked_block
     from dkernel.cluster._blocks import _assign_block
     from dkernel.data import open_dataset
-    from dkernel.data._verify import chunk_reader
+    from dkernel.data._verify import _read_checked_block
 
-    reader = chunk_reader(open_dataset(path).X)
+    X = open_dataset(path).X
+    args = (X.reader, X.bounds, _assign_block, *model)
     with threadpool_limits(1):
-        read_checked_block(reader, _assign_block, *model, block_id=(chunks[0],))  # warm
+        _read_checked_block(*args, block_id=(chunks[0],))  # warm
         barrier.wait()
         t0 = time.perf_counter()
         for i in chunks:
-            read_checked_block(reader, _assign_block, *model, block_id=(i,))
+            _read_checked_block(*args, block_id=(i,))
         results.put(time.perf_counter() - t0)
 
 

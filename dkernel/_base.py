@@ -27,11 +27,9 @@ from ._validation import (
     DKernelError,
     checked_block,
     is_dask_array,
-    read_checked_block,
     report_nonfinite,
 )
-from .data import Dataset, as_array_input, sample_rows
-from .data._verify import chunk_reader
+from .data import Dataset, RowSource, as_array_input, sample_rows
 from .kernels._bandwidth import _gamma_from_rows
 from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
 
@@ -211,22 +209,12 @@ class _BaseKernelEstimator(BaseEstimator):
             return func(X, *args)
         chunks = (X.chunks[0],) if n_out is None else (X.chunks[0], (n_out,))
         meta = np.empty((0,) * len(chunks), dtype=dtype)
-        reader = chunk_reader(X)
-        if reader is not None:
-            # a store's view as opened: the pass reads its chunk itself, one task per chunk
-            # (mapped over the view, a pass that drops the column axis does not fuse with
-            # the read blockwise, and Dask's linear fusion leaves an alias task beside each
-            # fused one: about 8 % of a predict on a 10^6-row store)
-            return da.map_blocks(
-                read_checked_block,
-                reader,
-                func,
-                *args,
-                chunks=chunks,
-                dtype=dtype,
-                meta=meta,
-                token=token,
-            )
+        if isinstance(X, RowSource):
+            # the pass reads its rows itself, one task per block (mapped over the source,
+            # a pass that drops the column axis does not fuse with the read blockwise, and
+            # Dask's linear fusion leaves an alias task beside each fused one: about 8 % of
+            # a predict on a 10^6-row store)
+            return X.map_rows(func, *args, n_out=n_out, dtype=dtype, token=token)
         if n_out is None:
             return X.map_blocks(
                 checked_block, func, *args, drop_axis=1, dtype=dtype, meta=meta, token=token

@@ -116,16 +116,6 @@ def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
     return func(Xb, *args, **kwargs)
 
 
-def read_checked_block(reader, func: Callable, *args, block_id=None):
-    """:func:`checked_block` on row chunk ``block_id[0]`` read by ``reader`` (a store's
-    :class:`~dkernel.data._verify.ChunkReader`): the read, its checksum, the value check
-    and ``func`` in one task."""
-    i = int(block_id[0])
-    Xb = reader.read(i)
-    report_nonfinite(Xb, name="X", row_offset=reader.starts[i])
-    return func(Xb, *args)
-
-
 def unique_labels(y, *, token: str) -> np.ndarray:
     """The sorted distinct values of a 1-D dask array: one ``np.unique`` task per chunk
     (key prefix ``token`` on the dashboard, where ``da.unique`` shows Dask's internal

@@ -155,18 +155,86 @@ def test_store_pass_is_one_task_per_chunk(store, method):
     np.testing.assert_allclose(np.asarray(lazy.compute()), ref, rtol=1e-6)
 
 
-def test_pass_over_a_sliced_view_keeps_the_generic_path(store):
-    """A slice of the view is another array (no chunk reader): mapped blockwise over it."""
-    from dkernel.data import open_dataset
-    from dkernel.data._verify import chunk_reader
+def test_row_slice_of_a_store_is_a_row_source(store, reads):
+    """A row slice of a store's X is a row source of those rows: a pass over it is one task
+    per block, each block reads the chunks it overlaps once, and values equal NumPy's."""
+    from dkernel.data import RowSource, open_dataset
 
     model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
     X = open_dataset(store).X
-    assert chunk_reader(X) is not None
-    part = X[CHUNK // 2 : N - CHUNK // 2]
-    assert chunk_reader(part) is None
-    got = np.asarray(model.predict(part).compute())
-    np.testing.assert_array_equal(got, model.predict(np.asarray(part.compute())))
+    assert isinstance(X, RowSource)
+    lo, hi = CHUNK // 2, N - CHUNK // 2
+    part = X[lo:hi]
+    assert isinstance(part, RowSource) and isinstance(X[lo:hi, :], RowSource)
+    assert part.shape == (hi - lo, X.shape[1])
+    assert part.chunks[0] == (CHUNK // 2,) + (CHUNK,) * (N_CHUNKS - 2) + (CHUNK // 2,)
+    lazy = model.predict(part)
+    assert _n_tasks(lazy) == N_CHUNKS
+    reads.clear()
+    got = np.asarray(lazy.compute())
+    _assert_reads(reads, 1)
+    full = np.asarray(X.compute())
+    np.testing.assert_array_equal(got, model.predict(full[lo:hi]))
+    # a slice of a slice keeps the global rows
+    np.testing.assert_array_equal(
+        part[CHUNK : 2 * CHUNK].compute(), full[lo + CHUNK : lo + 2 * CHUNK]
+    )
+
+
+def test_other_operations_give_plain_arrays_whose_reads_stay_checked(store):
+    """Column slices, fancy indexing and rechunks are dask's own: plain arrays, whose
+    chunk reads still check the manifest."""
+    from dkernel._validation import DKernelError
+    from dkernel.data import RowSource, open_dataset
+
+    X = open_dataset(store).X
+    full = np.asarray(X.compute())
+    for other, ref in (
+        (X[:, :2], full[:, :2]),
+        (X[::2], full[::2]),
+        (X[[3, 1]], full[[3, 1]]),
+        (X.rechunk((500, -1)), full),
+        (X + 1, full + 1),
+    ):
+        assert not isinstance(other, RowSource)
+        np.testing.assert_array_equal(np.asarray(other.compute()), ref)
+    chunk = os.path.join(store, "X", "c", "3", "0")
+    with open(chunk, "r+b") as fh:  # same size, other bytes
+        raw = bytearray(fh.read())
+        raw[-1] ^= 0xFF
+        fh.seek(0)
+        fh.write(raw)
+    with pytest.raises(DKernelError, match=r"chunk 3 .*corrupt"):
+        X[:, :2].compute()
+
+
+@pytest.mark.parametrize(("rows", "reads_per_chunk"), [(2 * CHUNK, [1]), (300, [1, 2])])
+def test_blocks_of_regroups_the_reads(store, reads, rows, reads_per_chunk):
+    """``blocks_of(rows)``: blocks that are unions of chunks read each chunk once; a chunk
+    that straddles two blocks is read by both (documented)."""
+    from dkernel.data import RowSource, open_dataset
+
+    X = open_dataset(store).X
+    grouped = X.blocks_of(rows)
+    assert isinstance(grouped, RowSource)
+    assert grouped.chunks[0] == tuple(np.diff([*range(0, N, rows), N]))
+    full = X.compute()
+    reads.clear()
+    np.testing.assert_array_equal(grouped.compute(), full)
+    assert len(reads) == N_CHUNKS and sorted(set(reads.values())) == reads_per_chunk
+
+
+def test_take_rows_on_a_row_slice(store, reads):
+    """take_rows on a slice of a store reads the touched chunks of the store, once each."""
+    from dkernel.data import open_dataset, take_rows
+
+    X = open_dataset(store).X
+    full = np.asarray(X.compute())
+    reads.clear()
+    part = X[CHUNK + 10 :]
+    got = take_rows(part, [0, CHUNK, 5])
+    np.testing.assert_array_equal(got, full[CHUNK + 10 :][[0, CHUNK, 5]])
+    assert sorted(reads) == ["c/1/0", "c/2/0"] and set(reads.values()) == {1}
 
 
 def test_take_rows_is_one_task_per_touched_chunk(store, reads):
@@ -224,3 +292,35 @@ def test_store_pass_keys_are_deterministic(store):
     with dask.config.set({"dkernel.data.verify-reads": False}):
         unverified = model.predict(store)
     assert unverified.name != model.predict(store).name
+
+
+@pytest.mark.parametrize("distributed", [False, True])
+def test_svm_ranges_read_shared_chunks_once(tmp_path, reads, scheduler, distributed):
+    """The refit's parts and the distributed fit's shards are row ranges cut wherever n
+    puts them (8 here, 250 rows each, over chunks of 300): loaded in one graph, a chunk that
+    two ranges share is read once (with a client; without one the refit loads one part at
+    a time and reads a shared chunk for each part)."""
+    from dkernel.data import make_rings
+    from dkernel.svm import BudgetedSVC
+
+    path = os.path.join(tmp_path, "r.zarr")
+    make_rings(N, n_rings=2, n_features=4, random_state=0, store=path, chunk_rows=300)
+    reads.clear()
+    kw = dict(distributed=True, n_rounds=1) if distributed else {}
+    model = BudgetedSVC(budget=50, max_iter=1, random_state=0, **kw).fit(path)
+    # the SGD (stream or shards) and the refit; the distributed fit also gathers a sample
+    # of rows (its first model) that touches every chunk here
+    passes = 3 if distributed else 2
+    per_chunk = sorted(reads.values())
+    assert len(reads) == 7
+    if scheduler is not None:
+        assert per_chunk == [passes] * 7
+    else:  # the sequential refit reads the 6 chunks its part boundaries cut twice
+        assert per_chunk.count(passes) >= 1 and max(per_chunk) <= passes + 1
+    from dkernel.data import open_dataset
+
+    ds = open_dataset(path)  # the same model as from memory, whatever the chunks
+    ref = BudgetedSVC(budget=50, max_iter=1, random_state=0, **kw).fit(
+        ds.X.compute(), ds.y.compute()
+    )
+    np.testing.assert_array_equal(model.dual_coef_, ref.dual_coef_)

@@ -200,3 +200,15 @@ def test_examples_are_valid():
         assert name in called, f"quickstart.py does not use {name}"
     assert {"fit", "predict"} <= called
     # the batch scripts: tests/test_hpc_scripts.py (and make test-hpc on a real SLURM)
+
+
+def test_ingest_test_size(tmp_path, rng, capsys):
+    X = rng.standard_normal((400, 3))
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, X[:, 0] > 0]), delimiter=",")
+    store = str(tmp_path / "d.zarr")
+    assert main(["ingest", str(src), store, "--test-size", "0.25", "--seed", "3"]) == 0
+    summary = _json_out(capsys)
+    assert summary["split"]["seed"] == 3 and summary["split"]["test_size"] == 0.25
+    assert summary["n_samples"] + summary["n_test"] == 400
+    assert summary["n_test"] == summary["split"]["n_test"] > 0

@@ -110,10 +110,17 @@ def test_labels_dtypes(tmp_path, xy):
     assert ds.attrs["classes"] == [0, 1]
 
 
-def test_default_chunking_is_about_8_mib(tmp_path, rng):
+def test_default_chunking_is_a_power_of_two_up_to_8_mib(tmp_path, rng):
+    from dkernel.data._store import ALIGN_ROWS, default_chunk_rows
+
     X = rng.random((3000, 1000), dtype=np.float32)
     ds = ingest(X, tmp_path / "s.zarr")
-    assert ds.attrs["chunk_rows"] == (8 << 20) // (1000 * 4)
+    assert ds.attrs["chunk_rows"] == 2048  # 8 MiB would be 2097 rows
+    assert default_chunk_rows(50) == 32768  # 41943 rows would be 8 MiB
+    assert default_chunk_rows(2) == ALIGN_ROWS  # capped: divides the SGD stream's blocks
+    assert default_chunk_rows(10**6) == 1024
+    for d in (1, 3, 50, 784, 5000):
+        assert ALIGN_ROWS % default_chunk_rows(d) == 0
 
 
 def test_uncompressed(tmp_path, xy):
@@ -510,3 +517,64 @@ def test_absurd_sizes_are_refused_before_allocating(tmp_path):
     with pytest.raises(DKernelError, match=r"one chunk of X \(.* x 100000000 columns\)"):
         ingest(path, tmp_path / "w.zarr")
     assert sorted(os.listdir(tmp_path)) == ["wide.svm"]
+
+
+# ------------------------------------------------------------------- held-out split
+def _held_out(ds):
+    return (ds.X.compute(), ds.y.compute(), ds.X_test.compute(), ds.y_test.compute())
+
+
+def test_ingest_test_size_splits_by_row_index_whatever_the_source(tmp_path, rng):
+    """A seeded held-out split: the rows are partitioned (order kept on each side), about
+    test_size of them held out, the same from an array, a dask array of any chunking and a
+    CSV file, recorded in the store's ``split`` attribute."""
+    n = 70000  # more than one draw block of the split
+    X = rng.standard_normal((n, 3)).astype(np.float32)
+    y = rng.integers(0, 2, size=n)
+    a = ingest(X, tmp_path / "a.zarr", y=y, test_size=0.2, random_state=7)
+    Xa, ya, Xta, yta = _held_out(a)
+    assert len(Xa) + len(Xta) == n and abs(len(Xta) / n - 0.2) < 0.01
+    both = np.concatenate([np.column_stack([Xa, ya]), np.column_stack([Xta, yta])])
+    np.testing.assert_array_equal(
+        np.sort(both, axis=0),
+        np.sort(np.column_stack([X, y.astype(np.float32)]), axis=0),
+    )
+    assert a.attrs["split"] == {"test_size": 0.2, "seed": 7, "n_test": len(Xta)}
+    b = ingest(da.from_array(X, chunks=(3333, 3)), tmp_path / "b.zarr", y=y, test_size=0.2,
+               random_state=7)  # fmt: skip
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, np.column_stack([X, y]), delimiter=",", fmt="%.9g")
+    c = ingest(csv, tmp_path / "c.zarr", test_size=0.2, random_state=7)
+    for other in (b, c):
+        for got, ref in zip(_held_out(other), (Xa, ya, Xta, yta)):
+            np.testing.assert_array_equal(got, ref)
+    d = ingest(X, tmp_path / "d.zarr", y=y, test_size=0.2, random_state=8)
+    assert not np.array_equal(d.y_test.compute(), yta)  # another seed, another split
+    fresh = ingest(X, tmp_path / "e.zarr", y=y, test_size=0.2)
+    assert isinstance(fresh.attrs["split"]["seed"], int)  # recorded: the split can be redone
+
+
+@pytest.mark.parametrize(
+    ("test_size", "match"),
+    [
+        (0.0, r"test_size must be in \(0, 1\)"),
+        (1.0, r"test_size must be in \(0, 1\)"),
+        (1, "test_size must be a float"),
+        ("0.2", "test_size must be a float"),
+        (1e-9, "leaves no test rows"),
+        (1 - 1e-9, "leaves no training rows"),
+    ],
+)
+def test_ingest_test_size_refusals(tmp_path, xy, test_size, match):
+    X, y = xy
+    with pytest.raises(DKernelError, match=match):
+        ingest(X, tmp_path / "s.zarr", y=y, test_size=test_size, random_state=0)
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_ingest_test_size_refuses_a_source_with_its_own_test_set(tmp_path, rng):
+    X = rng.standard_normal((50, 2))
+    path = tmp_path / "d.npz"
+    np.savez(path, X=X, X_test=X[:5])
+    with pytest.raises(DKernelError, match="own X_test"):
+        ingest(path, tmp_path / "s.zarr", test_size=0.2, random_state=0)

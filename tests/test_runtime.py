@@ -424,3 +424,44 @@ def test_embedded_default_logs_no_wildcard_origin_warning(caplog, monkeypatch):
         assert "Host wildcard" not in caplog.text
     finally:
         _close(client)
+
+
+def test_groups_page_layout_errors_are_dropped_and_nothing_else():
+    """The dashboard's Groups page raises KeyError from ``TaskGroupGraph.update_layout`` on
+    ordinary work (an upstream defect, docs/upstream/groups-page-keyerror.md): the embedded
+    cluster drops those log records, and keeps every other record of that logger."""
+    import sys
+
+    from distributed.dashboard.components.scheduler import TaskGroupGraph
+
+    from dkernel.runtime._client import _GroupsLayoutFilter, _local_cluster
+
+    cluster = _local_cluster(processes=False, n_workers=1)
+    try:
+        log = logging.getLogger("distributed.dashboard.components.scheduler")
+        quiet = [f for f in log.filters if isinstance(f, _GroupsLayoutFilter)]
+        assert len(quiet) == 1
+
+        def record(exc_info):
+            return logging.LogRecord(log.name, logging.ERROR, __file__, 1, "x", (), exc_info)
+
+        class _Groups:  # the upstream failure, raised from a method of that name
+            def update_layout(self):
+                raise KeyError("array-1234")
+
+        try:
+            _Groups().update_layout()
+        except KeyError:
+            assert not quiet[0].filter(record(sys.exc_info()))
+        try:
+            {}["other"]
+        except KeyError:
+            assert quiet[0].filter(record(sys.exc_info()))  # a KeyError elsewhere is kept
+        try:
+            raise ValueError("update_layout")
+        except ValueError:
+            assert quiet[0].filter(record(sys.exc_info()))
+        assert quiet[0].filter(record(None))
+        assert TaskGroupGraph.update_layout.__name__ == "update_layout"  # what it matches
+    finally:
+        cluster.close()

@@ -101,6 +101,35 @@ def test_open_and_pass_request_counts(s3, bucket):
     assert _s3server.count_requests(log, method="HEAD", needle=f"{bucket}/count.zarr/X.v-") == 0
 
 
+def test_each_pass_of_the_algorithms_is_one_get_per_chunk(s3, bucket, local_cluster_client):
+    """On S3: the SGD stream (two epochs), a pass over a row slice, and the coreset's leaves
+    GET each chunk they cover once per pass (chunks of 500 rows divide the stream's blocks
+    and the 1000-row leaves)."""
+    from dkernel.coreset import distributed_coreset
+    from dkernel.svm import BudgetedSVC
+
+    _, log = s3
+    X, y = _data(4000)
+    url = f"s3://{bucket}/passes.zarr"
+    ingest(X, url, y=y, chunk_rows=500)  # 8 chunks
+
+    def gets(array):
+        return _s3server.count_requests(log, needle=f"{bucket}/passes.zarr/{array}.v-", also="/c/")
+
+    with local_cluster_client.as_current():
+        x0, y0 = gets("X"), gets("y")
+        clf = BudgetedSVC(budget=40, gamma=0.5, max_iter=2, refit=False, random_state=0)
+        clf.fit(url)
+        assert (gets("X") - x0, gets("y") - y0) == (2 * 8, 2 * 8)
+        ds = open_dataset(url)
+        x0 = gets("X")
+        clf.predict(ds.X[1200:2600]).compute()  # chunks 2-5
+        assert gets("X") - x0 == 4
+        x0, y0 = gets("X"), gets("y")
+        distributed_coreset(ds, None, 200, leaf_size=1000, random_state=0)
+        assert (gets("X") - x0, gets("y") - y0) == (8, 8)
+
+
 def test_write_array_and_overwrite_publish_whole(bucket):
     X, y = _data(1000)
     url = f"s3://{bucket}/w.zarr"

@@ -26,8 +26,13 @@ def _same(a, b):
     assert a.t_ == b.t_ and a.n_maintenance_ == b.n_maintenance_
 
 
-# Model fingerprints of the one-pass algorithm before averaging, epochs and distributed
-# training were added (same seed, same data): the sequential path must not move.
+# Model fingerprints of the sequential one-pass algorithm (same seed, same data): the step
+# counts are exact, the sums within FINGERPRINT_RTOL, which a change in the order of the
+# floating-point arithmetic stays under and a change of the algorithm (another SV kept or
+# merged) does not. Regenerate after a deliberate change by printing
+# (clf.t_, clf.n_maintenance_, clf.dual_coef_.sum(), abs(clf.dual_coef_).sum(),
+# clf.support_vectors_.sum()) from the fit below.
+FINGERPRINT_RTOL = 1e-6
 _PINNED = {
     "merge": (700, 75, 0.6970566165917305, 138.2169489212854, 2.0125825545112694),
     "project": (700, 74, 1.0351881473652895, 617.4756552206209, 1.769410573235363),
@@ -50,10 +55,13 @@ def test_sequential_one_pass_is_unchanged(maintenance):
         random_state=3,
     ).fit(X, y)
     t, n_maint, coef_sum, coef_abs, sv_sum = _PINNED[maintenance]
+    # behaviour: one step per row, the budget kept, the board learnt
+    assert clf.t_ == len(X) and clf.support_vectors_.shape[0] <= 25
+    assert clf.score(X, y) > 0.8
+    # the fingerprint
     assert (clf.t_, clf.n_maintenance_) == (t, n_maint)
-    assert float(clf.dual_coef_.sum()) == pytest.approx(coef_sum, rel=1e-12)
-    assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(coef_abs, rel=1e-12)
-    assert float(clf.support_vectors_.sum()) == pytest.approx(sv_sum, rel=1e-12)
+    got = (clf.dual_coef_.sum(), np.abs(clf.dual_coef_).sum(), clf.support_vectors_.sum())
+    np.testing.assert_allclose(got, (coef_sum, coef_abs, sv_sum), rtol=FINGERPRINT_RTOL)
 
 
 def test_sequential_multiclass_epochs_unchanged():
@@ -68,8 +76,10 @@ def test_sequential_multiclass_epochs_unchanged():
         random_state=1,
         refit=False,
     ).fit(X[:600], y[:600])
-    assert (clf.t_, clf.n_maintenance_) == (1200, 191)
-    assert float(np.abs(clf.dual_coef_).sum()) == pytest.approx(3515.2087071442984, rel=1e-12)
+    assert clf.score(X[600:], y[600:]) > 0.7  # behaviour: digits learnt (10 classes, B = 40)
+    assert (clf.t_, clf.n_maintenance_) == (1200, 191)  # the fingerprint
+    coef_abs = np.abs(clf.dual_coef_).sum()
+    np.testing.assert_allclose(coef_abs, 3515.2087071442984, rtol=FINGERPRINT_RTOL)
 
 
 def test_plan_shards_balances_rows_whatever_the_chunks():

@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="input format (default: from the file name)",
     )
     p.add_argument(
-        "--chunk-rows", type=int, default=None, help="rows per chunk (default: about 64 MB)"
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="rows per chunk (default: a power of two, at most 8 MiB and 65536 rows)",
     )
     p.add_argument(
         "--dtype",
@@ -50,6 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="LIBSVM width when the file does not reach the last feature",
     )
     p.add_argument("--uncompressed", action="store_true", help="store chunks uncompressed")
+    p.add_argument(
+        "--test-size",
+        type=float,
+        default=None,
+        help="hold out about this share of the rows as X_test/y_test (default: none)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the held-out split (default: a fresh one, recorded in the store)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.set_defaults(func=_ingest, uses_cluster=False)
 
@@ -109,6 +124,8 @@ def _ingest(args) -> int:
         n_features=args.n_features,
         overwrite=args.overwrite,
         compressors=None if args.uncompressed else "default",
+        test_size=args.test_size,
+        random_state=args.seed,
     )
     emit_json(_describe(ds))
     return 0
@@ -174,6 +191,8 @@ def _describe(ds) -> dict:
         out["label_names"] = list(ds.attrs["label_names"])
     if ds.X_test is not None:
         out["n_test"] = int(ds.X_test.shape[0])
+    if ds.attrs.get("split") is not None:  # held out at ingest
+        out["split"] = dict(ds.attrs["split"])
     out["arrays"] = _arrays(ds)
     return out
 

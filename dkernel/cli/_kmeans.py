@@ -171,7 +171,9 @@ def run_kmeans(args) -> int:
     model = _build_model(args, ds, tau, rate, gamma_opt)
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
-        X = ds.X.persist()
+        # the store's row source, not a persisted copy: the fit reads what it needs (its
+        # batches, a sample, the labels pass) and the store may exceed the workers' memory
+        X = ds.X
         if gamma_opt == "select":
             model.set_params(
                 gamma=select_gamma(X, args.n_clusters, kernel=args.kernel, random_state=args.seed)

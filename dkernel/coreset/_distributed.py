@@ -46,7 +46,7 @@ from .._validation import (
     report_nonfinite,
     unique_labels,
 )
-from ..data import Dataset, open_dataset, take_rows
+from ..data import ALIGN_ROWS, Dataset, RowSource, open_dataset, take_rows
 from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, progress, progress_enabled
 from ..runtime._progress import Progress
@@ -77,8 +77,8 @@ _BLOCK_ITERS = 100
 #: The sample solve's hinge part below this share of its cost marks (nearly) separable
 #: classes: the cost is the regulariser's, the sensitivity bound is vacuous (see _two_pass).
 _SEPARABLE_HINGE_SHARE = 0.25
-#: Smallest default leaf; the default is max(16 m, this) rows.
-_MIN_LEAF = 32768
+#: Smallest default leaf (see default_leaf_size).
+_MIN_LEAF = ALIGN_ROWS
 #: Inner nodes of the tree keep m * _INNER_FACTOR * levels draws.
 _INNER_FACTOR = 3
 #: Seed tags of the node kinds (a node with one child has its child's row range).
@@ -101,8 +101,19 @@ def _node_rng(seed: int, start: int, stop: int, tag: int) -> np.random.Generator
 
 
 def default_leaf_size(n: int, m: int) -> int:
-    """Rows per leaf by default: max(16 m, 32768), a function of (n, m) only."""
-    return int(min(n, max(16 * m, _MIN_LEAF)))
+    """Rows per leaf by default: the power of two at or above max(16 m, 65536) (so the
+    leaves of a store with default chunks are whole chunks), a function of (n, m) only."""
+    rows = max(16 * m, _MIN_LEAF)
+    return int(min(n, 1 << (int(rows) - 1).bit_length()))
+
+
+def _leaves(a, leaf_size: int):
+    """``a`` in blocks of ``leaf_size`` rows. A store's row source is regrouped, not
+    rechunked: each leaf's task reads its chunks itself (each chunk once when the leaves
+    are unions of chunks, as with the defaults)."""
+    if isinstance(a, RowSource):
+        return a.blocks_of(leaf_size)
+    return a.rechunk({0: leaf_size, **({1: -1} if a.ndim > 1 else {})})
 
 
 def _signs(yb, pos) -> np.ndarray:
@@ -547,7 +558,8 @@ def distributed_coreset(
     split_every : int, default=2
         Fan-in of the merge-reduce tree.
     leaf_size : int, optional
-        Rows per leaf (the array is re-chunked to it). Default ``max(16 m, 32768)``: a
+        Rows per leaf (the array is re-chunked to it). Default: the power of two at or
+        above ``max(16 m, 65536)``, a
         function of (n, m) only, so the coreset does not depend on the input's chunks.
         Must be at least ``m``.
     classes : sequence of labels, optional
@@ -625,8 +637,10 @@ def distributed_coreset(
     check_scalar(leaf_size, "leaf_size", kind=numbers.Integral, low=1)
     if leaf_size < m:
         raise DKernelError(f"leaf_size={leaf_size} is smaller than the coreset size m={m}")
-    X = X.rechunk({0: int(leaf_size), 1: -1})
-    y = y.rechunk((X.chunks[0],))
+    # a store's row source is regrouped, not rechunked: each leaf's task reads its chunks
+    # itself (whole chunks once each when the leaves align with them, as by default)
+    X = _leaves(X, int(leaf_size))
+    y = _leaves(y, int(leaf_size))
     if classes is None:
         classes = store_classes
     if classes is None:

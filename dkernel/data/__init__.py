@@ -11,6 +11,7 @@ from ._generators import (
 from ._location import URL_FORMS, Location, as_location
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
+    ALIGN_ROWS,
     Dataset,
     as_array_input,
     check_array_name,
@@ -19,11 +20,14 @@ from ._store import (
     write_array,
     write_arrays,
 )
+from ._verify import RowSource
 
 __all__ = [
+    "ALIGN_ROWS",
     "URL_FORMS",
     "Dataset",
     "Location",
+    "RowSource",
     "as_array_input",
     "as_location",
     "check_array_name",

@@ -14,7 +14,7 @@ from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
-from ._verify import chunk_reader
+from ._verify import RowSource
 
 
 def _n_rows(X) -> int:
@@ -164,7 +164,12 @@ def chunk_bounds(X) -> np.ndarray:
 
 def _group_by_chunk(X, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """``(chunk, local row positions)`` for each row chunk of ``X`` that ``uniq`` touches."""
-    bounds = chunk_bounds(X)
+    return _group_by_bounds(chunk_bounds(X), uniq)
+
+
+def _group_by_bounds(bounds: np.ndarray, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(block, positions in it)`` for each block ``bounds[i]:bounds[i + 1]`` that the
+    sorted rows ``uniq`` touch."""
     owner = np.searchsorted(bounds, uniq, side="right") - 1
     cuts = np.flatnonzero(np.diff(owner)) + 1  # uniq is sorted, so owners are too
     starts = np.concatenate([[0], cuts])
@@ -185,8 +190,8 @@ def _take_graph(X, uniq: np.ndarray):
 
     The graph is built from the chunk keys of ``X`` and culled to what those keys need,
     so it holds no task for an untouched chunk and runs without a whole-graph optimisation
-    (``compute(optimize_graph=False)``). Over a store's view as opened, each task reads
-    its chunk itself (no read task beside it).
+    (``compute(optimize_graph=False)``). Over a :class:`RowSource`, each task reads its
+    stored chunk itself (no read task beside it).
     """
     import dask.array as da
     from dask.base import tokenize
@@ -194,20 +199,22 @@ def _take_graph(X, uniq: np.ndarray):
 
     if X.ndim > 1 and X.numblocks[1] > 1:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
-    keys = _row_keys(X)
-    groups = _group_by_chunk(X, uniq)
     name = "take-rows-" + tokenize(X.name, uniq)
     tail = (0,) * (X.ndim - 1)
-    reader = chunk_reader(X)
     layer: dict = {}
-    for j, (c, local) in enumerate(groups):
-        # a store's view as opened: each task reads its chunk itself (one task per chunk)
-        task = (_take_local, keys[c], local) if reader is None else (_take_read, reader, c, local)
-        layer[(name, j) + tail] = task
-    if reader is None:
-        graph = HighLevelGraph.from_collections(name, layer, dependencies=[X]).cull(set(layer))
-    else:
+    if isinstance(X, RowSource):
+        # group by stored chunk (not by the source's blocks): each touched chunk read once
+        reader, rows = X.reader, uniq + X.bounds[0]
+        groups = _group_by_bounds(np.asarray(reader.starts, dtype=np.int64), rows)
+        for j, (c, local) in enumerate(groups):
+            layer[(name, j) + tail] = (_take_read, reader, c, local)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=())
+    else:
+        keys = _row_keys(X)
+        groups = _group_by_chunk(X, uniq)
+        for j, (c, local) in enumerate(groups):
+            layer[(name, j) + tail] = (_take_local, keys[c], local)
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=[X]).cull(set(layer))
     chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
     return da.Array(graph, name, chunks=chunks, meta=X._meta)
 
@@ -231,10 +238,11 @@ def _persisted_futures(X, keys: list) -> list | None:
 def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
     if X.ndim > 1 and X.numblocks[1] > 1:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
-    groups = _group_by_chunk(X, uniq)
-    keys = _row_keys(X)
-    # a store's view as opened holds no futures (and looking would build its whole layer)
-    futs = None if chunk_reader(X) else _persisted_futures(X, [keys[c] for c, _ in groups])
+    # a row source holds no futures (and looking would build its whole layer)
+    futs = None
+    if not isinstance(X, RowSource):
+        groups = _group_by_chunk(X, uniq)
+        futs = _persisted_futures(X, [_row_keys(X)[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
         parts = client.gather(

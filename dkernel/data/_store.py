@@ -10,7 +10,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 import numpy as np
@@ -40,26 +40,33 @@ STORE_FORMAT = 2
 RESERVED_NAMES = frozenset({"X", "y", "X_test", "y_test", "zarr.json"})
 #: Target bytes of one row chunk when ``chunk_rows`` is not given.
 _CHUNK_BYTES = 8 << 20
+#: Default chunks divide this many rows: the SGD stream's virtual blocks and the coreset's
+#: default leaves are multiples of it, so their reads of a default store touch whole chunks.
+ALIGN_ROWS = 1 << 16
 
 
 def default_chunk_rows(n_features: int, itemsize: int = 4) -> int:
-    """Rows per chunk so that a chunk holds about 8 MiB."""
-    return int(max(1024, _CHUNK_BYTES // max(1, n_features * itemsize)))
+    """Rows per chunk by default: a power of two of at most about 8 MiB (at least 1024
+    rows), and at most :data:`ALIGN_ROWS`, which it divides."""
+    rows = max(1024, _CHUNK_BYTES // max(1, n_features * itemsize))
+    return int(min(ALIGN_ROWS, 1 << (int(rows).bit_length() - 1)))
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """An opened store: ``X`` (and ``y``) as dask arrays chunked by rows, plus attributes.
+    """An opened store: ``X`` (and ``y``) as row sources, plus attributes.
 
     Attributes
     ----------
     path : str
         Absolute path of the zarr group, or its URL on object storage.
-    X : dask.array.Array of shape (n, d)
-    y : dask.array.Array of shape (n,) or None
+    X : RowSource of shape (n, d)
+        A dask array whose tasks read and check their own chunks (see
+        :class:`~dkernel.data.RowSource`; ``X[a:b]`` keeps that).
+    y : RowSource of shape (n,) or None
     attrs : dict
         ``n``, ``d``, ``classes``, ``source``, ``dtype``, ``chunk_rows``, ``format``.
-    X_test, y_test : dask.array.Array or None
+    X_test, y_test : RowSource or None
         The source's test split, when it had one.
     """
 
@@ -87,7 +94,7 @@ class Dataset:
         return zarr.open_array(where.zarr_store(read_only=True), mode="r", **_format(where))
 
     def read(self, name: str):
-        """Array ``name`` of the store (``X``, ``labels``, ...) as a verified dask array.
+        """Array ``name`` of the store (``X``, ``labels``, ...) as a :class:`RowSource`.
 
         Its chunks are checked against the array's manifest as they are read, like ``X``.
         """
@@ -204,7 +211,8 @@ def open_dataset(store, *, storage_options: Mapping[str, Any] | None = None) -> 
     Returns
     -------
     Dataset
-        ``X``, ``y`` (and the test split) as dask arrays whose chunk reads are verified.
+        ``X``, ``y`` (and the test split) as row sources (dask arrays whose chunk reads
+        are verified; see :class:`~dkernel.data.RowSource`).
 
     Raises
     ------
@@ -542,35 +550,50 @@ def write_arrays(
     compressors="default",
     extra: Mapping[str, np.ndarray] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    test_size: float | None = None,
+    random_state=None,
 ):
-    """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset."""
+    """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset.
+
+    ``test_size``: hold out about that share of the rows as ``X_test``/``y_test`` (see
+    :func:`ingest`)."""
     dtype = np.dtype(dtype)
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
+    split = None if test_size is None else _HeldOut.plan(n, test_size, random_state, extra)
     loc = as_location(store, storage_options)
     with _storage_errors(loc, "cannot write store"), StoreWriter(loc, overwrite=overwrite) as w:
-        w.add(
-            "X",
-            n=n,
-            tail_shape=(n_features,),
-            dtype=dtype,
-            chunk_rows=chunk_rows,
-            compressors=compressors,
-        )
-        if has_y:
-            w.add("y", n=n, dtype=y_dtype, chunk_rows=chunk_rows, compressors=compressors)
+        sizes = {"X": n} if split is None else {"X": n - split.n_test, "X_test": split.n_test}
+        for xname, rows in sizes.items():
+            w.add(xname, n=rows, tail_shape=(n_features,), dtype=dtype, chunk_rows=chunk_rows,
+                  compressors=compressors)  # fmt: skip
+            if has_y:
+                w.add(_LABELS[xname], n=rows, dtype=y_dtype, chunk_rows=chunk_rows,
+                      compressors=compressors)  # fmt: skip
+        start = 0
         for Xb, yb in blocks:
             Xb = np.asarray(Xb)
             if Xb.ndim != 2 or Xb.shape[1] != n_features:
                 raise DKernelError(f"a block has shape {Xb.shape}, expected (*, {n_features})")
-            w.append("X", Xb)
-            if has_y:
-                if yb is None or np.ndim(yb) != 1 or len(yb) != len(Xb):
-                    raise DKernelError(
-                        f"a label block has shape {yb if yb is None else np.shape(yb)}, "
-                        f"expected ({len(Xb)},)"
-                    )
-                w.append("y", yb)
+            if has_y and (yb is None or np.ndim(yb) != 1 or len(yb) != len(Xb)):
+                raise DKernelError(
+                    f"a label block has shape {yb if yb is None else np.shape(yb)}, "
+                    f"expected ({len(Xb)},)"
+                )
+            sides: dict[str, Any]
+            if split is None:
+                sides = {"X": slice(None)}
+            else:  # values checked with the source's row numbers, then split
+                report_nonfinite(Xb, name="X", row_offset=start)
+                held = split.mask(start, start + len(Xb))
+                sides = {"X": ~held, "X_test": held}
+            for xname, sel in sides.items():
+                part = Xb[sel]
+                if len(part):
+                    w.append(xname, part)
+                    if has_y:
+                        w.append(_LABELS[xname], np.asarray(yb)[sel])
+            start += len(Xb)
         for name, arr in (extra or {}).items():
             arr = np.asarray(arr)
             dt = dtype if arr.ndim == 2 else _label_dtype(arr)
@@ -583,8 +606,63 @@ def write_arrays(
                 compressors=compressors,
             )
             w.append(name, arr)
-        w.commit(attrs)
+        w.commit(dict(attrs) | ({} if split is None else {"split": split.record()}))
     return open_dataset(loc)
+
+
+class _HeldOut(NamedTuple):
+    """A held-out split: row ``i`` goes to the test arrays when the uniform number drawn for
+    it is below ``test_size``, the numbers of rows ``b * 65536 ...`` being one stream from
+    ``SeedSequence([seed, b])``. A row's side depends on its index, the seed and test_size
+    only (not on how the source is read), so the split is reproducible from the store's
+    ``split`` attribute."""
+
+    test_size: float
+    seed: int
+    n_test: int
+
+    @classmethod
+    def plan(cls, n: int, test_size, random_state, extra) -> _HeldOut:
+        if isinstance(test_size, bool) or not isinstance(test_size, (float, np.floating)):
+            raise DKernelError(f"test_size must be a float in (0, 1), got {test_size!r}")
+        if not 0.0 < float(test_size) < 1.0:
+            raise DKernelError(f"test_size must be in (0, 1), got {test_size!r}")
+        if extra and "X_test" in extra:
+            raise DKernelError("the source has its own X_test; do not pass test_size")
+        if random_state is None:
+            seed = int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> 1)
+        elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+            seed = int(random_state)
+        else:
+            raise DKernelError(f"random_state must be an int or None, got {random_state!r}")
+        split = cls(float(test_size), seed, 0)
+        n_test = sum(
+            int(split.mask(a, min(n, a + _SPLIT_ROWS)).sum()) for a in range(0, n, _SPLIT_ROWS)
+        )
+        if n_test in (0, n):
+            side = "test" if n_test == 0 else "training"
+            raise DKernelError(
+                f"test_size={test_size} leaves no {side} rows among {n}; choose another"
+            )
+        return split._replace(n_test=n_test)
+
+    def mask(self, start: int, stop: int) -> np.ndarray:
+        """True for the held-out rows among the global rows ``start:stop``."""
+        out = []
+        for b in range(start // _SPLIT_ROWS, (stop - 1) // _SPLIT_ROWS + 1):
+            u = np.random.default_rng(np.random.SeedSequence([self.seed, b])).random(_SPLIT_ROWS)
+            base = b * _SPLIT_ROWS
+            out.append(u[max(start, base) - base : min(stop, base + _SPLIT_ROWS) - base])
+        return np.concatenate(out) < self.test_size
+
+    def record(self) -> dict[str, Any]:
+        return {"test_size": self.test_size, "seed": self.seed, "n_test": self.n_test}
+
+
+#: The labels array of each feature array of a store.
+_LABELS = {"X": "y", "X_test": "y_test"}
+#: Rows of one draw of the held-out split.
+_SPLIT_ROWS = 1 << 16
 
 
 def _iter_array_blocks(X, y, rows: int) -> Iterator[tuple[np.ndarray, Any]]:
@@ -768,6 +846,8 @@ def ingest(
     overwrite: bool = False,
     compressors="default",
     storage_options: Mapping[str, Any] | None = None,
+    test_size: float | None = None,
+    random_state=None,
 ):
     """Write a dataset into a zarr 3 store and open it.
 
@@ -820,6 +900,13 @@ def ingest(
         prefixes and published by one final write of the store's head object: an
         interrupted write leaves the previous store as it was (see
         :mod:`dkernel.data._remote`).
+    test_size : float in (0, 1), optional
+        Hold out about this share of the rows as ``X_test``/``y_test`` (each row
+        independently, drawn from ``random_state`` and its row index, so the split does not
+        depend on how the source is read); the store's ``split`` attribute records
+        ``test_size``, ``seed`` and ``n_test``. Not with a source that has its own test set.
+    random_state : int, optional
+        Seed of the split (default: a fresh one, recorded in ``split``).
 
     Returns
     -------
@@ -836,7 +923,13 @@ def ingest(
     check_scalar(n_features, "n_features", kind=(int, np.integer), low=1, allow_none=True)
     if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
         raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
-    common = dict(chunk_rows=chunk_rows, overwrite=overwrite, compressors=compressors)
+    common = dict(
+        chunk_rows=chunk_rows,
+        overwrite=overwrite,
+        compressors=compressors,
+        test_size=test_size,
+        random_state=random_state,
+    )
 
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -911,7 +1004,7 @@ def ingest(
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
 
 
-def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
+def _ingest_dask(X, y, dest, *, dtype, **common):
     """Stream a dask array (and labels) into a store, one row block in memory at a time."""
     if X.ndim != 2 or 0 in X.shape or any(np.isnan(c) for c in X.shape):
         raise DKernelError(f"X must be a non-empty 2-D array of known shape, got shape {X.shape}")
@@ -956,12 +1049,10 @@ def _ingest_dask(X, y, dest, *, dtype, chunk_rows, overwrite, compressors):
         n=n,
         n_features=d,
         dtype=dtype,
-        chunk_rows=chunk_rows,
         has_y=y is not None,
         y_dtype=yd,
         attrs={"source": "dask array"},
-        overwrite=overwrite,
-        compressors=compressors,
+        **common,
     )
 
 
@@ -1013,7 +1104,7 @@ def _check_xy(X, y, *, name: str = "X", yname: str = "y"):
     return X, y
 
 
-def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, compressors):
+def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, **common):
     X, y = _check_xy(X, y)
     if "y_test" in extra and "X_test" not in extra:
         raise DKernelError("y_test given without X_test")
@@ -1041,7 +1132,6 @@ def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, overwrite, c
         has_y=y is not None,
         y_dtype=yd,
         attrs={"source": source},
-        overwrite=overwrite,
-        compressors=compressors,
         extra=extra,
+        **common,
     )

@@ -27,10 +27,11 @@ import dask.config
 import numpy as np
 import zarr
 import zarr.errors
+from dask.base import tokenize
 from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
-from .._validation import DKernelError
+from .._validation import DKernelError, report_nonfinite
 from ._location import Location, describe_error
 
 #: The zstd decoder of plain-layout chunks (any level; stateless).
@@ -235,9 +236,8 @@ class ChunkReader:
     """The verified reads of one stored array's row chunks (a task argument, no key).
 
     ``read(i)`` is row chunk ``i`` checked against the manifest (:func:`_read_chunk`);
-    ``starts[i]`` its first row. A store's dask view is a blockwise layer of these reads,
-    and a row pass or a row gather over the view as opened can call them itself, so the
-    read and the work on the chunk are one task (see :func:`chunk_reader`).
+    ``starts[i]`` its first row; ``rows(lo, hi)`` the global rows ``lo:hi``, read from the
+    chunks they overlap. The tasks of a :class:`RowSource` call them.
     """
 
     __slots__ = ("crcs", "location", "name", "starts", "store", "strict", "token")
@@ -257,24 +257,140 @@ class ChunkReader:
             self.location, self.token, self.store, self.name, i, start, stop, crc, self.strict
         )
 
+    def chunk_of(self, rows):
+        """The row chunk holding each global row of ``rows``."""
+        return np.searchsorted(self.starts, rows, side="right") - 1
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Global rows ``lo:hi`` (one read of each chunk they overlap)."""
+        first, last = int(self.chunk_of(lo)), int(self.chunk_of(hi - 1))
+        parts = []
+        for c in range(first, last + 1):
+            block = self.read(c)
+            s = self.starts[c]
+            parts.append(block[max(lo, s) - s : min(hi, self.starts[c + 1]) - s])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.starts, self.crcs, self.strict)
 
 
-def chunk_reader(X) -> ChunkReader | None:
-    """The :class:`ChunkReader` behind ``X`` when ``X`` is a store's dask view as opened
-    (not sliced, rechunked or persisted: those are other arrays), else None."""
-    return getattr(X, "_dkernel_reader", None)
+def _read_block(reader: ChunkReader, bounds, block_id=None) -> np.ndarray:
+    j = int(block_id[0])
+    return reader.rows(bounds[j], bounds[j + 1])
 
 
-def _read_view_block(reader: ChunkReader, block_id=None) -> np.ndarray:
-    return reader.read(int(block_id[0]))
+def _read_checked_block(reader: ChunkReader, bounds, func, *args, block_id=None):
+    """``func(rows, *args)`` on block ``block_id[0]`` of a row source: the read, its
+    checksums, the value check (NaN/inf named by global row) and ``func`` in one task."""
+    j = int(block_id[0])
+    Xb = reader.rows(bounds[j], bounds[j + 1])
+    report_nonfinite(Xb, name="X", row_offset=bounds[j])
+    return func(Xb, *args)
+
+
+def _rows_key(key, shape) -> tuple[int, int] | None:
+    """``(lo, hi)`` when ``key`` selects the rows ``lo:hi`` (step 1) and every column."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if len(key) == 2 and key[1] is Ellipsis:
+        key = key[:1]
+    if not key or len(key) > len(shape) or not isinstance(key[0], slice):
+        return None
+    if any(not (isinstance(k, slice) and k == slice(None)) for k in key[1:]):
+        return None
+    lo, hi, step = key[0].indices(int(shape[0]))
+    return (lo, hi) if step == 1 and hi > lo else None
+
+
+class RowSource(da.Array):
+    """Rows of one stored array, read and checked by the tasks that use them.
+
+    The typed row source of a store: ``Dataset.X``, ``Dataset.y`` and ``Dataset.read(name)``
+    are row sources. It is a dask array (every estimator, pass and dask operation takes it),
+    and it carries what a task needs to read its rows itself: the array's
+    :class:`ChunkReader` (location, manifest checksums) and the global row ``bounds`` of its
+    blocks. The library's passes over a row source (the estimators' row passes, row
+    gathers, the SGD stream, the coreset leaves) read each chunk in the task that works on
+    it: the read, its CRC-32 against the manifest, the NaN/inf check naming the global row,
+    and the work are one task.
+
+    - ``source[a:b]`` (rows ``a:b``, every column) is a row source of those rows: its
+      blocks are the source's blocks cut to the range, and each reads the chunks it
+      overlaps.
+    - ``source.blocks_of(rows)`` regroups it into blocks of ``rows`` rows (a chunk that
+      straddles two blocks is read by both; blocks that are whole chunks, or unions of
+      them, read each chunk once).
+    - Every other operation (fancy indexing, a column slice, ``rechunk``, ``persist``,
+      arithmetic) is dask's own and gives a plain dask array: its reads stay checked
+      (checksums and missing chunks), but they are tasks of their own and values are
+      checked by the pass that uses them.
+    """
+
+    reader: ChunkReader
+    bounds: tuple[int, ...]
+
+    @classmethod
+    def _from(cls, reader: ChunkReader, bounds, tail, dtype, name: str) -> RowSource:
+        bounds = tuple(int(b) for b in bounds)
+        chunks = (tuple(np.diff(bounds).tolist()),) + tuple((int(s),) for s in tail)
+        arr = da.map_blocks(
+            _read_block,
+            reader,
+            bounds,
+            name=name,
+            chunks=chunks,
+            dtype=dtype,
+            meta=np.empty((0,) * len(chunks), dtype),
+        )
+        self = cls(arr.dask, arr.name, arr.chunks, meta=arr._meta)
+        self.reader, self.bounds = reader, bounds
+        return self
+
+    def _derive(self, bounds) -> RowSource:
+        """The same rows source over other block bounds (its own task names)."""
+        bounds = tuple(int(b) for b in bounds)
+        name = f"{self.reader.token}-{tokenize(self.reader, bounds)}"
+        return RowSource._from(self.reader, bounds, self.shape[1:], self.dtype, name)
+
+    def __getitem__(self, key):
+        rows = _rows_key(key, self.shape)
+        if rows is None:
+            return da.Array.__getitem__(self, key)
+        lo, hi = rows
+        if (lo, hi) == (0, int(self.shape[0])):
+            return self
+        g0 = self.bounds[0]
+        inner = [b for b in self.bounds if g0 + lo < b < g0 + hi]
+        return self._derive((g0 + lo, *inner, g0 + hi))
+
+    def blocks_of(self, rows: int) -> RowSource:
+        """The same rows in blocks of ``rows`` rows (the last one shorter)."""
+        g0, g1 = self.bounds[0], self.bounds[-1]
+        bounds = (*range(g0, g1, int(rows)), g1)
+        return self if bounds == self.bounds else self._derive(bounds)
+
+    def map_rows(self, func, *args, n_out: int | None, dtype=np.float64, token=None):
+        """``func(rows, *args)`` on every block, one task per block (the read, its checks,
+        and ``func``): a lazy dask array of shape (n,) (``n_out=None``) or (n, n_out)."""
+        chunks = (self.chunks[0],) if n_out is None else (self.chunks[0], (n_out,))
+        return da.map_blocks(
+            _read_checked_block,
+            self.reader,
+            self.bounds,
+            func,
+            *args,
+            chunks=chunks,
+            dtype=dtype,
+            meta=np.empty((0,) * len(chunks), dtype=dtype),
+            token=token,
+        )
 
 
 def verified_view(
     arr, *, location: Location, store: str, name: str, dask_name: str, manifest: Mapping | None
-):
-    """A dask array over ``arr`` (row chunks, other axes whole) whose every read is checked.
+) -> RowSource:
+    """The :class:`RowSource` of ``arr`` (row chunks, other axes whole): every read checked.
 
     One task per row chunk, no dependencies: the task opens the array (once per process),
     reads the chunk, and compares its checksum with the manifest's. The checksum costs about
@@ -283,20 +399,11 @@ def verified_view(
     """
     n = int(arr.shape[0])
     rows = int(arr.chunks[0])
-    tail = tuple(int(s) for s in arr.shape[1:])
     verify = bool(dask.config.get("dkernel.data.verify-reads", True))
     crcs = manifest["crc32"] if manifest is not None and verify else None
     starts = (*range(0, n, rows), n)
     # the token is unique per store write and array: the cache key of the opened array
     reader = ChunkReader(location, dask_name, store, name, starts, crcs, manifest is not None)
-    chunks = (tuple(np.diff(starts).tolist()),) + tuple((s,) for s in tail)
-    view = da.map_blocks(
-        _read_view_block,
-        reader,
-        name=dask_name + ("" if verify else "-unverified"),
-        chunks=chunks,
-        dtype=arr.dtype,
-        meta=np.empty((0,) * arr.ndim, arr.dtype),
+    return RowSource._from(
+        reader, starts, arr.shape[1:], arr.dtype, dask_name + ("" if verify else "-unverified")
     )
-    view._dkernel_reader = reader
-    return view

@@ -57,6 +57,7 @@ def _local_cluster(*, where: str = "the local cluster", **overrides: Any):
         env = dict(kwargs.pop("env", None) or {})
         env.setdefault("NUMBA_NUM_THREADS", str(numba_threads()))
         kwargs["env"] = env
+    _quiet_groups_layout()
     with _quiet_wildcard_origin():
         return LocalCluster(**kwargs)
 
@@ -117,6 +118,37 @@ def _quiet_wildcard_origin() -> Iterator[None]:
         yield
     finally:
         log.removeFilter(quiet)
+
+
+class _GroupsLayoutFilter(logging.Filter):
+    """The dashboard's Groups page lays task groups out in an order that distributed
+    (2026.8) takes from ``dask.order`` over the groups, assuming it puts every group after
+    the groups it depends on, and that every such group still exists. Neither holds while
+    work runs (a ``from_array`` group is ordered after its consumers; a forgotten group is
+    still named by a dependent), so ``TaskGroupGraph.update_layout`` raises ``KeyError``
+    on most refreshes, and the scheduler logs each with its traceback: with the embedded
+    cluster the scheduler runs in the user's process, so they fill the notebook or the
+    terminal. Plain dask work shows it too (a ``mean`` of a ``from_array``); the page keeps
+    its last layout. Only those records are dropped; docs/upstream/groups-page-keyerror.md
+    is the report for distributed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info
+        if not exc or exc[0] is not KeyError:
+            return True
+        tb = exc[2]
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name == "update_layout":
+                return False
+            tb = tb.tb_next
+        return True
+
+
+def _quiet_groups_layout() -> None:
+    """Install :class:`_GroupsLayoutFilter` on the dashboard's scheduler-page logger (once)."""
+    log = logging.getLogger("distributed.dashboard.components.scheduler")
+    if not any(isinstance(f, _GroupsLayoutFilter) for f in log.filters):
+        log.addFilter(_GroupsLayoutFilter())
 
 
 def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):

@@ -446,8 +446,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     # ------------------------------------------------------------------ input
     def _prepare(self, X, y, sample_weight, *, reset: bool):
-        """(X, is_dask, y, w): X through the base's validation; y and weights checked here
-        (NumPy now, dask lazily as they are read)."""
+        """(X, is_dask, y, w, classes): X through the base's validation; y and weights
+        checked here (NumPy now, dask lazily as they are read); ``classes``: the store's
+        recorded classes when y is the store's own labels, else None."""
+        classes = None
         if isinstance(X, (str, os.PathLike, Dataset)):
             ds = open_dataset(X)
             X = ds.X
@@ -455,6 +457,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 if ds.y is None:
                     raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
                 y = ds.y
+                # recorded at ingest with y: no pass over y to find them (a label that is
+                # not one of them is still named when the rows are read)
+                if ds.attrs.get("classes") is not None:
+                    classes = np.asarray(sorted(ds.attrs["classes"]))
         if y is None:
             raise DKernelError("BudgetedSVC requires y to be passed, but the target y is None")
         X, is_dask = self._validate_X(X, reset=reset)
@@ -483,7 +489,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             w = sample_weight
         else:
             w = check_sample_weight(sample_weight, n)
-        return X, is_dask, y, w
+        return X, is_dask, y, w, classes
 
     @staticmethod
     def _classes_of(y) -> np.ndarray:
@@ -519,9 +525,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self
         """
         self._check_params()
-        X, is_dask, y, w = self._prepare(X, y, sample_weight, reset=True)
+        X, is_dask, y, w, classes = self._prepare(X, y, sample_weight, reset=True)
         n, d = int(X.shape[0]), int(X.shape[1])
-        classes = self._classes_of(y)
+        if classes is None:
+            classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
         self._resolve_spec(X, resolve=False)  # kernel errors before any read
@@ -800,7 +807,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 f"classes {np.unique(classes).tolist()} differ from those of the "
                 f"first partial_fit call {self.classes_.tolist()}"
             )
-        X, _is_dask, y, w = self._prepare(X, y, sample_weight, reset=first)
+        X, _is_dask, y, w, _ = self._prepare(X, y, sample_weight, reset=first)
         n, d = int(X.shape[0]), int(X.shape[1])
         if first:
             cls = np.unique(np.asarray(classes))

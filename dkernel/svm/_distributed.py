@@ -45,14 +45,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import dask
 import numpy as np
 
-from .._validation import is_dask_array
 from ..runtime._timing import _timer
 from ..runtime._tree import TreeNode, tree_reduce
 from . import _budget as nb
-from ._stream import Standardizer, checked_rows, class_indices, row_parts
+from ._stream import Standardizer, load_ranges, row_parts
 
 logger = logging.getLogger(__name__)
 
@@ -148,17 +146,6 @@ def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
     if cfg.search == nb.LOOKUP and cfg.T.shape[0] != nb.LOOKUP_M:
         return cfg._replace(T=nb.lookup_table(int(cfg.pw)))
     return cfg
-
-
-def load_shard(
-    Xs, ys, ws, start: int, classes: np.ndarray, standardize: Standardizer | None = None
-):
-    """A shard's rows as the learner wants them (runs on a worker; values checked here,
-    standardised here when asked). ``ws=None``: unit weights, made here rather than shipped."""
-    if ws is None:
-        ws = np.ones(len(ys))
-    y_map = functools.partial(class_indices, classes=classes)
-    return checked_rows(Xs, ys, ws, start, y_map=y_map, standardize=standardize)
 
 
 def shard_round(
@@ -352,36 +339,21 @@ def fit_rounds(
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
     comb = functools.partial(combine, cfg=light)
 
-    def sl(a, i):
-        return None if a is None else a[plan.starts[i] : plan.stops[i]]
-
     # the fit's id in its task keys: the dashboard shows bsgd-shard, bsgd-round, bsgd-merge
     run = uuid.uuid4().hex
     with _timer("bsgd shards", logger):
-        loads = [
-            dask.delayed(load_shard)(
-                sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize,
-                dask_key_name=f"bsgd-shard-{run}-{i}",
-            )
-            for i in range(len(plan.starts))
-        ]  # fmt: skip
-        if client is not None:
-            # spread the shards over the workers (round-robin; placement never changes the
-            # model); each round's task then runs where its shard lives
-            addrs = sorted(client.scheduler_info()["workers"])
-            data = [
-                client.compute(ld, workers=[addrs[k % len(addrs)]], allow_other_workers=True)
-                for k, ld in enumerate(loads)
-            ]
-        else:
-            data = (
-                list(dask.compute(*loads, scheduler="sync"))
-                if any(is_dask_array(a) for a in (X, y, w))
-                else [
-                    load_shard(sl(X, i), sl(y, i), sl(w, i), plan.starts[i], classes, standardize)
-                    for i in range(len(plan.starts))
-                ]
-            )
+        # each shard's rows on its worker (round-robin; placement never changes the model);
+        # each round's task then runs where its shard lives
+        data = load_ranges(
+            X,
+            y,
+            w,
+            list(zip(plan.starts, plan.stops)),
+            classes=classes,
+            scaler=standardize,
+            client=client,
+            name=f"bsgd-shard-{run}",
+        )
     model: Any = start
     count = 0
     for epoch in range(first[0], n_epochs):

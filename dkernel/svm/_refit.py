@@ -26,22 +26,19 @@ worker's memory (recomputed from its rows per pass when they would not fit).
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import dask
 import numpy as np
 
 from .._base import _BaseKernelEstimator
-from .._validation import is_dask_array
 from ..kernels import KernelSpec
 from ..runtime._timing import _timer
 from ..runtime._tree import tree_reduce
 from ._budget import weighted_colsums
-from ._stream import Standardizer, checked_rows, class_indices, row_parts
+from ._stream import Standardizer, load_ranges, range_workers, row_parts
 
 logger = logging.getLogger(__name__)
 
@@ -102,15 +99,6 @@ class Part(NamedTuple):
     yi: np.ndarray
     w: np.ndarray
     cached: bool
-
-
-def load_rows(Xs, ys, ws, start: int, classes, scaler: Standardizer | None):
-    """One part's rows checked and standardised, class indices, weights (``ws=None``: unit
-    weights, made here rather than shipped)."""
-    if ws is None:
-        ws = np.ones(len(ys))
-    y_map = functools.partial(class_indices, classes=classes)
-    return checked_rows(Xs, ys, ws, start, y_map=y_map, standardize=scaler)
 
 
 def make_part(rows, basis: Basis, cache: bool) -> Part:
@@ -327,9 +315,6 @@ def refit(
     cache = n * basis.width * 8 <= _FEATURE_CACHE_BYTES
     ranges = row_parts(n)
 
-    def sl(a, s, e):
-        return None if a is None else a[s:e]
-
     run = uuid.uuid4().hex  # this refit's id in its task keys
     with _timer("bsgd refit parts", logger):
         shared: Any = basis
@@ -339,28 +324,35 @@ def refit(
             # scattered field by field)
             key = f"svm-refit-basis-{run}"
             shared = client.scatter({key: basis}, broadcast=True)[key]
-            addrs = sorted(client.scheduler_info()["workers"])
-            parts: list = []
-            for k, (s, e) in enumerate(ranges):
-                where = dict(workers=[addrs[k % len(addrs)]], allow_other_workers=True)
-                rows = client.compute(
-                    dask.delayed(load_rows)(
-                        sl(X, s, e), sl(y, s, e), sl(w, s, e), s, classes, scaler,
-                        dask_key_name=f"svm-refit-rows-{run}-{k}",
-                    ),
-                    **where,
-                )  # fmt: skip
-                parts.append(
-                    client.submit(
-                        make_part, rows, shared, cache, key=f"svm-refit-part-{run}-{k}", **where
-                    )
+            rows = load_ranges(
+                X,
+                y,
+                w,
+                ranges,
+                classes=classes,
+                scaler=scaler,
+                client=client,
+                name=f"svm-refit-rows-{run}",
+            )
+            parts: list = [
+                client.submit(
+                    make_part,
+                    r,
+                    shared,
+                    cache,
+                    key=f"svm-refit-part-{run}-{k}",
+                    workers=[who],
+                    allow_other_workers=True,
                 )
-        else:
-            parts = []
-            for s, e in ranges:
-                Xs, ys, ws = (a.compute() if is_dask_array(a) else a for a in (
-                    sl(X, s, e), sl(y, s, e), sl(w, s, e)))  # fmt: skip
-                parts.append(make_part(load_rows(Xs, ys, ws, s, classes, scaler), basis, cache))
+                for k, (r, who) in enumerate(zip(rows, range_workers(client, len(rows))))
+            ]
+        else:  # one part at a time: only its raw rows are held beside the features
+            parts = [
+                make_part(
+                    load_ranges(X, y, w, [r], classes=classes, scaler=scaler)[0], basis, cache
+                )
+                for r in ranges
+            ]
     passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * n)
     with _timer("bsgd refit solve", logger):
