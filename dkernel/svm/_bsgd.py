@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 
-import dask.array as da
+import dask
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
@@ -21,7 +21,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator
-from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
+from .._validation import (
+    DKernelError,
+    check_sample_weight,
+    check_scalar,
+    is_dask_array,
+    unique_labels,
+)
 from ..data import Dataset, open_dataset
 from ..kernels import KernelSpec
 from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
@@ -197,9 +203,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     checkpoint_every : int, default=1
         Blocks (of 65536 rows, sequential fits) or rounds (distributed fits) between saves.
     verbose : int, default=0
-        > 0: a progress bar (rows or rounds done, support vectors, the running share of
-        margin violations) and a note while numba compiles, on stderr or as a notebook
-        widget; also logs each block or round at INFO.
+        > 0: progress bars on stderr or as notebook widgets: the SGD passes (rows done,
+        support vectors and the running share of margin violations; distributed: rounds
+        done, epoch and support vectors), then the refit (Newton steps, the gradient
+        against its stop), and a note while numba compiles; also logs each block or round
+        at INFO.
 
     Attributes
     ----------
@@ -486,7 +494,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     @staticmethod
     def _classes_of(y) -> np.ndarray:
         if is_dask_array(y):
-            return np.asarray(da.unique(y).compute())
+            return unique_labels(y, token="svm-classes")
         check_classification_targets(y)
         return np.unique(y)
 
@@ -570,29 +578,32 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                     pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
                     if ckpt is not None and part is not None:
                         ckpt.save(pos, seed, _partial_arrays(part))
-                    bar.update(1, **({"t": int(part.t)} if part is not None else {}))
+                    shown = {} if part is None else {"SVs": len(part.SV)}
+                    bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
 
+                # numba compiles on the workers before the first round, under its own note
                 with bar.compiling("bsgd"):
-                    part = dist.fit_rounds(
-                        X,
-                        y,
-                        None if sample_weight is None else w,
-                        classes=classes,
-                        cfg=cfg,
-                        start=start,
-                        n_shards=n_shards,
-                        n_rounds=n_rounds,
-                        n_epochs=int(self.max_iter),
-                        split_every=int(self.split_every),
-                        seed=seed,
-                        shuffle=bool(self.shuffle),
-                        client=client,
-                        log=logger.info if self.verbose else None,
-                        first=first,
-                        on_round=on_round,
-                        fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                        standardize=scaler,
-                    )
+                    dist.compile_kernels(client, cfg, d, n_cols)
+                part = dist.fit_rounds(
+                    X,
+                    y,
+                    None if sample_weight is None else w,
+                    classes=classes,
+                    cfg=cfg,
+                    start=start,
+                    n_shards=n_shards,
+                    n_rounds=n_rounds,
+                    n_epochs=int(self.max_iter),
+                    split_every=int(self.split_every),
+                    seed=seed,
+                    shuffle=bool(self.shuffle),
+                    client=client,
+                    log=logger.info if self.verbose else None,
+                    first=first,
+                    on_round=on_round,
+                    fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                    standardize=scaler,
+                )
             state = dist.state_from_partial(part, cfg)
         else:
             cfg = self._config(spec, alpha, n)
@@ -670,12 +681,27 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             s = float(state.fs[nb.FS_SCALE])
             coef, b = s * state.A[:n_sv], s * state.b
         level = logging.INFO if self.verbose else logging.DEBUG
-        with _timer("bsgd refit", logger, level):
-            return _refit.refit(
+        with (
+            _timer("bsgd refit", logger, level),
+            progress(
+                None,
+                "BudgetedSVC refit",
+                enabled=progress_enabled(self.verbose),
+                unit=" Newton steps",
+            ) as bar,
+        ):
+
+            def on_step(steps: int, g: float) -> None:
+                bar.update(steps - bar.n, gradient=f"{g:.2g} of start (stop at {_REFIT_TOL:g})")
+
+            result = _refit.refit(
                 X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
                 spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
                     int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
+                on_step=on_step,
             )  # fmt: skip
+            bar.update(result.n_iter - bar.n)
+            return result
 
     def _run(
         self,
@@ -1106,15 +1132,28 @@ def _predict_rows(Xb, SV, coef, intercept, spec, scaler, classes) -> np.ndarray:
     return classes[np.argmax(scores, axis=1)]
 
 
+def _column_sums(Xb) -> np.ndarray:
+    """``[sum x, sum x^2]`` of a block's columns, shape (2, d)."""
+    Xb = np.asarray(Xb, dtype=np.float64)
+    return np.stack([Xb.sum(axis=0), np.einsum("ij,ij->j", Xb, Xb)])
+
+
 def _feature_stats(X) -> Standardizer:
     """Mean and std of every feature in one pass (dask: blockwise sums, one compute);
     a constant feature gets scale 1."""
     if is_dask_array(X):
-        Xf = X.astype(np.float64)
-        s1, s2 = da.compute(Xf.sum(axis=0), (Xf * Xf).sum(axis=0))
+        # one task per row chunk (``svm-standardize`` on the dashboard), summed here in order
+        d = int(X.shape[1])
+        sums = X.map_blocks(
+            _column_sums,
+            chunks=((2,) * X.numblocks[0], (d,)),
+            dtype=np.float64,
+            token="svm-standardize",
+        )
+        s1, s2 = np.sum(dask.compute(*sums.to_delayed().ravel()), axis=0)
         n = int(X.shape[0])
-        mean = np.asarray(s1) / n
-        var = np.maximum(np.asarray(s2) / n - mean * mean, 0.0)
+        mean = s1 / n
+        var = np.maximum(s2 / n - mean * mean, 0.0)
     else:
         Xf = np.asarray(X, dtype=np.float64)
         mean, var = Xf.mean(axis=0), Xf.var(axis=0)
