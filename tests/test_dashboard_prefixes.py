@@ -28,9 +28,6 @@ DASK_INTERNAL = {
     "array",  # the chunks of the test's own da.from_array input
     "getitem",  # row ranges of that input (a BSGD shard, a streamed block, a refit part)
     "finalize-hlgfinalizecompute",  # .compute() joining a lazy result's chunks
-    # data.take_rows on chunks persisted by a client (the two-pass coreset's uniform
-    # sample) submits the data layer's function by name
-    "take_local",
 }
 
 N, D, CHUNK = 4000, 5, 1000
@@ -84,9 +81,9 @@ def test_kernel_kmeans_fit_predict_score(client, data):
     Xd, _ = _dask(data)
     km = MiniBatchKernelKMeans(3, batch_size=128, max_iter=5, random_state=0).fit(Xd)
     # the fit itself: its steps and the input's chunks, no Dask-internal join
-    assert _check(client, {"take-rows", "kkmeans-labels"}) <= {
+    assert _check(client, {"kkmeans-batch", "kkmeans-labels"}) <= {
         "array",
-        "take-rows",
+        "kkmeans-batch",
         "kkmeans-labels",
         "array-kkmeans-labels",
     }
@@ -95,7 +92,8 @@ def test_kernel_kmeans_fit_predict_score(client, data):
     km.score(Xd)
     _check(
         client,
-        {"take-rows", "kkmeans-labels", "kkmeans-predict", "kkmeans-transform", "kkmeans-score"},
+        {"kkmeans-batch", "kkmeans-labels", "kkmeans-predict", "kkmeans-transform"}
+        | {"kkmeans-score"},
     )
 
 
@@ -105,7 +103,10 @@ def test_kernel_kmeans_on_a_store(client, data, tmp_path):
     ingest(X, path, y=y, chunk_rows=CHUNK)
     km = MiniBatchKernelKMeans(3, batch_size=128, max_iter=5, random_state=0).fit(path)
     # a store's chunks are read by the named steps themselves: nothing else runs
-    assert _check(client, {"take-rows", "kkmeans-labels"}) == {"take-rows", "kkmeans-labels"}
+    assert _check(client, {"kkmeans-batch", "kkmeans-labels"}) == {
+        "kkmeans-batch",
+        "kkmeans-labels",
+    }
     km.predict(path).compute()
     _check(client, {"kkmeans-predict"})
 
@@ -178,6 +179,5 @@ def test_svm_and_coreset_on_a_store(client, data, tmp_path):
     clf.fit(path).predict(path).compute()
     distributed_coreset(path, None, 100, random_state=0)
     seen = _check(client, {"dkernel-X", "bsgd-round", "svm-refit-grad", "coreset-sample"})
-    assert seen - {"finalize-hlgfinalizecompute", "take_local"} == {
-        p for p in seen if STEP.fullmatch(p)
-    }
+    assert "coreset-solve-sample" in seen  # the coarse solve's rows, gathered by name
+    assert seen - {"finalize-hlgfinalizecompute"} == {p for p in seen if STEP.fullmatch(p)}

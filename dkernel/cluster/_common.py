@@ -102,7 +102,7 @@ def _fetch_checked(X, idx: np.ndarray, dtype) -> np.ndarray:
     """Rows ``X[idx]`` as C-contiguous ``dtype``: one grouped read of the touched chunks
     (:func:`dkernel.data.take_rows`), values checked in that read (NaN/inf named by the
     global row)."""
-    rows = np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
+    rows = np.ascontiguousarray(take_rows(X, idx, name="kkmeans-batch"), dtype=dtype)
     if rows.size and not np.isfinite(rows).all():
         bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))[0]
         report_nonfinite(rows[bad : bad + 1], name="X", row_offset=int(idx[bad]))

@@ -222,7 +222,8 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
         )
-        Xs, ys_s = take_rows(X, take), _signs(take_rows(y, take), pos)
+        Xs = take_rows(X, take, name="coreset-solve-sample")
+        ys_s = _signs(take_rows(y, take, name="coreset-solve-sample"), pos)
         Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
         separable = False
         if np.unique(ys_s).size == 2:
