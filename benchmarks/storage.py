@@ -399,23 +399,26 @@ def main(argv=None) -> int:
 ON_PAPER = """
 ## On paper: a 100-worker pass over a 10^9-row store
 
-A 10^9 x 50 float32 store is 200 GB. With the default chunk of about 8 MiB (41,943 rows)
-it has 23,842 chunks per array, all under one key prefix (`X.v-.../c/`).
+A 10^9 x 50 float32 store is 200 GB. With the default chunk (a power of two of rows of at
+most 8 MiB: 32,768 rows, 6.25 MiB) it has 30,518 chunks per array, all under one key prefix
+(`X.v-.../c/`).
 
 - **Request rate.** S3 serves at least 5,500 GET/s per partitioned prefix and partitions a
-  busy prefix further by itself. A worker that reads 8 MiB chunks at 100-200 MB/s makes
-  12-25 GET/s; 100 such workers make 1,200-2,500 GET/s, under one prefix's floor, so no
+  busy prefix further by itself. A worker that reads 6-8 MiB chunks at 100-200 MB/s makes
+  13-32 GET/s; 100 such workers make 1,300-3,200 GET/s, under one prefix's floor, so no
   sharding of key names is needed at this scale. At 1 MiB chunks the same bandwidth would
-  be 10-20k GET/s: past one prefix's rate and paying the per-request latency 8x as often.
+  be 10-20k GET/s: past one prefix's rate and paying the per-request latency 6-8x as often.
 - **Bytes per chunk.** A GET's first byte takes 20-50 ms on a cloud object store; a worker
-  moves 8 MiB in 40-80 ms after that, so about a third of a single-threaded read is latency.
+  moves 6-8 MiB in 30-80 ms after that, so about a third of a single-threaded read is
+  latency.
   Workers with two or more threads overlap one chunk's GET with another's compute; 16-32 MiB
   chunks bring the latency share under 15 % at the cost of 2-4x the memory per task (a
   k-means labels task holds its chunk plus a kernel tile of 4 MiB).
 - **Default chunking for remote stores.** Keep whole rows per chunk (the row passes and the
   checksums are per chunk), and aim at 16-32 MiB per chunk there (`chunk_rows` at ingest):
   about 6,000-12,000 chunks for the 200 GB store, 60-120 tasks per worker per pass, 500-2,500
-  GET/s in all. The 8 MiB local default stays right for local disks, where a read has no
+  GET/s in all (`chunk_rows` a multiple of 65,536 keeps the SGD stream's blocks on whole
+  chunks, or a divisor of it). The default stays right for local disks, where a read has no
   latency to amortise and smaller chunks make the random batch reads cheaper.
 - **Opening** stays a handful of requests (the head and one `zarr.json` per array), whatever
   the chunk count; a pass is exactly one GET per chunk (the manifest's CRC-32 replaces any

@@ -114,3 +114,15 @@ def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
     offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
     report_nonfinite(Xb, name="X", row_offset=offset)
     return func(Xb, *args, **kwargs)
+
+
+def unique_labels(y, *, token: str) -> np.ndarray:
+    """The sorted distinct values of a 1-D dask array: one ``np.unique`` task per chunk
+    (key prefix ``token`` on the dashboard, where ``da.unique`` shows Dask's internal
+    ``getitem-unique-aggregate``), the small results joined here."""
+    import dask
+
+    per_chunk = y.map_blocks(
+        np.unique, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
+    )
+    return np.unique(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))

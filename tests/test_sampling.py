@@ -187,10 +187,10 @@ def test_persisted_chunks_on_a_cluster_one_task_each(X, local_cluster_client):
         wait(Xp)
         idx = np.array([5, 6, 250, 999, 5])
         with get_task_stream(client) as ts:
-            got = take_rows(Xp, idx)
+            got = take_rows(Xp, idx, name="my-rows")
         np.testing.assert_array_equal(got, X[idx])
         names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data]
-        assert len(names) == 3 and all(str(k).startswith("_take_local") for k in names)
+        assert len(names) == 3 and all(str(k).startswith("my-rows-") for k in names)
 
 
 def test_no_dask_fancy_indexing_for_long_index_lists(X, scheduler):

@@ -30,7 +30,7 @@ from .._validation import (
 from ..data import take_rows
 from ..kernels._scale import check_kernel_scale
 from ..runtime._errors import named_worker_errors
-from ..runtime._progress import compute_blocks
+from ..runtime._progress import compute_blocks, progress, progress_enabled
 from . import _kernels as _nb
 from ._blocks import (
     _TILE_ROWS,
@@ -44,6 +44,8 @@ from ._blocks import (
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
 SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
+#: Rows per step of the labels pass over rows in memory when its bar is shown.
+_LABEL_SLAB_ROWS = 1 << 16
 
 
 class _IndexOracle(abc.ABC):
@@ -103,7 +105,7 @@ def _fetch_checked(X, idx: np.ndarray, dtype) -> np.ndarray:
     """Rows ``X[idx]`` as C-contiguous ``dtype``: one grouped read of the touched chunks
     (:func:`dkernel.data.take_rows`), values checked in that read (NaN/inf named by the
     global row)."""
-    rows = np.ascontiguousarray(take_rows(X, idx), dtype=dtype)
+    rows = np.ascontiguousarray(take_rows(X, idx, name="kkmeans-batch"), dtype=dtype)
     if rows.size and not np.isfinite(rows).all():
         bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))[0]
         report_nonfinite(rows[bad : bad + 1], name="X", row_offset=int(idx[bad]))
@@ -259,7 +261,7 @@ class _KernelCentersMixin:
         self.center_coef_ = coef
         self.center_norms_ = np.asarray(norms, dtype=np.float64).copy()
 
-    def _assign_all(self, X, is_dask: bool):
+    def _assign_all(self, X, is_dask: bool, *, token: str = "kkmeans-labels"):
         """Labels and squared distances of every row, shape (n, 2) as ``[label, dist]``.
 
         NumPy: local tiles, a NumPy array. Dask: one task per row chunk on the workers, a
@@ -270,14 +272,25 @@ class _KernelCentersMixin:
             return np.column_stack([labels, dist])
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
-        return self._row_pass(
-            X, is_dask, _assign_block, *self._center_args(), n_out=2, token="kkmeans-labels"
-        )
+        return self._row_pass(X, is_dask, _assign_block, *self._center_args(), n_out=2, token=token)
 
-    def _labels_and_distances(self, X, is_dask: bool):
-        """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask)."""
-        res = self._assign_all(X, is_dask)
-        res = np.asarray(compute_blocks(res, "labels", verbose=getattr(self, "verbose", 0)))
+    def _labels_and_distances(self, X, is_dask: bool, *, token: str = "kkmeans-labels"):
+        """``(labels, squared distances)`` of every row as NumPy (one pass; computes dask;
+        ``token`` names its tasks on the dashboard)."""
+        desc = f"{type(self).__name__} labels"
+        verbose = getattr(self, "verbose", 0)
+        if not is_dask and not self._is_graph() and progress_enabled(verbose):
+            # rows in memory: the same pass in slabs of rows, so that its bar can move
+            n = len(X)
+            parts = []
+            with progress(n, desc, enabled=True, unit="rows", unit_scale=True) as bar:
+                for r0 in range(0, n, _LABEL_SLAB_ROWS):
+                    parts.append(self._assign_all(X[r0 : r0 + _LABEL_SLAB_ROWS], False))
+                    bar.update(len(parts[-1]))
+            res = np.concatenate(parts)
+        else:
+            res = self._assign_all(X, is_dask, token=token)
+            res = np.asarray(compute_blocks(res, desc, verbose=verbose))
         return res[:, 0].astype(np.int64), res[:, 1]
 
     def _center_args(self):
@@ -326,7 +339,13 @@ class _KernelCentersMixin:
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
         return self._row_pass(
-            X, is_dask, _label_block, *self._center_args(), n_out=None, dtype=np.int64
+            X,
+            is_dask,
+            _label_block,
+            *self._center_args(),
+            n_out=None,
+            dtype=np.int64,
+            token="kkmeans-predict",
         )
 
     def transform(self, X):
@@ -339,7 +358,9 @@ class _KernelCentersMixin:
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
         k = self.center_coef_.shape[0]
-        return self._row_pass(X, is_dask, _distance_block, *self._center_args(), n_out=k)
+        return self._row_pass(
+            X, is_dask, _distance_block, *self._center_args(), n_out=k, token="kkmeans-transform"
+        )
 
     # ------------------------------------------------------------ persistence
     def save(self, path) -> None:
@@ -439,7 +460,7 @@ class _KernelCentersMixin:
         self._check_predictable()
         X, is_dask = self._validate_X(X, reset=False)
         w = _check_weights(sample_weight, X.shape[0])
-        return -float(np.dot(w, self._labels_and_distances(X, is_dask)[1]))
+        return -float(np.dot(w, self._labels_and_distances(X, is_dask, token="kkmeans-score")[1]))
 
 
 def _check_weights(sample_weight, n):

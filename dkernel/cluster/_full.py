@@ -209,7 +209,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             else:
                 Xd = da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_rows or 4096, -1))
             idx = np.sort(draw_indices(n, size, rng, replace=False))
-            sample = np.ascontiguousarray(take_rows(Xd, idx), dtype=dtype)
+            sample = np.ascontiguousarray(take_rows(Xd, idx, name="kkmeans-sample"), dtype=dtype)
             sample_w = w[idx]
             self._spec = self._resolve_gamma(Xd, rng, sample=sample)
             check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now

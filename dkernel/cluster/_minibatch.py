@@ -161,9 +161,10 @@ class MiniBatchKernelKMeans(
     verbose : int, default=0
         ``>= 1``: a progress bar for :meth:`fit` and :meth:`partial_fit` (iterations
         done and the current batch objective, a note while numba compiles on first
-        use), shown in a terminal
-        (stderr) or a notebook without any logging set up; the batch objective is also
-        logged every ``verbose`` iterations (INFO).
+        use, the reason of an early stop), then one for the labels pass (chunks of dask
+        or store input, rows of NumPy input), shown in a terminal (stderr) or a notebook
+        without any logging set up; the batch objective is also logged every ``verbose``
+        iterations (INFO).
     checkpoint : str or os.PathLike, default=None
         A file (``.npz``) where :meth:`fit` saves its full state every
         ``checkpoint_every`` iterations, atomically (:func:`dkernel.runtime.save_checkpoint`).
@@ -468,8 +469,8 @@ class MiniBatchKernelKMeans(
                         idx_b, Xb = next(batches)
                         note = bar.compiling("kernel k-means iteration")
                         with note if it == start else contextlib.nullcontext():
-                            stop = self._window_step(oracle, Xb, w[idx_b], it)
-                        stop = plateau(self.history_[-1]) or stop
+                            below_tol = self._window_step(oracle, Xb, w[idx_b], it)
+                        stop = plateau(self.history_[-1]) or below_tol
                         bar.update(1, objective=self.history_[-1])
                         every = self.checkpoint_every
                         if ckpt_params is not None and not stop and (it + 1) % every == 0:
@@ -477,6 +478,8 @@ class MiniBatchKernelKMeans(
                                 evals_init = evals1 - evals0
                                 self._save_state(ckpt_params, rng, batch_seed, oracle, evals_init)
                         if stop:
+                            if it + 1 < self.max_iter:
+                                bar.stop_early(_stop_reason(below_tol, self.max_no_improvement))
                             break
                     self._export_windows(oracle, X_rows)
         finally:
@@ -786,8 +789,12 @@ class MiniBatchKernelKMeans(
                 _nb.assign_nearest(diag_b, np.ascontiguousarray(P[idx]), norms, labels, mind)
                 f_after = _batch_objective(wb, mind, W_tot)
                 if f_before - f_after < self.tol:
+                    if it + 1 < self.max_iter:
+                        bar.stop_early(_stop_reason(True, self.max_no_improvement))
                     break
             if plateau(f_before):
+                if it + 1 < self.max_iter:
+                    bar.stop_early(_stop_reason(False, self.max_no_improvement))
                 break
         points = np.concatenate([X_all, Z.astype(X_all.dtype) if not oracle.graph else Z])
         self._set_centers(oracle, points, np.hstack([A, AZ]), norms, X_rows)
@@ -883,6 +890,12 @@ class MiniBatchKernelKMeans(
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def _stop_reason(below_tol: bool, patience) -> str:
+    if below_tol:
+        return "the batch objective improved by less than tol"
+    return f"no new best smoothed batch objective in {patience} iterations"
 
 
 class _Plateau:

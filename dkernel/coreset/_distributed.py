@@ -35,10 +35,17 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.base import tokenize
 from dask.callbacks import Callback
 
 from .._base import as_dask_or_numpy, check_dask_2d
-from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
+from .._validation import (
+    DKernelError,
+    check_scalar,
+    is_dask_array,
+    report_nonfinite,
+    unique_labels,
+)
 from ..data import ALIGN_ROWS, Dataset, RowSource, open_dataset, take_rows
 from ..kernels._pairwise import _ONE_BLAS_THREAD
 from ..runtime import _timer, progress, progress_enabled
@@ -76,6 +83,17 @@ _MIN_LEAF = ALIGN_ROWS
 _INNER_FACTOR = 3
 #: Seed tags of the node kinds (a node with one child has its child's row range).
 _LEAF, _NODE, _SAMPLE, _BLOCKS = 0, 1, 2, 3
+
+
+def _step(func, name: str):
+    """``delayed(func)`` whose calls are keyed ``coreset-<name>-<token of the inputs>``: the
+    step's name on the dashboard, and the same key for the same inputs (every step is a pure
+    function of them)."""
+
+    def call(*args):
+        return delayed(func)(*args, dask_key_name=f"coreset-{name}-{tokenize(func, *args)}")
+
+    return call
 
 
 def _node_rng(seed: int, start: int, stop: int, tag: int) -> np.random.Generator:
@@ -204,7 +222,8 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
         )
-        Xs, ys_s = take_rows(X, take), _signs(take_rows(y, take), pos)
+        Xs = take_rows(X, take, name="coreset-solve-sample")
+        ys_s = _signs(take_rows(y, take, name="coreset-solve-sample"), pos)
         Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
         separable = False
         if np.unique(ys_s).size == 2:
@@ -227,7 +246,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     with _timer("two-pass: certificate and clustering", logger):
         persisted = dask.persist(
             *[
-                delayed(_block_geometry)(
+                _step(_block_geometry, "certificate")(
                     a,
                     b,
                     pos,
@@ -245,7 +264,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
                 for i, (a, b) in enumerate(zip(xb, yb))
             ]
         )
-        stats = dask.compute(*[delayed(_first)(s) for s in persisted])
+        stats = dask.compute(*[_step(_first, "certificate-stats")(s) for s in persisted])
     bar.update(1, step="certificate")
     class_counts = np.sum([s[2] for s in stats], axis=0)
     if (class_counts == 0).any():
@@ -263,8 +282,10 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)
 
     with _timer("two-pass: sensitivities", logger):
-        gams = dask.persist(*[delayed(_block_gamma)(s, C, lower, U) for s in persisted])
-        tb = np.array(dask.compute(*[delayed(_second)(g) for g in gams]))
+        gams = dask.persist(
+            *[_step(_block_gamma, "sensitivity")(s, C, lower, U) for s in persisted]
+        )
+        tb = np.array(dask.compute(*[_step(_second, "sensitivity-total")(g) for g in gams]))
     bar.update(1, step="sensitivities")
     t = float(tb.sum())
     Lb = reg * np.diff(bounds) / U + C * np.array([s[0] for s in stats])
@@ -276,7 +297,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     with _timer("two-pass: draw", logger):
         parts = dask.compute(
             *[
-                delayed(_block_sample)(
+                _step(_block_sample, "sample")(
                     xb[i],
                     yb[i],
                     persisted[i],
@@ -390,7 +411,7 @@ class _CountLeaves(Callback):
 
     def _posttask(self, key, result, dsk, state, worker_id):
         name = key[0] if isinstance(key, tuple) else key
-        if isinstance(name, str) and name.startswith("_leaf-"):
+        if isinstance(name, str) and name.startswith("coreset-leaf-"):
             self.done += 1
             self.bar.update(1, step="leaves")
 
@@ -403,7 +424,7 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progr
     levels = tree_levels(n_leaves, split_every)
     inner = m * _INNER_FACTOR * max(levels, 1)
     leaves = [
-        delayed(_leaf)(
+        _step(_leaf, "leaf")(
             a,
             b,
             inner if levels else m,
@@ -431,7 +452,10 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progr
         seed=seed,
     )
     with _timer("merge-reduce tree", logger), _CountLeaves(bar) as counted:
-        (root,) = dask.compute(tree_reduce(None, leaves, combine, split_every=split_every))
+        tree = tree_reduce(
+            None, leaves, combine, split_every=split_every, key=f"coreset-merge-{tokenize(leaves)}"
+        )
+        (root,) = dask.compute(tree)
     bar.update(n_leaves - counted.done + 1, step="tree")  # leaves not seen here, and the root
     return Coreset(
         X=root.X,
@@ -622,7 +646,7 @@ def distributed_coreset(
         classes = store_classes
     if classes is None:
         with _timer("labels", logger):
-            (classes,) = dask.compute(da.unique(y))
+            classes = unique_labels(y, token="coreset-classes")
     classes = sorted(np.asarray(classes).tolist())
     if len(classes) < 2:
         raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")

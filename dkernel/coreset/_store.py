@@ -45,8 +45,8 @@ def uniform_store_coreset(store, m: int, *, random_state=None) -> Coreset:
     check_scalar(m, "m", kind=(int, np.integer), low=1, high=n)
     idx = draw_indices(n, int(m), random_state=random_state)
     uniq, counts = np.unique(idx, return_counts=True)
-    X = take_rows(ds.X, uniq)
-    y = take_rows(ds.y, uniq)
+    X = take_rows(ds.X, uniq, name="coreset-uniform")
+    y = take_rows(ds.y, uniq, name="coreset-uniform")
     classes = sorted(ds.attrs.get("classes") or np.unique(y).tolist())
     return Coreset(
         X=X,

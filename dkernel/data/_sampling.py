@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dask
 import numpy as np
+from dask.base import tokenize
 from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
@@ -90,7 +91,7 @@ def sample_rows(
     return (rows, idx) if return_indices else rows
 
 
-def take_rows(X, indices) -> np.ndarray:
+def take_rows(X, indices, *, name: str = "take-rows") -> np.ndarray:
     """Rows ``X[indices]`` as NumPy, gathered with one task per touched chunk for dask input.
 
     Parameters
@@ -98,6 +99,8 @@ def take_rows(X, indices) -> np.ndarray:
     X : ndarray, zarr.Array, dask.array.Array, Dataset or store path
     indices : array-like of int
         Row positions in ``[0, n)``; repeats are allowed and kept in order.
+    name : str, default="take-rows"
+        Prefix of the tasks' keys (what the dashboard shows), e.g. ``"kkmeans-batch"``.
 
     Returns
     -------
@@ -134,7 +137,7 @@ def take_rows(X, indices) -> np.ndarray:
         return np.empty((0,) + tuple(X.shape[1:]), dtype=X.dtype)
     uniq, inverse = np.unique(idx, return_inverse=True)
     if is_dask_array(X):
-        got = _take_dask(X, uniq)
+        got = _take_dask(X, uniq, name)
     elif hasattr(X, "get_orthogonal_selection"):  # zarr.Array
         sel = (uniq,) + (slice(None),) * (len(X.shape) - 1)
         got = X.get_orthogonal_selection(sel)
@@ -185,7 +188,7 @@ def _row_keys(X) -> list:
     return [(X.name, i) + tail for i in range(X.numblocks[0])]
 
 
-def _take_graph(X, uniq: np.ndarray):
+def _take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
     """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk.
 
     The graph is built from the chunk keys of ``X`` and culled to what those keys need,
@@ -194,12 +197,11 @@ def _take_graph(X, uniq: np.ndarray):
     stored chunk itself (no read task beside it).
     """
     import dask.array as da
-    from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
     if X.ndim > 1 and X.numblocks[1] > 1:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
-    name = "take-rows-" + tokenize(X.name, uniq)
+    name = f"{prefix}-{tokenize(X.name, uniq)}"
     tail = (0,) * (X.ndim - 1)
     layer: dict = {}
     if isinstance(X, RowSource):
@@ -235,7 +237,7 @@ def _persisted_futures(X, keys: list) -> list | None:
     return futs
 
 
-def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
+def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
     if X.ndim > 1 and X.numblocks[1] > 1:
         X = X.rechunk({i: -1 for i in range(1, X.ndim)})
     # a row source holds no futures (and looking would build its whole layer)
@@ -245,13 +247,15 @@ def _take_dask(X, uniq: np.ndarray) -> np.ndarray:
         futs = _persisted_futures(X, [_row_keys(X)[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
+        token = tokenize(X.name, uniq)
+        keys = [f"{prefix}-{token}-{j}" for j in range(len(futs))]
         parts = client.gather(
-            client.map(_take_local, futs, [local for _, local in groups], pure=False)
+            client.map(_take_local, futs, [local for _, local in groups], key=keys)
         )
         return np.concatenate(parts, axis=0)
     # each touched chunk's rows come straight to this process and are joined here (a dask
     # array's compute would first gather every part on one worker to concatenate them)
-    arr = _take_graph(X, uniq)
+    arr = _take_graph(X, uniq, prefix)
     keys = list(flatten(arr.__dask_keys__()))  # row-chunk order
     get = dask.base.get_scheduler(collections=[arr])
     return np.concatenate(get(dict(arr.__dask_graph__()), keys), axis=0)

@@ -160,6 +160,15 @@ class Progress:
         else:  # the notebook bar: show it in the bar's description
             self._bar.set_description_str(f"{self.desc} ({message})")
 
+    def stop_early(self, reason: str) -> None:
+        """The work ended before ``total`` units (an early stop): the bar ends full at the
+        units done, with a note saying why."""
+        self.note(f"stopped after {self.n} of {self.total}: {reason}")
+        self.total = self.n
+        if self._bar is not None:
+            self._bar.total = self.n
+            self._bar.refresh()
+
     @contextlib.contextmanager
     def compiling(self, key: str) -> Iterator[None]:
         """Wrap the first call of numba-compiled work ``key``; shows a note only then."""
@@ -259,8 +268,12 @@ def compile_note(
         done = f"compiled {key} in {time.perf_counter() - t0:.1f} s"
         if bar is not None:
             bar.note(done)
-            if bar._bar is not None and bar._bar.__class__ is not _std_tqdm:
-                bar._bar.set_description_str(bar.desc)
+            if bar._bar is not None:
+                # the bar's rate and time left count the work, not the compilation
+                if hasattr(bar._bar, "unpause"):
+                    bar._bar.unpause()
+                if bar._bar.__class__ is not _std_tqdm:
+                    bar._bar.set_description_str(bar.desc)
         else:
             print(f"dkernel: {done}", file=out, flush=True)
 
@@ -277,11 +290,15 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
 
     if not isinstance(array, Array):
         return array
-    if not progress_enabled(verbose) or any(n != 1 for n in array.numblocks[1:]):
+    if any(n != 1 for n in array.numblocks[1:]):
         return array.compute()
     import numpy as np
 
     blocks = list(array.to_delayed().ravel())
+    if not progress_enabled(verbose):
+        # the chunks come here one by one and are joined here: ``array.compute()`` would
+        # first join them in one more task on a worker (Dask's ``finalize``), then send it
+        return np.concatenate(dask.compute(*blocks), axis=0)
     with progress(
         len(blocks), f"{desc} ({len(blocks)} chunks)", enabled=True, unit="chunks"
     ) as bar:

@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin
@@ -24,7 +25,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import _BaseKernelEstimator
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._model_io import load_model as _load_any
-from .._validation import DKernelError, check_sample_weight, check_scalar, is_dask_array
+from .._validation import (
+    DKernelError,
+    check_sample_weight,
+    check_scalar,
+    is_dask_array,
+    unique_labels,
+)
 from ..data import Dataset, open_dataset, take_rows
 from ..kernels import KernelSpec
 from ..kernels._scale import check_kernel_scale
@@ -214,9 +221,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     checkpoint_every : int, default=1
         Blocks (of 65536 rows, sequential fits) or rounds (distributed fits) between saves.
     verbose : int, default=0
-        > 0: a progress bar (rows or rounds done, support vectors, the running share of
-        margin violations) and a note while numba compiles, on stderr or as a notebook
-        widget; also logs each block or round at INFO.
+        > 0: progress bars on stderr or as notebook widgets: the SGD passes (rows done,
+        support vectors and the running share of margin violations; distributed: rounds
+        done, epoch and support vectors), then the refit (Newton steps, the gradient
+        against its stop), and a note while numba compiles; also logs each block or round
+        at INFO.
 
     Attributes
     ----------
@@ -523,7 +532,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         types) raise here, named, for NumPy and dask y alike (dask: from the unique values,
         one pass over y)."""
         try:
-            classes = np.asarray(da.unique(y).compute()) if is_dask_array(y) else np.unique(y)
+            classes = unique_labels(y, token="svm-classes") if is_dask_array(y) else np.unique(y)
         except TypeError:  # sorting mixed types
             kinds = sorted({type(v).__name__ for v in np.asarray(y[:1000]).ravel()})
             raise DKernelError(
@@ -635,29 +644,32 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                     pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
                     if ckpt is not None and part is not None:
                         ckpt.save(pos, seed, _partial_arrays(part))
-                    bar.update(1, **({"t": int(part.t)} if part is not None else {}))
+                    shown = {} if part is None else {"SVs": len(part.SV)}
+                    bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
 
+                # numba compiles on the workers before the first round, under its own note
                 with bar.compiling("bsgd"):
-                    part = dist.fit_rounds(
-                        X,
-                        y,
-                        None if sample_weight is None else w,
-                        classes=classes,
-                        cfg=cfg,
-                        start=start,
-                        n_shards=n_shards,
-                        n_rounds=n_rounds,
-                        n_epochs=int(self.max_iter),
-                        split_every=int(self.split_every),
-                        seed=seed,
-                        shuffle=bool(self.shuffle),
-                        client=client,
-                        log=logger.info if self.verbose else None,
-                        first=first,
-                        on_round=on_round,
-                        fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                        standardize=scaler,
-                    )
+                    dist.compile_kernels(client, cfg, d, n_cols)
+                part = dist.fit_rounds(
+                    X,
+                    y,
+                    None if sample_weight is None else w,
+                    classes=classes,
+                    cfg=cfg,
+                    start=start,
+                    n_shards=n_shards,
+                    n_rounds=n_rounds,
+                    n_epochs=int(self.max_iter),
+                    split_every=int(self.split_every),
+                    seed=seed,
+                    shuffle=bool(self.shuffle),
+                    client=client,
+                    log=logger.info if self.verbose else None,
+                    first=first,
+                    on_round=on_round,
+                    fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                    standardize=scaler,
+                )
             state = dist.state_from_partial(part, cfg)
         else:
             cfg = self._config(spec, alpha, n)
@@ -750,13 +762,18 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         idx = np.sort(np.random.RandomState(seed).choice(n, m, replace=False))
         keep = np.ones(n, dtype=bool)
         keep[idx] = False
-        if is_dask:
-            Xc = np.asarray(take_rows(X, idx), dtype=np.float64)
-            yc = take_rows(y, idx) if is_dask_array(y) else y[idx]
-            wc = take_rows(w, idx) if is_dask_array(w) else w[idx]
-        else:
-            Xc, yc, wc = X[idx], y[idx], w[idx]
-        return X[keep], y[keep], w[keep], (Xc, np.asarray(yc), np.asarray(wc, dtype=np.float64))
+        name = "svm-calibration-rows"
+        held, train = [], []
+        for A in (X, y, w):
+            if is_dask_array(A):
+                held.append(take_rows(A, idx, name=name))
+                train.append(_without_rows(A, idx))
+            else:
+                held.append(A[idx])
+                train.append(A[keep])
+        Xc, yc, wc = held
+        Xc, yc, wc = np.asarray(Xc, np.float64), np.asarray(yc), np.asarray(wc, np.float64)
+        return (*train, (Xc, yc, wc))
 
     def _calibrate(self, Xc, yc, wc, *, weighted: bool) -> None:
         """Platt scaling of every score column on the held-out rows: ``probA_``, ``probB_``."""
@@ -779,12 +796,27 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             s = float(state.fs[nb.FS_SCALE])
             coef, b = s * state.A[:n_sv], s * state.b
         level = logging.INFO if self.verbose else logging.DEBUG
-        with _timer("bsgd refit", logger, level):
-            return _refit.refit(
+        with (
+            _timer("bsgd refit", logger, level),
+            progress(
+                None,
+                "BudgetedSVC refit",
+                enabled=progress_enabled(self.verbose),
+                unit=" Newton steps",
+            ) as bar,
+        ):
+
+            def on_step(steps: int, g: float) -> None:
+                bar.update(steps - bar.n, gradient=f"{g:.2g} of start (stop at {_REFIT_TOL:g})")
+
+            result = _refit.refit(
                 X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
                 spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
                     int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
+                on_step=on_step,
             )  # fmt: skip
+            bar.update(result.n_iter - bar.n)
+            return result
 
     def _run(
         self,
@@ -1040,8 +1072,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (lazy for dask input, as it)."""
         P = self.predict_proba(X)
-        with np.errstate(divide="ignore"):
-            return da.log(P) if is_dask_array(P) else np.log(P)
+        if is_dask_array(P):
+            return P.map_blocks(_log, token="svm-log-proba")
+        return _log(P)
 
     def decision_function(self, X):
         """Scores: shape (n,) for binary problems (``classes_[1]`` positive), (n, c) otherwise.
@@ -1097,14 +1130,21 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 f"y has labels of dtype {y.dtype}, the model's classes are of dtype "
                 f"{self.classes_.dtype}: they cannot match"
             )
-        hits = self.predict(Xv) == y
-        if sample_weight is None:
-            num, den = hits.sum(), n
-        else:
-            w = _as_row_chunks(sample_weight, Xv.chunks[0], n, "sample_weight")
-            w = w.astype(np.float64)
-            num, den = (hits * w).sum(), w.sum()
-        num, den = da.compute(num, den)
+        pred = self.predict(Xv)
+        parts = [pred, y]
+        if sample_weight is not None:
+            parts.append(_as_row_chunks(sample_weight, Xv.chunks[0], n, "sample_weight"))
+        # one named task per row chunk: (weighted hits, weight); the sums here
+        per_block = da.map_blocks(
+            _score_block,
+            *parts,
+            new_axis=1,
+            chunks=((1,) * pred.numblocks[0], (2,)),
+            dtype=np.float64,
+            meta=np.empty((0, 0)),
+            token="svm-score",
+        )
+        num, den = np.asarray(per_block.compute()).sum(axis=0)
         if not den > 0:
             raise DKernelError(f"sample_weight sums to {den}; it must be positive")
         return float(num) / float(den)
@@ -1341,35 +1381,96 @@ def _check_trained(state: nb.BSGDState, w) -> None:
 
 
 def _check_dask_weights(w) -> None:
-    """The checks of ``check_sample_weight`` on dask weights, in one pass over them (not X):
-    finite, non-negative, not all zero, the first bad row named."""
+    """The checks of ``check_sample_weight`` on dask weights, in one pass over them (not X),
+    one named task per chunk: finite, non-negative, not all zero, the first bad row named."""
     if not np.issubdtype(w.dtype, np.number):
         raise DKernelError(f"sample_weight must be numeric, got dtype {w.dtype}")
-    wf = w.astype(np.float64)
-    bad, neg = ~da.isfinite(wf), wf < 0
-    any_bad, at_bad, any_neg, at_neg, any_pos = da.compute(
-        bad.any(), da.argmax(bad), neg.any(), da.argmax(neg), (wf > 0).any()
+    stats = da.map_blocks(
+        _weight_stats,
+        w,
+        new_axis=1,
+        chunks=((1,) * w.numblocks[0], (5,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+        token="svm-weights",
     )
-    if any_bad:
-        what = "NaN" if np.isnan(float(wf[int(at_bad)].compute())) else "inf"
-        raise DKernelError(f"sample_weight contains {what} at row {int(at_bad)}")
-    if any_neg:
-        value = float(wf[int(at_neg)].compute())
-        raise DKernelError(f"sample_weight is negative at row {int(at_neg)} ({value})")
-    if not any_pos:
+    stats = np.asarray(stats.compute())
+    starts = np.concatenate([[0], np.cumsum(w.chunks[0])[:-1]])
+    for col, what in ((0, "bad"), (2, "negative")):
+        hit = np.flatnonzero(stats[:, col] >= 0)
+        if hit.size:
+            k = hit[0]
+            row, value = int(starts[k] + stats[k, col]), float(stats[k, col + 1])
+            if what == "negative":
+                raise DKernelError(f"sample_weight is negative at row {row} ({value})")
+            kind = "NaN" if np.isnan(value) else "inf"
+            raise DKernelError(f"sample_weight contains {kind} at row {row}")
+    if not stats[:, 4].any():
         raise DKernelError("sample_weight is zero everywhere: nothing to fit")
 
 
+def _weight_stats(wb: np.ndarray) -> np.ndarray:
+    """One chunk of weights: [first non-finite row or -1, its value, first negative row or
+    -1, its value, any positive]."""
+    wb = np.asarray(wb, dtype=np.float64)
+    out = np.array([[-1.0, 0.0, -1.0, 0.0, float((wb > 0).any())]])
+    bad = np.flatnonzero(~np.isfinite(wb))
+    if bad.size:
+        out[0, :2] = bad[0], wb[bad[0]]
+    neg = np.flatnonzero(wb < 0)
+    if neg.size:
+        out[0, 2:4] = neg[0], wb[neg[0]]
+    return out
+
+
+def _without_rows(A, rows: np.ndarray):
+    """Dask ``A`` without the sorted row positions ``rows``, dropped within each chunk (one
+    named task per chunk; Dask's boolean indexing would shuffle the rows between tasks);
+    ``rows`` travels once, as one key."""
+    import dask
+    from dask.base import tokenize
+
+    starts = np.concatenate([[0], np.cumsum(A.chunks[0])])
+    dropped = np.diff(np.searchsorted(rows, starts))
+    chunks = (tuple(int(c) for c in np.asarray(A.chunks[0]) - dropped), *A.chunks[1:])
+    ref = dask.delayed(rows, name=f"svm-held-out-{tokenize(rows)}", pure=True)
+    return da.map_blocks(
+        _drop_rows, A, ref, chunks=chunks, dtype=A.dtype, meta=A._meta, token="svm-train-rows"
+    )
+
+
+def _drop_rows(block: np.ndarray, rows: np.ndarray, block_info=None) -> np.ndarray:
+    lo, hi = block_info[0]["array-location"][0]
+    a, b = np.searchsorted(rows, [lo, hi])
+    return np.delete(block, rows[a:b] - lo, axis=0)
+
+
+def _score_block(pred: np.ndarray, yb: np.ndarray, wb: np.ndarray | None = None) -> np.ndarray:
+    """One row chunk of ``score``: [[weighted hits, total weight]]."""
+    hits = np.asarray(pred) == np.asarray(yb)
+    if wb is None:
+        return np.array([[float(hits.sum()), float(len(hits))]])
+    wf = np.asarray(wb, dtype=np.float64)
+    return np.array([[float(wf[hits].sum()), float(wf.sum())]])
+
+
+def _log(P):
+    with np.errstate(divide="ignore"):
+        return np.log(P)
+
+
 def _as_row_chunks(v, chunks, n: int, name: str):
-    """``v`` (y or weights, NumPy or dask) as a 1-D dask array of ``n`` rows: NumPy is cut
-    into X's row chunks (blockwise with the predictions), dask keeps its own."""
+    """``v`` (y or weights, NumPy or dask) as a 1-D dask array of ``n`` rows in X's row
+    chunks (blockwise with the predictions; dask chunked otherwise is rechunked)."""
     if not is_dask_array(v):
         v = np.asarray(v)
     if v.ndim == 2 and v.shape[1] == 1:
         v = v.reshape(-1)
     if v.ndim != 1 or int(v.shape[0]) != n:
         raise DKernelError(f"{name} has shape {v.shape}, expected ({n},)")
-    return v if is_dask_array(v) else da.from_array(v, chunks=(chunks,))
+    if not is_dask_array(v):
+        return da.from_array(v, chunks=(chunks,))
+    return v if v.chunks[0] == tuple(chunks) else v.rechunk({0: chunks})
 
 
 def _label_map(classes: np.ndarray):
@@ -1441,15 +1542,28 @@ def _predict_rows(Xb, SV, coef, intercept, spec, scaler, classes) -> np.ndarray:
     return classes[np.argmax(scores, axis=1)]
 
 
+def _column_sums(Xb) -> np.ndarray:
+    """``[sum x, sum x^2]`` of a block's columns, shape (2, d)."""
+    Xb = np.asarray(Xb, dtype=np.float64)
+    return np.stack([Xb.sum(axis=0), np.einsum("ij,ij->j", Xb, Xb)])
+
+
 def _feature_stats(X) -> Standardizer:
     """Mean and std of every feature in one pass (dask: blockwise sums, one compute);
     a constant feature gets scale 1."""
     if is_dask_array(X):
-        Xf = X.astype(np.float64)
-        s1, s2 = da.compute(Xf.sum(axis=0), (Xf * Xf).sum(axis=0))
+        # one task per row chunk (``svm-standardize`` on the dashboard), summed here in order
+        d = int(X.shape[1])
+        sums = X.map_blocks(
+            _column_sums,
+            chunks=((2,) * X.numblocks[0], (d,)),
+            dtype=np.float64,
+            token="svm-standardize",
+        )
+        s1, s2 = np.sum(dask.compute(*sums.to_delayed().ravel()), axis=0)
         n = int(X.shape[0])
-        mean = np.asarray(s1) / n
-        var = np.maximum(np.asarray(s2) / n - mean * mean, 0.0)
+        mean = s1 / n
+        var = np.maximum(s2 / n - mean * mean, 0.0)
     else:
         Xf = np.asarray(X, dtype=np.float64)
         mean, var = Xf.mean(axis=0), Xf.var(axis=0)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -237,6 +238,40 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
     return Partial(SV, A, b, Abar, bbar, W, t, int(total), n_maint, degr, degr2)
 
 
+def warm_up(cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
+    """Compile (or load from numba's cache) every kernel a round and a merge use: a round
+    over 4 rows on two shards with a budget of 1, then their merge. Types, not values,
+    decide what numba compiles, so this is the compilation of the real fit and nothing else.
+    Nothing runs in a process whose learner loop is compiled already (a streaming fit's
+    process compiles the merge in its first round, a fraction of the loop's time).
+    """
+    if getattr(nb.sgd_chunk, "signatures", True):
+        return
+    tiny = cfg._replace(budget=1)
+    X = np.random.default_rng(0).normal(size=(4, n_features))
+    data = (X, np.arange(4, dtype=np.int64) % max(2, n_cols), np.ones(4))
+    start = empty_partial(n_features, n_cols)
+    kw: dict[str, Any] = dict(seed=0, epoch=0, rnd=0, n_rounds=1, shuffle=False)
+    parts = [shard_round(data, start, tiny, shard=k, carry=k == 0, **kw) for k in range(2)]
+    combine(parts, None, cfg=tiny)
+
+
+def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
+    """:func:`warm_up` on every worker of ``client`` at once (tasks ``bsgd-compile``), or here
+    without one; waits until all are done, so a fit's first round counts no compilation."""
+    light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+    if client is None:
+        warm_up(light, n_features, n_cols)
+        return
+    run = uuid.uuid4().hex
+    futures = [
+        client.submit(warm_up, light, n_features, n_cols, key=f"bsgd-compile-{run}-{i}",
+                      workers=[addr], allow_other_workers=True)
+        for i, addr in enumerate(sorted(client.scheduler_info()["workers"]))
+    ]  # fmt: skip
+    client.gather(futures)
+
+
 def _gram(SV: np.ndarray, sqn: np.ndarray, cfg: nb.BSGDConfig) -> np.ndarray:
     """Kernel matrix of the SVs (RBF through BLAS: a model's K is rebuilt every round)."""
     if cfg.kind == nb.RBF:
@@ -304,6 +339,8 @@ def fit_rounds(
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
     comb = functools.partial(combine, cfg=light)
 
+    # the fit's id in its task keys: the dashboard shows bsgd-shard, bsgd-round, bsgd-merge
+    run = uuid.uuid4().hex
     with _timer("bsgd shards", logger):
         # each shard's rows on its worker (round-robin; placement never changes the model);
         # each round's task then runs where its shard lives
@@ -315,6 +352,7 @@ def fit_rounds(
             classes=classes,
             scaler=standardize,
             client=client,
+            name=f"bsgd-shard-{run}",
         )
     model: Any = start
     count = 0
@@ -324,18 +362,27 @@ def fit_rounds(
                 seed=seed, epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle
             )
             if client is not None:
+                tag = f"{run}-{epoch}-{rnd}"
                 leaves = [
                     client.submit(
-                        shard_round, data[k], model, light, shard=k, carry=k == 0, pure=False, **kw
+                        shard_round, data[k], model, light, shard=k, carry=k == 0,
+                        key=f"bsgd-round-{tag}-{k}", **kw,
                     )
                     for k in range(len(data))
-                ]
+                ]  # fmt: skip
             else:
                 leaves = [
                     shard_round(data[k], model, cfg, shard=k, carry=k == 0, **kw)
                     for k in range(len(data))
                 ]
-            model = tree_reduce(client, leaves, comb, split_every=split_every, seed=seed)
+            model = tree_reduce(
+                client,
+                leaves,
+                comb,
+                split_every=split_every,
+                seed=seed,
+                key=f"bsgd-merge-{run}-{epoch}-{rnd}",
+            )
             count += 1
             if on_round is not None:
                 fetched = None

@@ -27,6 +27,8 @@ worker's memory (recomputed from its rows per pass when they would not fit).
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -174,11 +176,18 @@ def _add(children: list, node=None) -> np.ndarray:
     return total
 
 
-class _Passes:
-    """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree."""
+#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``).
+_STEP_NAMES = {"part_grad": "grad", "part_hess": "hess", "part_line": "line"}
 
-    def __init__(self, parts: list, basis: Any, client: Any) -> None:
-        self.parts, self.basis, self.client = parts, basis, client
+
+class _Passes:
+    """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree.
+
+    Under a client the tasks are named ``svm-refit-grad``/``-hess``/``-line`` and their sums
+    ``svm-refit-sum`` (``run``: the fit's id, which keeps the keys unique)."""
+
+    def __init__(self, parts: list, basis: Any, client: Any, run: str = "") -> None:
+        self.parts, self.basis, self.client, self.run = parts, basis, client, run
         self.count = 0
 
     def __call__(self, op, *args) -> np.ndarray:
@@ -186,16 +195,30 @@ class _Passes:
         if self.client is None:
             leaves = [op(p, self.basis, *args) for p in self.parts]
             return tree_reduce(None, leaves, _add, split_every=4)
-        leaves = [self.client.submit(op, p, self.basis, *args, pure=False) for p in self.parts]
-        return tree_reduce(self.client, leaves, _add, split_every=4).result()
+        tag = f"{self.run}-{self.count}"
+        step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
+        leaves = [
+            self.client.submit(op, p, self.basis, *args, key=f"{step}-{tag}-{k}")
+            for k, p in enumerate(self.parts)
+        ]
+        root = tree_reduce(self.client, leaves, _add, split_every=4, key=f"svm-refit-sum-{tag}")
+        return root.result()
 
 
 def newton(
-    passes: _Passes, V0: np.ndarray, C: float, *, tol: float, max_iter: int, cg_max: int = 100
+    passes: _Passes,
+    V0: np.ndarray,
+    C: float,
+    *,
+    tol: float,
+    max_iter: int,
+    cg_max: int = 100,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> tuple[np.ndarray, int]:
     """Minimise ``1/2 ||v_j||^2 + C loss_j(v_j)`` for every column j (see the module
     docstring) from ``V0``; stop when each ``||grad_j|| <= tol ||grad_j(0)||``. Returns
-    (V, Newton steps)."""
+    (V, Newton steps). ``on_step(steps, g)`` at each gradient: the steps taken so far and
+    ``g`` the largest ``||grad_j|| / ||grad_j(0)||`` (the stop is at ``tol``)."""
     V = V0.copy()
     g0 = None
     it = 0
@@ -207,6 +230,8 @@ def newton(
         f = 0.5 * np.einsum("ij,ij->j", V, V) + C * st[0, -1]
         gnorm = np.linalg.norm(grad, axis=0)
         todo = gnorm > tol * g0
+        if on_step is not None:
+            on_step(it - 1, float(np.max(gnorm / np.where(g0 > 0, g0, 1.0))))
         if not todo.any():
             it -= 1
             break
@@ -276,6 +301,7 @@ def refit(
     tol: float,
     max_iter: int,
     client: Any = None,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> RefitResult:
     """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
@@ -289,17 +315,36 @@ def refit(
     cache = n * basis.width * 8 <= _FEATURE_CACHE_BYTES
     ranges = row_parts(n)
 
+    run = uuid.uuid4().hex  # this refit's id in its task keys
     with _timer("bsgd refit parts", logger):
         shared: Any = basis
         if client is not None:
             # the basis (O(B^2)) travels once to every worker, not with every task
-            shared = client.scatter(basis, broadcast=True, hash=False)
-            rows = load_ranges(X, y, w, ranges, classes=classes, scaler=scaler, client=client)
+            # (scattered as one value under its own key: a NamedTuple given alone would be
+            # scattered field by field)
+            key = f"svm-refit-basis-{run}"
+            shared = client.scatter({key: basis}, broadcast=True)[key]
+            rows = load_ranges(
+                X,
+                y,
+                w,
+                ranges,
+                classes=classes,
+                scaler=scaler,
+                client=client,
+                name=f"svm-refit-rows-{run}",
+            )
             parts: list = [
                 client.submit(
-                    make_part, r, shared, cache, pure=False, workers=[who], allow_other_workers=True
+                    make_part,
+                    r,
+                    shared,
+                    cache,
+                    key=f"svm-refit-part-{run}-{k}",
+                    workers=[who],
+                    allow_other_workers=True,
                 )
-                for r, who in zip(rows, range_workers(client, len(rows)))
+                for k, (r, who) in enumerate(zip(rows, range_workers(client, len(rows))))
             ]
         else:  # one part at a time: only its raw rows are held beside the features
             parts = [
@@ -308,10 +353,10 @@ def refit(
                 )
                 for r in ranges
             ]
-    passes = _Passes(parts, shared, client)
+    passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * n)
     with _timer("bsgd refit solve", logger):
-        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter)
+        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step)
     r = basis.T.shape[1]
     beta = basis.T @ V[:r]
     b = V[r] * icpt if icpt > 0 else np.zeros(c)

@@ -21,6 +21,7 @@ import contextvars
 import functools
 import itertools
 import math
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -206,15 +207,27 @@ def _load_range(xs, ys, ws, start: int, classes, scaler):
 
 
 def load_ranges(
-    X, y, w, ranges, *, classes, scaler: Standardizer | None = None, client: Any = None
+    X,
+    y,
+    w,
+    ranges,
+    *,
+    classes,
+    scaler: Standardizer | None = None,
+    client: Any = None,
+    name: str | None = None,
 ) -> list:
     """:func:`load_rows` of every ``(start, stop)`` range of X, y and w (NumPy or dask).
 
     With a distributed ``client``: futures, placed by :func:`range_workers`. Else the
     loaded ranges. Dask inputs are read in one graph whose tasks are the arrays' own chunk
     tasks, so a stored chunk that two ranges share is read once (a range's slice handed to
-    ``dask.delayed`` would be optimised into a fused copy of the read per range).
+    ``dask.delayed`` would be optimised into a fused copy of the read per range). ``name``:
+    the tasks' keys are ``{name}-{i}`` (unique per call: the caller's step and its id, the
+    dashboard's name for it); default ``svm-rows-`` and a fresh id.
     """
+    if name is None:
+        name = f"svm-rows-{uuid.uuid4().hex}"
     pieces = [_range_pieces(a, ranges) for a in (X, y, w)]
     if not any(is_dask_array(a) for a in (X, y, w)) and client is None:
         return [
@@ -222,10 +235,14 @@ def load_ranges(
         ]
     owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
     loads = []
-    for (s, _), who, xs, ys, ws in zip(ranges, owners, *pieces):
+    for i, ((s, _), who, xs, ys, ws) in enumerate(zip(ranges, owners, *pieces)):
         where = {"workers": [who], "allow_other_workers": True} if who else {}
         with dask.annotate(**where):
-            loads.append(dask.delayed(_load_range, pure=False)(xs, ys, ws, s, classes, scaler))
+            loads.append(
+                dask.delayed(_load_range)(
+                    xs, ys, ws, s, classes, scaler, dask_key_name=f"{name}-{i}"
+                )
+            )
     if client is not None:
         return client.compute(loads, optimize_graph=False)
     return list(dask.compute(*loads, scheduler="sync", optimize_graph=False))
