@@ -1134,17 +1134,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         parts = [pred, y]
         if sample_weight is not None:
             parts.append(_as_row_chunks(sample_weight, Xv.chunks[0], n, "sample_weight"))
-        # one named task per row chunk: (weighted hits, weight); the sums here
-        per_block = da.map_blocks(
-            _score_block,
-            *parts,
-            new_axis=1,
-            chunks=((1,) * pred.numblocks[0], (2,)),
-            dtype=np.float64,
-            meta=np.empty((0, 0)),
-            token="svm-score",
-        )
-        num, den = np.asarray(per_block.compute()).sum(axis=0)
+        num, den = _per_block(_score_block, *parts, width=2, token="svm-score").sum(axis=0)
         if not den > 0:
             raise DKernelError(f"sample_weight sums to {den}; it must be positive")
         return float(num) / float(den)
@@ -1380,21 +1370,28 @@ def _check_trained(state: nb.BSGDState, w) -> None:
     raise DKernelError(f"training diverged: the SGD coefficients overflowed{hint}")
 
 
+def _per_block(func, *arrays, width: int, token: str) -> np.ndarray:
+    """``func`` over the row chunks of the 1-D dask ``arrays`` (aligned), one named task per
+    chunk returning a (1, width) row; the rows, stacked, as NumPy (small results reduced
+    on the client)."""
+    out = da.map_blocks(
+        func,
+        *arrays,
+        new_axis=1,
+        chunks=((1,) * arrays[0].numblocks[0], (width,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+        token=token,
+    )
+    return np.asarray(out.compute())
+
+
 def _check_dask_weights(w) -> None:
     """The checks of ``check_sample_weight`` on dask weights, in one pass over them (not X),
     one named task per chunk: finite, non-negative, not all zero, the first bad row named."""
     if not np.issubdtype(w.dtype, np.number):
         raise DKernelError(f"sample_weight must be numeric, got dtype {w.dtype}")
-    stats = da.map_blocks(
-        _weight_stats,
-        w,
-        new_axis=1,
-        chunks=((1,) * w.numblocks[0], (5,)),
-        dtype=np.float64,
-        meta=np.empty((0, 0)),
-        token="svm-weights",
-    )
-    stats = np.asarray(stats.compute())
+    stats = _per_block(_weight_stats, w, width=5, token="svm-weights")
     starts = np.concatenate([[0], np.cumsum(w.chunks[0])[:-1]])
     for col, what in ((0, "bad"), (2, "negative")):
         hit = np.flatnonzero(stats[:, col] >= 0)
