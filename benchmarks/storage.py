@@ -417,8 +417,9 @@ most 8 MiB: 32,768 rows, 6.25 MiB) it has 30,518 chunks per array, all under one
 - **Default chunking for remote stores.** Keep whole rows per chunk (the row passes and the
   checksums are per chunk), and aim at 16-32 MiB per chunk there (`chunk_rows` at ingest):
   about 6,000-12,000 chunks for the 200 GB store, 60-120 tasks per worker per pass, 500-2,500
-  GET/s in all (`chunk_rows` a multiple of 65,536 keeps the SGD stream's blocks on whole
-  chunks, or a divisor of it). The default stays right for local disks, where a read has no
+  GET/s in all. The SGD stream reads a chunk once per epoch when `chunk_rows` divides its
+  65,536-row blocks; a larger chunk is fetched once per block it holds, so with few features
+  (d = 50: 16 MiB is 83,886 rows) keep 65,536 rows and accept 12.5 MiB. The default stays right for local disks, where a read has no
   latency to amortise and smaller chunks make the random batch reads cheaper.
 - **Opening** stays a handful of requests (the head and one `zarr.json` per array), whatever
   the chunk count; a pass is exactly one GET per chunk (the manifest's CRC-32 replaces any
