@@ -108,6 +108,10 @@ def test_bad_input(rng, tmp_path):
         distributed_coreset(Xd, y[:-1], 10)
     with pytest.raises(DKernelError, match="no dataset store"):
         distributed_coreset(str(tmp_path / "nothing.zarr"), None, 10)
+    import scipy.sparse
+
+    with pytest.raises(DKernelError, match="sparse input is not supported"):
+        distributed_coreset(scipy.sparse.csr_matrix(X), y, 10)
     Xn = X.copy()
     Xn[612, 2] = np.nan
     import dask

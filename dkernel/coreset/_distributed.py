@@ -491,6 +491,10 @@ def _inputs(X, y):
     if y is None:
         raise DKernelError("y is required (the store has no labels)")
     X = as_dask_or_numpy(X)
+    if hasattr(X, "toarray") and not is_dask_array(X):
+        raise DKernelError(
+            "X: sparse input is not supported; pass a dense array (X.toarray()) or a dask array"
+        )
     if not is_dask_array(X):
         Xa = np.asarray(X)
         if Xa.ndim != 2:
