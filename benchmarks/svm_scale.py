@@ -4,6 +4,7 @@
                                    [--runs 1] [--data-dir ../shared/datasets]
                                    [--out benchmarks/results]
     python benchmarks/svm_scale.py --report     # svm_scale.md and .png from svm_scale.json
+    python benchmarks/svm_scale.py --budget-sweep letter,ijcnn1 [--budgets 500,1000,2000]
 
 Sections (each writes its part of ``svm_scale.json``; a later run of one section keeps the
 others; ``shared`` stands for its five data sets, each also a section of its own):
@@ -26,6 +27,10 @@ Methods, all in this process (NumPy input):
 - ``nystroem_sgd``: ``Nystroem(B)`` + ``SGDClassifier(hinge, alpha=1e-5)``;
 - ``svc``: scikit-learn's exact ``SVC(C=10)`` on at most ``SVC_MAX_ROWS`` training rows (a
   uniform sample beyond: named in the table).
+
+``--budget-sweep``: for each named shared set, ``BudgetedSVC`` defaults at each budget of
+``--budgets`` beside exact ``SVC(C=10)`` on all training rows, in one run: the smallest budget
+within 0.5 points of SVC, and both fit times (the README's table).
 
 Timings: wall seconds and CPU seconds of this process; peak memory: ``tracemalloc`` peak
 (MiB; NumPy and Python allocations). A full run of each section takes at most about 8 minutes
@@ -166,6 +171,44 @@ def run_section(name: str, args) -> dict:
     return res
 
 
+def run_budget_sweep(name: str, budgets: list[int], args) -> dict:
+    X, y, Xt, yt, gamma, _ = data(name, args)
+    model = SVC(C=10.0, gamma=gamma)
+    res: dict = {
+        "n_train": len(y),
+        "gamma": gamma,
+        "svc": _row(model, lambda: model.fit(X, y), Xt, yt),
+    }
+    print(f"{name} svc: {res['svc']['acc']:.2f} %", flush=True)
+    res["bsgd"] = {}
+    for B in budgets:
+        row = run_bsgd(X, y, Xt, yt, gamma=gamma, budget=B, seed=0, variant="bsgd")
+        res["bsgd"][str(B)] = row
+        print(f"{name} bsgd B={B}: {row['acc']:.2f} %", flush=True)
+    return res
+
+
+def _budget_report(sweep: dict) -> list[str]:
+    L = [
+        "## The budget within 0.5 points of exact SVC (`--budget-sweep`)",
+        "",
+        "BudgetedSVC defaults (seed 0) at each budget beside exact `SVC(C=10)` on every training "
+        "row, same gamma, one run.",
+        "",
+        "| set | SVC acc % | SVC fit s | budget | BudgetedSVC acc % | fit s | within 0.5 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in sweep.items():
+        svc = r["svc"]
+        for B, v in r["bsgd"].items():
+            ok = "yes" if v["acc"] >= svc["acc"] - 0.5 else "no"
+            L.append(
+                f"| {name} | {svc['acc']:.2f} | {svc['wall_s']:.2f} | {B} | {v['acc']:.2f} | "
+                f"{v['wall_s']:.2f} | {ok} |"
+            )
+    return [*L, ""]
+
+
 # ----------------------------------------------------------------------------- report
 def report(results: dict, out: str) -> None:
     L = ["# BudgetedSVC against the strong routes (`benchmarks/svm_scale.py`)", ""]
@@ -204,6 +247,8 @@ def report(results: dict, out: str) -> None:
                 f"{v['peak_mib']:.0f} | {note} |"
             )
         L.append("")
+    if results.get("budget_sweep"):
+        L += _budget_report(results["budget_sweep"])
     with open(os.path.join(out, "svm_scale.md"), "w") as fh:
         fh.write("\n".join(L))
     if names:
@@ -237,6 +282,8 @@ def main(argv=None) -> int:
     p.add_argument("--checkerboard-rows", type=int, default=10**6, help="training rows")
     p.add_argument("--waveform-rows", type=int, default=100000, help="training rows")
     p.add_argument("--report", action="store_true", help="only rewrite svm_scale.md and .png")
+    p.add_argument("--budget-sweep", default="", help="shared sets for the budget sweep")
+    p.add_argument("--budgets", default="500,1000,2000", help="budgets of the sweep")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "svm_scale.json")
@@ -244,7 +291,17 @@ def main(argv=None) -> int:
     if os.path.exists(path):
         with open(path) as fh:
             results = json.load(fh)
-    if not args.report:
+    if args.budget_sweep:
+        cmd = "python " + " ".join(["benchmarks/svm_scale.py", *sys.argv[1:]])
+        results["commands"] = [*results.get("commands", []), cmd]
+        budgets = [int(b) for b in args.budgets.split(",")]
+        for name in args.budget_sweep.split(","):
+            if name not in SHARED:
+                p.error(f"--budget-sweep takes shared sets ({', '.join(SHARED)}), got {name!r}")
+            results.setdefault("budget_sweep", {})[name] = run_budget_sweep(name, budgets, args)
+            with open(path, "w") as fh:
+                json.dump(results, fh, indent=1)
+    elif not args.report:
         wanted: list[str] = []
         for s in args.sections.split(","):
             for name in ALIASES.get(s, (s,)):

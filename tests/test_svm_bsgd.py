@@ -332,3 +332,13 @@ def test_expected_failures_still_fail():
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_many_classes_fit_without_a_warning():
+    """26 classes (letter's count): the label check runs on the classes themselves and
+    must not warn that they look like a regression target (warnings are errors here)."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(26), 20)
+    X = rng.standard_normal((len(y), 4)) + y[:, None]
+    clf = BudgetedSVC(budget=60, max_iter=1, random_state=0).fit(X, y)
+    assert clf.classes_.tolist() == list(range(26))
