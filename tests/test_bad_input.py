@@ -9,7 +9,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.data import make_checkerboard
 from dkernel.kernels import pairwise_kernels

@@ -184,7 +184,7 @@ def test_row_slice_of_a_store_is_a_row_source(store, reads):
 def test_other_operations_give_plain_arrays_whose_reads_stay_checked(store):
     """Column slices, fancy indexing and rechunks are dask's own: plain arrays, whose
     chunk reads still check the manifest."""
-    from dkernel._validation import DKernelError
+    from dkernel import DKernelError
     from dkernel.data import RowSource, open_dataset
 
     X = open_dataset(store).X

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cli.main import build_parser, main
 from dkernel.data import ingest, write_array
 

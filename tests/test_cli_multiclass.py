@@ -9,7 +9,7 @@ import dask
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cli.main import main
 from dkernel.coreset import distributed_coreset
 from dkernel.data import ingest, open_dataset

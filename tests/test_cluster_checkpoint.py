@@ -13,7 +13,7 @@ import pytest
 import zarr
 from sklearn.datasets import load_digits
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cli.main import main
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.cluster import _minibatch as mb

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import kernel_kmeans_plusplus, select_gamma
 from dkernel.data import make_gauss
 

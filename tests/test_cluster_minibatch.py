@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.data import ingest, make_rings
 from dkernel.kernels import pairwise_kernels

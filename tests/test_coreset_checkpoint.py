@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.coreset import StreamingCoreset
 
 N, BLOCK, LEAF, M = 1300, 130, 100, 30

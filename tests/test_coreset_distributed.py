@@ -6,7 +6,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.coreset import coreset_cost, distributed_coreset, svm_coreset
 
 

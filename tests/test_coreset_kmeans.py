@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.cluster._blocks import _NumericOracle
 from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset

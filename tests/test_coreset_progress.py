@@ -7,7 +7,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.coreset import StreamingCoreset, distributed_coreset, svm_coreset
 from dkernel.runtime._progress import Progress
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import _readers, ingest
 from dkernel.data._readers import guess_format, iter_csv, scan_csv, scan_svmlight
 

@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import Dataset, as_array_input, ingest, open_dataset, write_arrays
 from dkernel.data._store import StoreWriter
 

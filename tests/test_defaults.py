@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 from sklearn.model_selection import GridSearchCV
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import (
     KernelKMeans,
     MiniBatchKernelKMeans,

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.runtime import fingerprint, load_checkpoint, save_checkpoint
 
 PARAMS = {"n_clusters": 3, "tol": 0.0, "random_state": 0, "kernel": "rbf"}

@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.kernels import GraphKernel, heat_kernel, knn_kernel
 
 

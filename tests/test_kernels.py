@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.kernels import _kernels as nb
 from dkernel.kernels import (
     _pairwise,

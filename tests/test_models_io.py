@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dkernel
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.data import make_checkerboard, make_rings
 from dkernel.svm import BudgetedSVC, load_model

@@ -11,7 +11,7 @@ import dask
 import pytest
 import yaml
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.runtime import (
     CLUSTER_KINDS,
     PauseGuard,

@@ -23,7 +23,7 @@ import yaml
 from dask.utils import parse_timedelta
 
 import dkernel.cluster
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cli.main import main
 from dkernel.data import make_rings
 from dkernel.runtime import get_client

@@ -9,7 +9,7 @@ import pytest
 import zarr
 from dask.callbacks import Callback
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import chunk_bounds, draw_indices, ingest, sample_rows, take_rows
 from dkernel.data._sampling import _group_by_chunk, _take_graph
 

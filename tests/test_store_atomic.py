@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import _atomic, ingest, open_dataset, write_array
 from dkernel.data._verify import MANIFEST_KEY
 

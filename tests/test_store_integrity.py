@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.cli.main import main
 from dkernel.data import ingest, open_dataset, sample_rows, take_rows, write_array
 from dkernel.data._verify import MANIFEST_KEY, checksum

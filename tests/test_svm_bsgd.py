@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import make_checkerboard, make_gauss, write_arrays
 from dkernel.svm import BudgetedSVC
 from dkernel.svm._stream import BlockTask, block_plan, prefetch, visit_order

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import make_checkerboard
 from dkernel.runtime import load_checkpoint
 from dkernel.runtime._progress import _forget_compiled

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import make_checkerboard, write_arrays
 from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC, load_model
 

@@ -8,7 +8,7 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.metrics import log_loss
 
-from dkernel._validation import DKernelError
+from dkernel import DKernelError
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC, load_model
 

@@ -1,7 +1,7 @@
 """BSGD trained on every worker: rounds of local passes over fixed shards, merged by a tree.
 
-Design (``/work/shared/TRAINING-ON-WORKERS.md`` section 4; Zinkevich et al. 2010 for the
-averaging, Graf et al. 2005 for the rounds seeded by the global model):
+Design (the model travels to the data, as mature Dask trainers do; Zinkevich et al. 2010 for
+the averaging, Graf et al. 2005 for the rounds seeded by the global model):
 
 - **Shards** are fixed at fit start from the number of rows alone (``n_shards`` ranges of
   consecutive rows of equal size, cut across storage chunks where needed), so the model
