@@ -86,7 +86,7 @@ def run_point(X, Y, gamma, repeats: int):
     }
     dtypes = {name: str(results[name].dtype) for name in names}
     del results
-    from dkernel.kernels._pairwise import _effective_n_jobs
+    from dkernel.kernels._pairwise import effective_n_jobs
 
     times = {name: [] for name in names}
     busy = 0  # dkernel calls whose default ran on one thread (thread policy)
@@ -94,7 +94,7 @@ def run_point(X, Y, gamma, repeats: int):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             if name == "dkernel":
-                busy += _effective_n_jobs(None, 2, 1 << 30) == 1
+                busy += effective_n_jobs(None, 2, 1 << 30) == 1
             t0 = time.perf_counter()
             out = methods[name](X, Y)
             times[name].append(time.perf_counter() - t0)

@@ -30,8 +30,7 @@ from ._validation import (
     report_nonfinite,
 )
 from .data import Dataset, RowSource, as_array_input, sample_rows
-from .kernels._bandwidth import _gamma_from_rows
-from .kernels._pairwise import KernelSpec, _kernel_diag, _pairwise_kernels, resolve_kernel
+from .kernels import KernelSpec, gamma_from_rows, pairwise_from_spec, resolve_kernel
 
 #: gamma=None rules: 1/n_features; the median heuristic (rbf/laplacian); "scale",
 #: 1 / (n_features * X.var()) for rbf (scikit-learn's SVC default; the L1 median heuristic for
@@ -140,18 +139,14 @@ class _BaseKernelEstimator(BaseEstimator):
                 pick = np.random.RandomState(seed).choice(len(sample), _GAMMA_SAMPLE, False)
                 sample = sample[np.sort(pick)]
             try:
-                g = _gamma_from_rows(sample, kernel=spec.kernel)
+                g = gamma_from_rows(sample, kernel=spec.kernel)
             except DKernelError:  # all sampled rows equal: any width treats them the same
                 g = 1.0 / d
         return spec._replace(gamma=float(g))
 
     @staticmethod
     def _kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np.ndarray:
-        return _pairwise_kernels(X, Y, spec)
-
-    @staticmethod
-    def _kernel_diag(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
-        return _kernel_diag(X, spec)
+        return pairwise_from_spec(X, Y, spec)
 
     # ------------------------------------------------------------------ input
     def _validate_X(self, X, *, reset: bool, dtype=(np.float64, np.float32)):

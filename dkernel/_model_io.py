@@ -22,7 +22,7 @@ import numpy as np
 
 from ._validation import DKernelError
 from .data import as_location, file_size, read_bytes, write_bytes
-from .kernels._pairwise import KernelSpec
+from .kernels import KernelSpec
 
 #: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
 #: above any budget (B = 10^4 SVs of 10^3 features take 80 MB); ``max_bytes`` overrides.

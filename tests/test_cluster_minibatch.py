@@ -340,14 +340,14 @@ def test_one_kernel_block_per_iteration(digits, monkeypatch):
 
     X, _ = digits
     calls = []
-    real = _blocks._pairwise_kernels
+    real = _blocks.pairwise_from_spec
 
     def counting(A, B, spec, *args, **kw):
         calls.append((A.shape[0], A.shape[0] if B is None else B.shape[0], B is None))
         return real(A, B, spec, *args, **kw)
 
     m = MiniBatchKernelKMeans(**_params(tau=30, max_iter=1)).fit(X)
-    monkeypatch.setattr(_blocks, "_pairwise_kernels", counting)
+    monkeypatch.setattr(_blocks, "pairwise_from_spec", counting)
     rng = np.random.RandomState(0)
     for _ in range(4):
         s = sum(win.total for win in m._windows)

@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.cluster._blocks import _NumericOracle
+from dkernel.cluster._blocks import NumericOracle
 from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
 from dkernel.coreset._kmeans import kernel_kmeans_sensitivity
 from dkernel.kernels import resolve_kernel
@@ -29,7 +29,7 @@ def test_sensitivity_bounds_the_share_of_any_centres(rng):
     X = _blobs(rng, 150)
     u = rng.uniform(0.5, 2.0, len(X))
     spec = resolve_kernel("rbf", 0.5, 3, 1.0, None, n_features=2)
-    oracle = _NumericOracle(spec)
+    oracle = NumericOracle(spec)
     seeds = np.array([0, 60, 120])
     gamma, labels = kernel_kmeans_sensitivity(X, seeds, u, oracle)
     assert gamma.sum() == pytest.approx(1.0 + 3)  # cost share + one per cluster

@@ -20,7 +20,7 @@ from dkernel.kernels import (
     pairwise_kernels,
     resolve_kernel,
 )
-from dkernel.kernels._pairwise import _effective_n_jobs, _pairwise_kernels
+from dkernel.kernels._pairwise import effective_n_jobs, pairwise_from_spec
 
 KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
 PSD_KERNELS = ["rbf", "laplacian", "linear", "polynomial", "cosine"]
@@ -232,7 +232,7 @@ def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
 
 
 def _blas_counts():
-    return [lib.get_num_threads() for lib in _pairwise._ONE_BLAS_THREAD.libs()]
+    return [lib.get_num_threads() for lib in _pairwise.ONE_BLAS_THREAD.libs()]
 
 
 @pytest.fixture
@@ -240,7 +240,7 @@ def two_blas_threads():
     """BLAS at 2 threads for the test (whatever the machine has), put back afterwards."""
     from threadpoolctl import threadpool_limits
 
-    libs = _pairwise._ONE_BLAS_THREAD.libs()
+    libs = _pairwise.ONE_BLAS_THREAD.libs()
     if not libs:
         pytest.skip("no BLAS controllable through threadpoolctl")
     with threadpool_limits(2, user_api="blas"):
@@ -261,7 +261,7 @@ def test_blas_limit_restored_when_the_last_exit_is_refused(two_blas_threads):
             in_blas.set()
 
     def limited():
-        with _pairwise._ONE_BLAS_THREAD:
+        with _pairwise.ONE_BLAS_THREAD:
             np.ones((50, 50)) @ np.ones((50, 50))
 
     t = threading.Thread(target=busy)
@@ -273,11 +273,11 @@ def test_blas_limit_restored_when_the_last_exit_is_refused(two_blas_threads):
         worker.join()
         # the restore may or may not have taken (OpenBLAS only refuses it while the other
         # thread is inside a call); either way the policy sees the caller's count
-        assert _pairwise._ONE_BLAS_THREAD.outer_counts() == [2] * len(_blas_counts())
+        assert _pairwise.ONE_BLAS_THREAD.outer_counts() == [2] * len(_blas_counts())
     finally:
         stop.set()
         t.join()
-    _pairwise._ONE_BLAS_THREAD.settle()
+    _pairwise.ONE_BLAS_THREAD.settle()
     assert _blas_counts() == [2] * len(_blas_counts())
 
 
@@ -285,17 +285,17 @@ def test_n_jobs_rules(monkeypatch):
     monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
     monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
     big = 1 << 30
-    assert _effective_n_jobs(None, 100, big) == 4
-    assert _effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
-    assert _effective_n_jobs(None, 100, 10) == 1  # small work: one thread
-    assert _effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
-    assert _effective_n_jobs(-1, 100, 10) == 4
-    assert _effective_n_jobs(-2, 100, 10) == 3
+    assert effective_n_jobs(None, 100, big) == 4
+    assert effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
+    assert effective_n_jobs(None, 100, 10) == 1  # small work: one thread
+    assert effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
+    assert effective_n_jobs(-1, 100, 10) == 4
+    assert effective_n_jobs(-2, 100, 10) == 3
     monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 2)
-    assert _effective_n_jobs(None, 100, big) == 2  # the caller's BLAS limit caps the default
-    assert _effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
+    assert effective_n_jobs(None, 100, big) == 2  # the caller's BLAS limit caps the default
+    assert effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
     seen = []
-    t = threading.Thread(target=lambda: seen.append(_effective_n_jobs(None, 100, big)))
+    t = threading.Thread(target=lambda: seen.append(effective_n_jobs(None, 100, big)))
     t.start()
     t.join()
     assert seen == [1]  # a non-main thread (Dask's threaded scheduler, a worker's pool)
@@ -306,7 +306,7 @@ def test_threadpool_limits_are_respected():
 
     with threadpool_limits(limits=1, user_api="blas"):
         assert _pairwise._blas_thread_limit() == 1
-        assert _effective_n_jobs(None, 100, 1 << 30) == 1
+        assert effective_n_jobs(None, 100, 1 << 30) == 1
 
 
 def test_precomputed_norms_match(rng):
@@ -315,13 +315,13 @@ def test_precomputed_norms_match(rng):
     spec = _pairwise.resolve_kernel("rbf", 0.1)
     mu = X.mean(axis=0)
     Xc, Yc = X - mu, Y - mu
-    got = _pairwise_kernels(
+    got = pairwise_from_spec(
         Xc, Yc, spec, x_sq=(Xc.astype(np.float64) ** 2).sum(1), y_sq=(Yc**2).sum(1)
     )
-    np.testing.assert_allclose(got, _pairwise_kernels(X, Y, spec), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, pairwise_from_spec(X, Y, spec), rtol=1e-5, atol=1e-6)
     cos = _pairwise.resolve_kernel("cosine")
-    got = _pairwise_kernels(X, Y, cos, x_sq=(X**2).sum(1), y_sq=(Y**2).sum(1))
-    np.testing.assert_allclose(got, _pairwise_kernels(X, Y, cos), rtol=1e-5, atol=1e-6)
+    got = pairwise_from_spec(X, Y, cos, x_sq=(X**2).sum(1), y_sq=(Y**2).sum(1))
+    np.testing.assert_allclose(got, pairwise_from_spec(X, Y, cos), rtol=1e-5, atol=1e-6)
 
 
 def test_one_thread_inside_dask_tasks(scheduler, monkeypatch):
@@ -329,7 +329,7 @@ def test_one_thread_inside_dask_tasks(scheduler, monkeypatch):
     monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
 
     def probe(block):
-        return np.array([_effective_n_jobs(None, 100, 1 << 30)])
+        return np.array([effective_n_jobs(None, 100, 1 << 30)])
 
     x = da.zeros(4, chunks=2)
     assert x.map_blocks(probe, chunks=(1,)).compute().tolist() == [1, 1]
@@ -478,7 +478,7 @@ def test_resolve_kernel():
 def test_private_core_trusts_input(XY):
     X, Y = XY
     spec = resolve_kernel("rbf", 0.3)
-    np.testing.assert_allclose(_pairwise_kernels(X, Y, spec), numpy_kernel(X, Y, "rbf"), rtol=1e-12)
+    np.testing.assert_allclose(pairwise_from_spec(X, Y, spec), numpy_kernel(X, Y, "rbf"), rtol=1e-12)
 
 
 # --- lazy dask blocks ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dkernel import DKernelError
 from dkernel.runtime import (
     CLUSTER_KINDS,
     PauseGuard,
-    _timer,
+    timer,
     check_cluster_config,
     get_client,
     load_cluster_config,
@@ -279,10 +279,10 @@ def test_unknown_local_option():
 def test_timer_logs_and_reports(caplog):
     log = logging.getLogger("dkernel.test")
     with caplog.at_level(logging.DEBUG, logger="dkernel.test"):
-        with _timer("phase", log) as t:
+        with timer("phase", log) as t:
             pass
     assert t["seconds"] >= 0 and "phase: " in caplog.text
-    with pytest.raises(KeyError), _timer("failing", log) as t:
+    with pytest.raises(KeyError), timer("failing", log) as t:
         raise KeyError("x")
     assert "seconds" in t
 

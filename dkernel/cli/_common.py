@@ -42,9 +42,8 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
     from distributed import KilledWorker
     from distributed.scheduler import NoWorkerError
 
-    from ..data._atomic import terminate_as_interrupt
-    from ..runtime import get_client
-    from ..runtime._errors import NoWorkersError
+    from ..data import terminate_as_interrupt
+    from ..runtime import NoWorkersError, get_client
 
     with terminate_as_interrupt():
         client = get_client(cluster, new=True, **local_options)

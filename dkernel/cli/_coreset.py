@@ -206,7 +206,7 @@ def step_coreset(ctx) -> dict:
     opt = float(core.info["opt"])
 
     def train(c):
-        from ..coreset._solver import coarse_svm
+        from ..coreset import coarse_svm
 
         X1 = np.hstack([np.asarray(c.X, dtype=np.float64), np.ones((len(c), 1))])
         return coarse_svm(X1, c.signs, c.weight, c.C, tol=1e-3, max_iter=300).w

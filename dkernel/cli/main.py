@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .._validation import DKernelError
-from ..runtime._progress import show_progress
+from ..runtime import show_progress
 from ._common import check_cluster_option, fail, parse_storage_options
 
 #: Modules that add subcommands (each has ``register(subparsers)``).

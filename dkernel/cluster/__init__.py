@@ -13,6 +13,9 @@ _EXPORTS = {
     "kernel_alignment_score": "._scoring",
     "kernel_kmeans_plusplus": "._init",
     "select_gamma": "._bandwidth",
+    # the internal surface: what the other subpackages use (not part of the public API)
+    "NumericOracle": "._blocks",
+    "kmeans_plusplus_oracle": "._init",
 }
 
 __all__ = [

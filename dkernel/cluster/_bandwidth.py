@@ -10,8 +10,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from ..data import as_array_input
-from ..kernels import estimate_gamma, pairwise_kernels
-from ..kernels._bandwidth import _sample_dense
+from ..kernels import estimate_gamma, pairwise_kernels, sample_dense
 from ._common import _PrecomputedOracle
 from ._full import _best_lloyd, _DenseProduct
 
@@ -98,7 +97,7 @@ def select_gamma(
     m = min(n, sample_size)
     if n_clusters >= m:
         raise DKernelError(f"n_clusters={n_clusters} must be < the {m} sampled rows")
-    S = check_finite_2d(_sample_dense(X, m, int(rng.randint(2**31 - 1))), name="X")
+    S = check_finite_2d(sample_dense(X, m, int(rng.randint(2**31 - 1))), name="X")
     S = S.astype(np.float64)
     g0 = estimate_gamma(S, kernel=kernel, random_state=int(rng.randint(2**31 - 1)))
     scores = {}

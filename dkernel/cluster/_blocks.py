@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels._kernels import row_sq_norms as _row_sq_norms
-from ..kernels._pairwise import (
+from ..kernels import (
     KernelSpec,
-    _effective_n_jobs,
-    _kernel_diag,
-    _pairwise_kernels,
-    _run_tiles,
+    diag_from_spec,
+    effective_n_jobs,
+    pairwise_from_spec,
+    run_tiles,
 )
+from ..kernels import row_sq_norms as _row_sq_norms
 from . import _kernels as _nb
 
 #: Rows per local tile in the untruncated dynamic program.
@@ -27,7 +27,7 @@ _TILE_ROWS = 4096
 _LABEL_TILE_BYTES = 16 << 20
 
 
-class _NumericOracle:
+class NumericOracle:
     """Kernel values on rows of X through the kernel module's numba+BLAS core.
 
     ``mu`` (float32 rbf only, as :func:`~dkernel.kernels.pairwise_kernels` centres): a
@@ -49,10 +49,10 @@ class _NumericOracle:
         self.evals += A.shape[0] * B.shape[0]
         if A.shape[0] == 0 or B.shape[0] == 0:
             return np.zeros((A.shape[0], B.shape[0]), dtype=A.dtype)
-        return _pairwise_kernels(A, B, self.spec)
+        return pairwise_from_spec(A, B, self.spec)
 
     def diag(self, A: np.ndarray) -> np.ndarray:
-        return np.asarray(_kernel_diag(A, self.spec), dtype=np.float64)
+        return np.asarray(diag_from_spec(A, self.spec), dtype=np.float64)
 
     def prep(self, A: np.ndarray, out: np.ndarray | None = None):
         """``(rows - mu, squared row norms)``; norms only for rbf/cosine (else None)."""
@@ -70,9 +70,9 @@ class _NumericOracle:
         if A.shape[0] == 0 or nb == 0:
             return np.zeros((A.shape[0], nb), dtype=A.dtype)
         if a_sq is None:  # a kernel without norms: nothing was prepared
-            return _pairwise_kernels(A, B, self.spec, out)
+            return pairwise_from_spec(A, B, self.spec, out)
         y_sq = b_sq if B is not None else None
-        return _pairwise_kernels(A, B, self.spec, out, x_sq=a_sq, y_sq=y_sq)
+        return pairwise_from_spec(A, B, self.spec, out, x_sq=a_sq, y_sq=y_sq)
 
     def kernel_blocks(self, A, a_sq, bounds) -> list:
         """The symmetric blocks ``K(A[bounds[j]:bounds[j + 1]])`` of consecutive row ranges
@@ -86,13 +86,13 @@ class _NumericOracle:
                 if r1 == r0:
                     blocks[j] = np.zeros((0, 0), dtype=A.dtype)
                 elif a_sq is None:
-                    blocks[j] = _pairwise_kernels(A[r0:r1], None, self.spec)
+                    blocks[j] = pairwise_from_spec(A[r0:r1], None, self.spec)
                 else:
-                    blocks[j] = _pairwise_kernels(A[r0:r1], None, self.spec, x_sq=a_sq[r0:r1])
+                    blocks[j] = pairwise_from_spec(A[r0:r1], None, self.spec, x_sq=a_sq[r0:r1])
 
         entries = int(np.dot(sizes, sizes))
-        threads = _effective_n_jobs(None, len(sizes), entries * (A.shape[1] + 16))
-        _run_tiles(work, [(j, j + 1) for j in range(len(sizes))], threads)
+        threads = effective_n_jobs(None, len(sizes), entries * (A.shape[1] + 16))
+        run_tiles(work, [(j, j + 1) for j in range(len(sizes))], threads)
         self.evals += entries
         return blocks
 
@@ -106,7 +106,7 @@ def _support_inner(support, coef, spec):
     of K, no widened copy of it); otherwise a dense float64 product.
     """
     mu = support.mean(axis=0, dtype=np.float64).astype(support.dtype) if len(support) else None
-    oracle = _NumericOracle(spec, mu)
+    oracle = NumericOracle(spec, mu)
     nnz = (coef != 0.0).sum(axis=0)
     if (nnz <= 1).all():
         owner = np.argmax(coef != 0.0, axis=0)

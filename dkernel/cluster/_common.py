@@ -1,7 +1,7 @@
 """Shared plumbing of the kernel k-means estimators: kernel access, input checks, centers.
 
 A *kernel oracle* evaluates ``K(A, B)`` and ``diag K(A, A)`` on "points": rows of X for
-the numeric kernels (``_NumericOracle``, in ``_blocks.py`` with the worker-side passes),
+the numeric kernels (``NumericOracle``, in ``_blocks.py`` with the worker-side passes),
 row indices into the training set for the transductive graph kernels
 (``kernel="knn"``/``"heat"``, here). Everything above it is written once for both.
 """
@@ -28,16 +28,15 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
-from ..kernels._scale import check_kernel_scale
-from ..runtime._errors import named_worker_errors
-from ..runtime._progress import compute_blocks, progress, progress_enabled
+from ..kernels import check_kernel_scale
+from ..runtime import compute_blocks, named_worker_errors, progress, progress_enabled
 from . import _kernels as _nb
 from ._blocks import (
     _TILE_ROWS,
+    NumericOracle,
     _assign_block,
     _distance_block,
     _label_block,
-    _NumericOracle,
 )
 
 #: Transductive graph kernels, built on the training rows and addressed by index.
@@ -244,7 +243,7 @@ class _KernelCentersMixin:
     def _oracle(self):
         if self._is_graph():
             return _GraphOracle(self._graph)
-        return _NumericOracle(self._spec)
+        return NumericOracle(self._spec)
 
     # ---------------------------------------------------------------- centers
     def _set_centers(self, oracle, points, coef, norms, X_rows=None):

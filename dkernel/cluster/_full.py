@@ -15,13 +15,17 @@ from sklearn.exceptions import ConvergenceWarning
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar, checked_block
 from ..data import draw_indices, take_rows
-from ..kernels import heat_kernel, kernel_matrix, knn_kernel
-from ..kernels._pairwise import _kernel_diag, _pairwise_kernels
-from ..kernels._scale import check_kernel_scale
-from ..runtime import _timer, progress, progress_enabled
-from ..runtime._errors import named_worker_errors
+from ..kernels import (
+    check_kernel_scale,
+    diag_from_spec,
+    heat_kernel,
+    kernel_matrix,
+    knn_kernel,
+    pairwise_from_spec,
+)
+from ..runtime import named_worker_errors, progress, progress_enabled, timer
 from . import _kernels as _nb
-from ._blocks import _NumericOracle
+from ._blocks import NumericOracle
 from ._common import (
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
@@ -214,7 +218,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             self._spec = self._resolve_gamma(Xd, rng, sample=sample)
             check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now
             self.gamma_ = self._spec.gamma
-            oracle = _NumericOracle(self._spec)
+            oracle = NumericOracle(self._spec)
             diag = Xd.map_blocks(
                 _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
             ).compute()
@@ -224,7 +228,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             type(self).__name__,
             enabled=progress_enabled(self.verbose),
         )
-        with _timer("lloyd", logger), bar_cm as bar:
+        with timer("lloyd", logger), bar_cm as bar:
             best = _best_lloyd(
                 oracle,
                 Kop,
@@ -370,11 +374,11 @@ def _lloyd(KZ, KZZ, Kop, diag, w, max_iter, tol=0.0, verbose=0, bar=None):
 
 
 def _diag_block(Xb, spec):
-    return np.asarray(_kernel_diag(np.asarray(Xb), spec), dtype=np.float64)
+    return np.asarray(diag_from_spec(np.asarray(Xb), spec), dtype=np.float64)
 
 
 def _cross_block(Xb, Z, spec):
-    return np.asarray(_pairwise_kernels(np.asarray(Xb), Z, spec), dtype=np.float64)
+    return np.asarray(pairwise_from_spec(np.asarray(Xb), Z, spec), dtype=np.float64)
 
 
 class _DaskProduct:

@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..kernels import resolve_kernel
-from ._blocks import _NumericOracle
+from ._blocks import NumericOracle
 
 
 def kernel_kmeans_plusplus(
@@ -77,8 +77,8 @@ def kernel_kmeans_plusplus(
         raise DKernelError("kernel_kmeans_plusplus needs a kernel function, not 'precomputed'")
     w = check_sample_weight(sample_weight, n)
     rng = check_random_state(random_state)
-    oracle = _NumericOracle(spec)
-    idx, _ = _kernel_kmeans_plusplus(
+    oracle = NumericOracle(spec)
+    idx, _ = kmeans_plusplus_oracle(
         oracle, X, oracle.diag(X), w, int(n_clusters), rng, n_local_trials
     )
     return X[idx].copy(), idx
@@ -88,7 +88,7 @@ def _init_centers(oracle, P, w, n_clusters, rng, *, init="k-means++", n_init=1, 
     """Indices into the points ``P`` of the initial centers: the package's one seeding loop.
 
     ``"k-means++"``: the best (lowest potential) of ``n_init`` seedings by
-    :func:`_kernel_kmeans_plusplus`. ``"random"``: distinct points drawn among those of
+    :func:`kmeans_plusplus_oracle`. ``"random"``: distinct points drawn among those of
     positive weight (a zero-weight point is taken only when fewer than ``n_clusters``
     points weigh anything). All-zero weights count as equal weights. ``P`` are rows (the
     numeric kernels) or row indices (graph and precomputed kernels).
@@ -106,13 +106,13 @@ def _init_centers(oracle, P, w, n_clusters, rng, *, init="k-means++", n_init=1, 
         diag = oracle.diag(P)
     best, best_pot = None, np.inf
     for _ in range(n_init):
-        chosen, pot = _kernel_kmeans_plusplus(oracle, P, diag, w, n_clusters, rng)
+        chosen, pot = kmeans_plusplus_oracle(oracle, P, diag, w, n_clusters, rng)
         if best is None or pot < best_pot:
             best, best_pot = chosen, pot
     return best
 
 
-def _kernel_kmeans_plusplus(oracle, P, diag, w, n_clusters, rng, n_local_trials=None):
+def kmeans_plusplus_oracle(oracle, P, diag, w, n_clusters, rng, n_local_trials=None):
     """Trusting core: indices into the points ``P`` and the final potential."""
     n = len(P)
     if n_local_trials is None:

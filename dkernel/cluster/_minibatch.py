@@ -19,14 +19,18 @@ from sklearn.utils import check_random_state
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar
 from ..data import draw_indices
-from ..kernels import heat_kernel, knn_kernel
-from ..kernels._pairwise import _ONE_BLAS_THREAD
-from ..kernels._scale import check_kernel_scale
-from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
-from ..runtime._errors import named_worker_errors
-from ..runtime._progress import Progress
+from ..kernels import ONE_BLAS_THREAD, check_kernel_scale, heat_kernel, knn_kernel
+from ..runtime import (
+    Progress,
+    load_checkpoint,
+    named_worker_errors,
+    progress,
+    progress_enabled,
+    save_checkpoint,
+    timer,
+)
 from . import _kernels as _nb
-from ._blocks import _TILE_ROWS, _NumericOracle
+from ._blocks import _TILE_ROWS, NumericOracle
 from ._common import (
     GRAPH_KERNELS,
     SUPPORTED_KERNELS,
@@ -363,7 +367,7 @@ class MiniBatchKernelKMeans(
             state = load_checkpoint(self.checkpoint, params=ckpt_params)
         start = 0 if state is None else int(state["n_iter"])
         X_rows = X_mem = None
-        with _timer("setup", logger) as t_setup:
+        with timer("setup", logger) as t_setup:
             sample = None
             if self._is_graph():
                 X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
@@ -429,10 +433,10 @@ class MiniBatchKernelKMeans(
                         self._spec = self._spec._replace(gamma=float(gamma))
                     self._mu = state["mu"].astype(dtype)
                 self.gamma_ = self._spec.gamma
-                oracle = _NumericOracle(self._spec, self._mu)
+                oracle = NumericOracle(self._spec, self._mu)
         bar = Progress(self.max_iter, type(self).__name__, enabled=progress_enabled(self.verbose))
         try:
-            with _timer("init", logger) as t_init, bar.compiling("kernel k-means init"):
+            with timer("init", logger) as t_init, bar.compiling("kernel k-means init"):
                 evals0 = oracle.evals
                 if state is not None:
                     self._restore_state(state, rng, oracle)
@@ -456,7 +460,7 @@ class MiniBatchKernelKMeans(
                 self.n_iter_ = 0
                 self._wins = np.zeros(self.n_clusters, dtype=np.int64)
                 evals1 = oracle.evals
-            with _timer("iterations", logger) as t_iter, _ONE_BLAS_THREAD:
+            with timer("iterations", logger) as t_iter, ONE_BLAS_THREAD:
                 if self.tau is None:
                     X_all = np.arange(n) if oracle.graph else X_mem
                     self._windows = None  # partial_fit after this fit starts afresh
@@ -485,7 +489,7 @@ class MiniBatchKernelKMeans(
         finally:
             batches.close()
             bar.close()
-        with _timer("labels", logger) as t_lab:
+        with timer("labels", logger) as t_lab:
             if self.tau is not None:
                 labels, dist = self._labels_and_distances(X, is_dask)
         if self.checkpoint is not None:  # the fit is whole: its checkpoint is spent
@@ -551,7 +555,7 @@ class MiniBatchKernelKMeans(
             state[f"w{j}_c"] = win.c
             state[f"w{j}_gram"] = win.gram
             state[f"w{j}_scalars"] = [float(win.norm), float(win.seen)]
-        with _timer("checkpoint", logger):
+        with timer("checkpoint", logger):
             save_checkpoint(self.checkpoint, state, params=params)
 
     def _restore_state(self, state, rng, oracle):
@@ -842,7 +846,7 @@ class MiniBatchKernelKMeans(
             check_kernel_scale(X[sub], self._spec)
             self.gamma_ = self._spec.gamma
             self._mu = X[sub].mean(axis=0, dtype=np.float64).astype(dtype)
-            oracle = _NumericOracle(self._spec, self._mu)
+            oracle = NumericOracle(self._spec, self._mu)
             if isinstance(self.init, str):
                 pick = _init_centers(
                     oracle,
@@ -860,7 +864,7 @@ class MiniBatchKernelKMeans(
             self.history_, self.n_iter_ = [], 0
             self._wins = np.zeros(self.n_clusters, dtype=np.int64)
         else:
-            oracle = _NumericOracle(self._spec, self._mu)
+            oracle = NumericOracle(self._spec, self._mu)
         with (
             progress(
                 1,
@@ -868,7 +872,7 @@ class MiniBatchKernelKMeans(
                 enabled=progress_enabled(self.verbose),
             ) as bar,
             bar.compiling("kernel k-means iteration"),
-            _ONE_BLAS_THREAD,
+            ONE_BLAS_THREAD,
         ):
             self._window_step(oracle, X, w, self.n_iter_)
             bar.update(1, iteration=self.n_iter_, objective=self.history_[-1])

@@ -18,6 +18,9 @@ from ._coreset import (
 from ._distributed import distributed_coreset
 from ._kmeans import kernel_kmeans_coreset
 from ._sensitivity import svm_sensitivity
+
+# The internal surface: what the other subpackages use (not part of the public API).
+from ._solver import coarse_svm as coarse_svm
 from ._store import uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
-from ..runtime import _timer, progress, progress_enabled
+from ..runtime import progress, progress_enabled, timer
 from ._sensitivity import (
     _base_seed,
     _binary_labels,
@@ -312,7 +312,7 @@ def _draw(q, u, m, rng):
 def _distribution(X1, ys, u, *, C, k, rng, mix, opt=None, tol=0.005):
     """The sampling distribution q of rows ``X1`` (bias column last), with gamma and the
     sensitivity info; trusts its input."""
-    with _timer("sensitivities", logger):
+    with timer("sensitivities", logger):
         gamma, info = _sensitivities(X1, ys, u, C=C, k=k, rng=rng, opt=opt, tol=tol)
     U = float(u.sum())
     loss = None if info.w is None else point_costs(X1, ys, u, C, info.w, U)
@@ -491,7 +491,7 @@ def svm_coreset(
 def _one(X, y, u, m, C, k, opt, mix, random_state) -> Coreset:
     ys, classes = _binary_labels(y, X.shape[0])
     rng = _rng(random_state)
-    with _timer("svm_coreset", logger):
+    with timer("svm_coreset", logger):
         out = _build(X, ys, u, m, C=C, k=k, rng=rng, mix=mix, opt=opt)
     return _with_labels(out, classes)
 

@@ -47,10 +47,16 @@ from .._validation import (
     unique_labels,
 )
 from ..data import ALIGN_ROWS, Dataset, RowSource, open_dataset, take_rows
-from ..kernels._pairwise import _ONE_BLAS_THREAD
-from ..runtime import _timer, progress, progress_enabled
-from ..runtime._progress import Progress
-from ..runtime._tree import TreeNode, tree_levels, tree_reduce
+from ..kernels import ONE_BLAS_THREAD
+from ..runtime import (
+    Progress,
+    TreeNode,
+    progress,
+    progress_enabled,
+    timer,
+    tree_levels,
+    tree_reduce,
+)
 from ._coreset import (
     BETA,
     LOSS_SHARE,
@@ -218,7 +224,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1;
     # its products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay, and on a
     # busy client the threads oversubscribe the cores and slow every product down
-    with _timer("two-pass: sample solve", logger), _ONE_BLAS_THREAD:
+    with timer("two-pass: sample solve", logger), ONE_BLAS_THREAD:
         take = np.sort(
             _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
         )
@@ -243,7 +249,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
         else:  # a sample with one label: w = 0 (cost C n), still certified below
             w, opt_est = np.zeros(Xs1.shape[1]), C * U
     bar.update(1, step="sample solve")
-    with _timer("two-pass: certificate and clustering", logger):
+    with timer("two-pass: certificate and clustering", logger):
         persisted = dask.persist(
             *[
                 _step(_block_geometry, "certificate")(
@@ -281,7 +287,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
         raise DKernelError("the coarse SVM solve found no positive lower bound")
     logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)
 
-    with _timer("two-pass: sensitivities", logger):
+    with timer("two-pass: sensitivities", logger):
         gams = dask.persist(
             *[_step(_block_gamma, "sensitivity")(s, C, lower, U) for s in persisted]
         )
@@ -294,7 +300,7 @@ def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
     ) + mix.beta * np.diff(bounds) / U
     counts = _node_rng(seed, 0, n, _BLOCKS).multinomial(m, mass / mass.sum())
 
-    with _timer("two-pass: draw", logger):
+    with timer("two-pass: draw", logger):
         parts = dask.compute(
             *[
                 _step(_block_sample, "sample")(
@@ -451,7 +457,7 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progr
         mix=mix,
         seed=seed,
     )
-    with _timer("merge-reduce tree", logger), _CountLeaves(bar) as counted:
+    with timer("merge-reduce tree", logger), _CountLeaves(bar) as counted:
         tree = tree_reduce(
             None, leaves, combine, split_every=split_every, key=f"coreset-merge-{tokenize(leaves)}"
         )
@@ -649,7 +655,7 @@ def distributed_coreset(
     if classes is None:
         classes = store_classes
     if classes is None:
-        with _timer("labels", logger):
+        with timer("labels", logger):
             classes = unique_labels(y, token="coreset-classes")
     classes = sorted(np.asarray(classes).tolist())
     if len(classes) < 2:
@@ -680,7 +686,7 @@ def distributed_coreset(
     seed = _base_seed(random_state)
     n_steps = 4 if method == "two-pass" else len(X.chunks[0]) + 1
     with (
-        _timer(f"distributed coreset ({method})", logger),
+        timer(f"distributed coreset ({method})", logger),
         progress(
             n_steps, f"distributed_coreset ({method})", enabled=progress_enabled(verbose)
         ) as bar,

@@ -9,10 +9,9 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
-from ..cluster._blocks import _NumericOracle
-from ..cluster._init import _kernel_kmeans_plusplus
+from ..cluster import NumericOracle, kmeans_plusplus_oracle
 from ..kernels import resolve_kernel
-from ..runtime import _timer
+from ..runtime import timer
 from ._coreset import BETA, Coreset, _check_m, _draw
 
 logger = logging.getLogger(__name__)
@@ -123,9 +122,9 @@ def kernel_kmeans_coreset(
         raise DKernelError("kernel_kmeans_coreset needs a kernel function, not 'precomputed'")
     u = check_sample_weight(sample_weight, n)
     rng = check_random_state(random_state)
-    oracle = _NumericOracle(spec)
-    with _timer("kernel k-means coreset", logger):
-        seeds, _ = _kernel_kmeans_plusplus(oracle, X, oracle.diag(X), u, int(n_clusters), rng)
+    oracle = NumericOracle(spec)
+    with timer("kernel k-means coreset", logger):
+        seeds, _ = kmeans_plusplus_oracle(oracle, X, oracle.diag(X), u, int(n_clusters), rng)
         gam, _, share = _sensitivity_parts(X, seeds, u, oracle)
         U, t = float(u.sum()), float(gam.sum())
         q = _mixture(gam - share, share, u, U, beta)

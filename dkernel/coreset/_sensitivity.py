@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
-from ..runtime import _timer
+from ..runtime import timer
 from ._kernels import (
     _bounds_from_geometry,
     _kmeanspp_partitions,
@@ -129,12 +129,12 @@ def _sensitivities(X1, ys, u, *, C, k, rng, opt=None, U_total=None, w0=None, tol
         return u.astype(np.float64, copy=True), SensitivityInfo(np.nan, np.nan, None, 1, True)
     upper, w = np.nan, None
     if opt is None:
-        with _timer("coarse svm", logger):
+        with timer("coarse svm", logger):
             sol = coarse_svm(X1, ys, u, C, w0=w0, tol=tol)
         opt, upper, w = sol.lower, sol.upper, sol.w
     if not opt > 0.0:
         raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")
-    with _timer("k-means++ and bound", logger):
+    with timer("k-means++ and bound", logger):
         gamma, n_clusters = _cluster_bound(
             X1, ys, u, C=C, opt=float(opt), U_total=U_total, k=k, rng=rng
         )

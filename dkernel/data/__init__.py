@@ -1,5 +1,7 @@
 """Data layer: zarr 3 stores, seeded chunk-grouped batch sampling, synthetic generators."""
 
+# The internal surface: what the other subpackages use (not part of the public API).
+from ._atomic import terminate_as_interrupt as terminate_as_interrupt
 from ._files import file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,

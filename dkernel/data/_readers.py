@@ -20,7 +20,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from .._validation import DKernelError
-from ..runtime._progress import progress
+from ..runtime import progress
 
 
 class TextLayout(NamedTuple):

@@ -1,8 +1,13 @@
 """Kernel functions, lazy Dask kernel blocks, bandwidth heuristics and graph kernels."""
 
 from ._bandwidth import estimate_gamma
+
+# The internal surface: what the other subpackages use (not part of the public API).
+from ._bandwidth import gamma_from_rows as gamma_from_rows
+from ._bandwidth import sample_dense as sample_dense
 from ._blocks import kernel_matrix
 from ._graph import GraphKernel, HeatKernel, KNNKernel, heat_kernel, knn_kernel
+from ._kernels import row_sq_norms as row_sq_norms
 from ._pairwise import (
     KERNEL_ALIASES,
     RADIAL_KERNELS,
@@ -11,6 +16,12 @@ from ._pairwise import (
     pairwise_kernels,
     resolve_kernel,
 )
+from ._pairwise import ONE_BLAS_THREAD as ONE_BLAS_THREAD
+from ._pairwise import diag_from_spec as diag_from_spec
+from ._pairwise import effective_n_jobs as effective_n_jobs
+from ._pairwise import pairwise_from_spec as pairwise_from_spec
+from ._pairwise import run_tiles as run_tiles
+from ._scale import check_kernel_scale as check_kernel_scale
 
 __all__ = [
     "KERNEL_ALIASES",

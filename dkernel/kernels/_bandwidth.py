@@ -50,11 +50,11 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
     if n < 2:
         raise DKernelError("estimate_gamma needs at least 2 rows")
     size = min(sample_size, n)
-    S = _sample_dense(X, size, random_state)
-    return _gamma_from_rows(check_finite_2d(S, name="X"), kernel=kernel, method=method)
+    S = sample_dense(X, size, random_state)
+    return gamma_from_rows(check_finite_2d(S, name="X"), kernel=kernel, method=method)
 
 
-def _sample_dense(X, size: int, random_state=None) -> np.ndarray:
+def sample_dense(X, size: int, random_state=None) -> np.ndarray:
     """:func:`~dkernel.data.sample_rows` without replacement, for scipy.sparse input too
     (the same rows, made dense; the matrix itself stays sparse)."""
     from ..data import draw_indices, sample_rows  # dkernel.data imports this package
@@ -67,7 +67,7 @@ def _sample_dense(X, size: int, random_state=None) -> np.ndarray:
     return np.asarray(sp.csr_matrix(X)[idx].toarray())
 
 
-def _gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median") -> float:
+def gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median") -> float:
     """Trusting core of :func:`estimate_gamma` on rows already sampled (and checked).
 
     Callers that fetch a row sample for another purpose (an estimator's initialisation)

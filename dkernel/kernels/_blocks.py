@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import DKernelError, report_nonfinite
-from ._pairwise import KernelSpec, _pairwise_kernels, resolve_kernel
+from ._pairwise import KernelSpec, pairwise_from_spec, resolve_kernel
 
 
 def _kernel_block(Xb, Yb, x0, y0, spec: KernelSpec, y_name: str = "Y"):
@@ -19,9 +19,9 @@ def _kernel_block(Xb, Yb, x0, y0, spec: KernelSpec, y_name: str = "Y"):
     dt = np.result_type(Xb.dtype, Yb.dtype, np.float32)
     if y_name == "X" and x0 == y0 and Xb.shape == Yb.shape:
         # a diagonal block of K(X, X): the symmetric path (exactly symmetric, unit RBF diagonal)
-        return _pairwise_kernels(Xb.astype(dt, copy=False), None, spec)
+        return pairwise_from_spec(Xb.astype(dt, copy=False), None, spec)
     report_nonfinite(Yb, name=y_name, row_offset=y0)
-    return _pairwise_kernels(Xb.astype(dt, copy=False), Yb.astype(dt, copy=False), spec)
+    return pairwise_from_spec(Xb.astype(dt, copy=False), Yb.astype(dt, copy=False), spec)
 
 
 def kernel_matrix(

@@ -189,10 +189,10 @@ def pairwise_kernels(
         check_scalar(n_jobs, "n_jobs", kind=(int, np.integer))
         if n_jobs == 0:
             raise DKernelError("n_jobs must be a positive or negative int, got 0")
-    return _pairwise_kernels(X, Y, spec, out=out, n_jobs=n_jobs)
+    return pairwise_from_spec(X, Y, spec, out=out, n_jobs=n_jobs)
 
 
-def _pairwise_kernels(
+def pairwise_from_spec(
     X: np.ndarray,
     Y: np.ndarray | None,
     spec: KernelSpec,
@@ -204,7 +204,7 @@ def _pairwise_kernels(
 ) -> np.ndarray:
     """Trusting core of :func:`pairwise_kernels` (validated, same-dtype inputs).
 
-    ``n_jobs`` threads (see :func:`_effective_n_jobs`) each take row tiles from a shared
+    ``n_jobs`` threads (see :func:`effective_n_jobs`) each take row tiles from a shared
     counter, compute the tile's BLAS product with BLAS limited to one thread, and
     transform it with the numba kernel while it is in cache.
 
@@ -250,7 +250,7 @@ def _pairwise_kernels(
     if whole:
         tile = m
     tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
-    threads = _effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
+    threads = effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
 
     # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its diagonal
     # block and the upper triangle right of it) and mirrors them into the lower triangle.
@@ -301,7 +301,7 @@ def _pairwise_kernels(
             if half or whole:  # exactly symmetric, whatever the transform's rounding
                 _nb.mirror_tile(out, r0, r1)
 
-    _run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
+    run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
     if symmetric and k in ("rbf", "laplacian"):
         np.fill_diagonal(out, 1.0)
     return out
@@ -330,7 +330,7 @@ def _in_parallel_context() -> bool:
     return False
 
 
-def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
+def effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
     """Threads for one call, an explicit policy (no load-average guessing).
 
     ``n_jobs=None``: one thread inside a Dask task or any non-main thread (Dask or the
@@ -352,10 +352,10 @@ def _effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
 def _blas_thread_limit() -> int:
     """The BLAS thread count in force (threadpoolctl), or the core count if unknown.
 
-    While this module holds BLAS at one thread for its tiles (``_ONE_BLAS_THREAD``, e.g.
+    While this module holds BLAS at one thread for its tiles (``ONE_BLAS_THREAD``, e.g.
     around a whole fit loop), the count saved on entry is the one in force.
     """
-    counts = _ONE_BLAS_THREAD.outer_counts()
+    counts = ONE_BLAS_THREAD.outer_counts()
     counts = [c for c in counts if c]
     return max(1, min(counts)) if counts else _cpu_count()
 
@@ -454,15 +454,15 @@ class _SingleThreadBLAS:
                 self._saved = []
 
 
-_ONE_BLAS_THREAD = _SingleThreadBLAS()
+ONE_BLAS_THREAD = _SingleThreadBLAS()
 
 
-def _run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
+def run_tiles(work, tiles, threads: int, *, limit_blas: bool = True) -> None:
     """Run ``work(r0, r1)`` on every tile, in this thread or in this thread and
     ``threads - 1`` pool threads pulling tiles from a shared counter; BLAS is held at one
     thread meanwhile."""
     global _POOL
-    with _ONE_BLAS_THREAD if limit_blas else contextlib.nullcontext():
+    with ONE_BLAS_THREAD if limit_blas else contextlib.nullcontext():
         if threads <= 1:
             for r0, r1 in tiles:
                 work(r0, r1)
@@ -511,10 +511,10 @@ def kernel_diag(X, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_para
     X = check_finite_2d(X, name="X")
     if spec.gamma is None and isinstance(spec.kernel, str):
         spec = spec._replace(gamma=1.0 / X.shape[1])
-    return _kernel_diag(X, spec)
+    return diag_from_spec(X, spec)
 
 
-def _kernel_diag(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def diag_from_spec(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     k = spec.kernel
     if callable(k):
         return np.array(

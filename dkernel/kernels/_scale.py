@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import DKernelError
-from ._pairwise import RADIAL_KERNELS, KernelSpec, _pairwise_kernels
+from ._pairwise import RADIAL_KERNELS, KernelSpec, pairwise_from_spec
 
 #: Rows the check looks at (the first of the given ones).
 _ROWS = 256
@@ -71,7 +71,7 @@ def kernel_scale_problem(rows, spec: KernelSpec) -> str | None:
                     f"or gamma=None (estimated from X)"
                 )
             return None
-        K = _pairwise_kernels(np.ascontiguousarray(R), None, spec)
+        K = pairwise_from_spec(np.ascontiguousarray(R), None, spec)
         if not np.isfinite(K).all():
             extra = f" (degree={spec.degree:g})" if spec.kernel == "polynomial" else ""
             return (

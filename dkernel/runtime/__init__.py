@@ -3,14 +3,22 @@
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
+
+# The internal surface: what the other subpackages use (not part of the public API).
+from ._errors import NoWorkersError as NoWorkersError
+from ._errors import named_worker_errors as named_worker_errors
 from ._memory import PauseGuard, check_worker_memory
+from ._progress import Progress as Progress
 from ._progress import compile_note, progress, progress_enabled, show_progress
-from ._timing import _timer
+from ._progress import compute_blocks as compute_blocks
+from ._timing import timer
+from ._tree import TreeNode as TreeNode
+from ._tree import tree_levels as tree_levels
+from ._tree import tree_reduce as tree_reduce
 
 __all__ = [
     "CLUSTER_KINDS",
     "PauseGuard",
-    "_timer",
     "check_cluster_config",
     "check_worker_memory",
     "compile_note",
@@ -23,4 +31,5 @@ __all__ = [
     "progress_enabled",
     "save_checkpoint",
     "show_progress",
+    "timer",
 ]

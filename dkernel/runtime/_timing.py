@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def _timer(name: str, logger: logging.Logger, level: int = logging.DEBUG) -> Iterator[dict]:
-    """Log how long the block took: ``with _timer("assign", logger): ...``.
+def timer(name: str, logger: logging.Logger, level: int = logging.DEBUG) -> Iterator[dict]:
+    """Log how long the block took: ``with timer("assign", logger): ...``.
 
     Yields a dict whose ``"seconds"`` is filled in when the block ends.
     """

@@ -33,10 +33,15 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, open_dataset, take_rows
-from ..kernels import KernelSpec
-from ..kernels._scale import check_kernel_scale
-from ..runtime import _timer, load_checkpoint, progress, progress_enabled, save_checkpoint
-from ..runtime._errors import named_worker_errors
+from ..kernels import KernelSpec, check_kernel_scale
+from ..runtime import (
+    load_checkpoint,
+    named_worker_errors,
+    progress,
+    progress_enabled,
+    save_checkpoint,
+    timer,
+)
 from . import _budget as nb
 from . import _distributed as dist
 from . import _refit
@@ -636,7 +641,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             n_rounds = int(self.n_rounds)
             done = first[0] * n_rounds + first[1]
             with (
-                _timer("bsgd distributed fit", logger, level),
+                timer("bsgd distributed fit", logger, level),
                 progress(
                     int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
                 ) as bar,
@@ -705,7 +710,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                         after = functools.partial(
                             _save_block, ckpt, state, seed, epoch, len(plan), skip
                         )
-                    with _timer(f"bsgd epoch {epoch}", logger, level):
+                    with timer(f"bsgd epoch {epoch}", logger, level):
                         self._run(
                             plan,
                             X,
@@ -801,7 +806,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             coef, b = s * state.A[:n_sv], s * state.b
         level = logging.INFO if self.verbose else logging.DEBUG
         with (
-            _timer("bsgd refit", logger, level),
+            timer("bsgd refit", logger, level),
             progress(
                 None,
                 "BudgetedSVC refit",
@@ -1292,7 +1297,7 @@ class _Checkpoint:
         return load_checkpoint(self.path, params=self.params)
 
     def save(self, position: tuple[int, int], seed: int, arrays: dict) -> None:
-        with _timer("bsgd checkpoint", logger):
+        with timer("bsgd checkpoint", logger):
             save_checkpoint(
                 self.path,
                 {"position": [int(p) for p in position], "seed": int(seed), **arrays},

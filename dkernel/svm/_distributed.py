@@ -47,8 +47,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..runtime._timing import _timer
-from ..runtime._tree import TreeNode, tree_reduce
+from ..runtime import TreeNode, timer, tree_reduce
 from . import _budget as nb
 from ._stream import Standardizer, load_ranges, row_parts
 
@@ -341,7 +340,7 @@ def fit_rounds(
 
     # the fit's id in its task keys: the dashboard shows bsgd-shard, bsgd-round, bsgd-merge
     run = uuid.uuid4().hex
-    with _timer("bsgd shards", logger):
+    with timer("bsgd shards", logger):
         # each shard's rows on its worker (round-robin; placement never changes the model);
         # each round's task then runs where its shard lives
         data = load_ranges(
@@ -389,7 +388,7 @@ def fit_rounds(
                 if fetch_every and count % fetch_every == 0:
                     fetched = model.result() if client is not None else model
                 on_round(epoch, rnd, fetched)
-    with _timer("bsgd rounds", logger):
+    with timer("bsgd rounds", logger):
         result = model if isinstance(model, Partial) else model.result()
     if log is not None:
         log(f"{len(plan.starts)} shards x {n_rounds} rounds x {n_epochs} epochs")

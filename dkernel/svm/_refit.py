@@ -35,8 +35,7 @@ import numpy as np
 
 from .._base import _BaseKernelEstimator
 from ..kernels import KernelSpec
-from ..runtime._timing import _timer
-from ..runtime._tree import tree_reduce
+from ..runtime import timer, tree_reduce
 from ._budget import weighted_colsums
 from ._stream import Standardizer, load_ranges, range_workers, row_parts
 
@@ -316,7 +315,7 @@ def refit(
     ranges = row_parts(n)
 
     run = uuid.uuid4().hex  # this refit's id in its task keys
-    with _timer("bsgd refit parts", logger):
+    with timer("bsgd refit parts", logger):
         shared: Any = basis
         if client is not None:
             # the basis (O(B^2)) travels once to every worker, not with every task
@@ -355,7 +354,7 @@ def refit(
             ]
     passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * n)
-    with _timer("bsgd refit solve", logger):
+    with timer("bsgd refit solve", logger):
         V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step)
     r = basis.T.shape[1]
     beta = basis.T @ V[:r]
