@@ -181,3 +181,23 @@ def test_train_standardize(tmp_path, store, cluster_cfg, capsys):
     clf = load_model(model)
     assert clf.standardize is True
     np.testing.assert_allclose(clf.feature_mean_, store.X.compute().mean(axis=0), rtol=1e-6)
+
+
+def test_train_no_refit_keeps_the_sgd_coefficients(tmp_path, store, cluster_cfg, capsys):
+    """--no-refit is refit=False: the model equals the API's SGD-only fit; without it the
+    coefficients are the refit's (they differ)."""
+    from dkernel.svm import BudgetedSVC
+
+    args = ["--budget", "30", "--gamma", "2", "--max-iter", "1", "--seed", "0"]
+    paths = {}
+    for flag in ([], ["--no-refit"]):
+        paths[bool(flag)] = str(tmp_path / f"m{len(flag)}.npz")
+        argv = ["--cluster", cluster_cfg, "svm", "train", store.path, paths[bool(flag)]]
+        assert main([*argv, *args, *flag]) == 0
+        capsys.readouterr()
+    sgd = load_model(paths[True])
+    assert sgd.refit is False and load_model(paths[False]).refit is True
+    ref = BudgetedSVC(budget=30, gamma=2.0, max_iter=1, random_state=0, refit=False)
+    ref.fit(store.X.compute(), store.y.compute())
+    np.testing.assert_allclose(sgd.dual_coef_, ref.dual_coef_)
+    assert not np.allclose(load_model(paths[False]).dual_coef_, sgd.dual_coef_)
