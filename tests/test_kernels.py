@@ -478,7 +478,9 @@ def test_resolve_kernel():
 def test_private_core_trusts_input(XY):
     X, Y = XY
     spec = resolve_kernel("rbf", 0.3)
-    np.testing.assert_allclose(pairwise_from_spec(X, Y, spec), numpy_kernel(X, Y, "rbf"), rtol=1e-12)
+    np.testing.assert_allclose(
+        pairwise_from_spec(X, Y, spec), numpy_kernel(X, Y, "rbf"), rtol=1e-12
+    )
 
 
 # --- lazy dask blocks ---------------------------------------------------------------------

@@ -15,11 +15,11 @@ from dkernel import DKernelError
 from dkernel.runtime import (
     CLUSTER_KINDS,
     PauseGuard,
-    timer,
     check_cluster_config,
     get_client,
     load_cluster_config,
     make_cluster,
+    timer,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
