@@ -238,3 +238,43 @@ def test_overwrite_replaces_only_stores(tmp_path):
     (tmp_path / "empty").mkdir()
     assert ingest(np.ones((4, 2)), tmp_path / "empty", overwrite=True).n_samples == 4
     assert sorted(os.listdir(tmp_path)) == ["docs", "empty", "notes.txt"]
+
+
+def test_a_block_written_after_the_failure_removes_what_it_brought_back(store, monkeypatch):
+    """A block's write is under way when another block raises: the failed write_array
+    removes its temporary folder, then the late write stores its chunk (which brings the
+    folder back) and, finding the array gone, removes it again."""
+    import threading
+    import time
+
+    import dask
+
+    from dkernel.data import _store
+
+    real = _store._write_block
+    started, done = threading.Event(), threading.Event()
+
+    def slow_write(block, where, start):
+        if start == 0:
+            started.set()
+            time.sleep(1.0)  # the failure and its clean-up happen meanwhile
+            try:
+                return real(block, where, start)
+            finally:
+                done.set()
+        return real(block, where, start)
+
+    def boom(b, block_info=None):
+        if block_info[0]["chunk-location"][0] == 2:
+            assert started.wait(10)
+            raise RuntimeError("disk on fire")
+        return b
+
+    monkeypatch.setattr(_store, "_write_block", slow_write)
+    pred = da.zeros(30, chunks=8, dtype=np.int64).map_blocks(boom, dtype=np.int64)
+    with dask.config.set(scheduler="threads", num_workers=4):
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            write_array(store, "predictions", pred)
+    assert done.wait(10)
+    assert not [f for f in os.listdir(store.path) if "predictions" in f]
+    assert open_dataset(store.path).n_samples == 30

@@ -3,7 +3,8 @@
 A store at ``s3://bucket/name.zarr`` is a prefix holding one small *head* object and one
 prefix per array write::
 
-    name.zarr/dkernel.json                    the head: format, attributes, array -> prefix
+    name.zarr/dkernel.json                    the head: format, attributes, array -> prefix,
+                                              and the prefixes it retired
     name.zarr/X.v-<host>-<pid>-<rand>/...     a zarr 3 array (zarr.json + chunks)
     name.zarr/y.v-<host>-<pid>-<rand>/...
 
@@ -11,8 +12,9 @@ A write puts every chunk and each array's metadata (with its checksum manifest) 
 prefixes, then publishes them by writing the head, one PUT that object stores apply whole.
 Until that PUT the store is the previous one, unchanged; after it, the new one, complete. An
 ``overwrite`` therefore has no moment without a valid store, and a writer killed at any point
-leaves only unreferenced prefixes, which the next writer of the store deletes once their
-writer is gone (same host and a dead process, or older than a day). Opening reads the head
+leaves only unreferenced prefixes, which the next writer of the store deletes: the ones the
+head retired (a writer killed after its head's PUT, before deleting what it replaced), and
+the others once their writer is gone (same host and a dead process, or older than a day). Opening reads the head
 and each array's ``zarr.json``: a handful of requests, whatever the number of chunks.
 """
 
@@ -113,15 +115,18 @@ def _prefix_age(loc: Location) -> float:
 def clean_debris(loc: Location, head: Mapping[str, Any] | None) -> None:
     """Delete array prefixes of dead writes: unreferenced by the head and no longer written.
 
-    A prefix is a dead write's when its writer ran on this host and is gone, or when it is
-    older than :data:`~dkernel.data._atomic.STALE_SECONDS`.
+    A prefix is a dead write's when the head retired it, when its writer ran on this host
+    and is gone, or when it is older than :data:`~dkernel.data._atomic.STALE_SECONDS`.
     """
     referenced = set((head or {}).get("arrays", {}).values())
+    retired = set((head or {}).get("retired", ()))
     for name in listing(loc):
         m = _PREFIX.match(name)
         if m is None or name in referenced:
             continue
-        if m["host"] == _HOST:
+        if name in retired:  # replaced by the head; its deletion was interrupted
+            dead = True
+        elif m["host"] == _HOST:
             pid = int(m["pid"])
             dead = pid != os.getpid() and not _pid_alive(pid)
         else:
@@ -161,7 +166,14 @@ def check_target(loc: Location, overwrite: bool) -> dict[str, Any] | None:
 
 
 def publish(loc: Location, arrays: Mapping[str, str], attrs: Mapping[str, Any], old) -> None:
-    """Write the head for ``arrays`` (name -> prefix) and delete what it replaces."""
-    write_head(loc, {"format": attrs.get("format"), "attrs": dict(attrs), "arrays": dict(arrays)})
-    for prefix in set((old or {}).get("arrays", {}).values()) - set(arrays.values()):
+    """Write the head for ``arrays`` (name -> prefix) and delete what it replaces.
+
+    The head names the prefixes it retires (``retired``): a writer that dies between the
+    head's PUT and their deletion leaves them to the next writer, which deletes them even
+    when they are of a process still alive (their names alone would mark them as that
+    process's write in progress)."""
+    retired = sorted(set((old or {}).get("arrays", {}).values()) - set(arrays.values()))
+    write_head(loc, {"format": attrs.get("format"), "attrs": dict(attrs),
+                     "arrays": dict(arrays), "retired": retired})  # fmt: skip
+    for prefix in retired:
         remove_prefix(loc.child(prefix))

@@ -688,13 +688,21 @@ def check_array_name(name: str, *, what: str = "name") -> None:
 
 
 def _write_block(block: np.ndarray, where: Location, start: int) -> int:
-    """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum."""
-    # a local path, not a LocalStore: opening a LocalStore for writing creates its folder,
-    # which would bring back the temporary folder of a write that failed meanwhile
+    """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum.
+
+    A write whose array failed meanwhile (another block raised, and the writer removed the
+    temporary folder while this task ran on) brings the folder back when it stores its
+    chunk; finding the array's ``zarr.json`` gone afterwards, it removes what it made.
+    """
+    # a local path, not a LocalStore: opening a LocalStore for writing creates its folder
     target = where.url if where.is_local else where.zarr_store(read_only=False)
     arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
     block = np.asarray(block)
-    arr[start : start + block.shape[0]] = block
+    try:
+        arr[start : start + block.shape[0]] = block
+    finally:
+        if where.is_local and not os.path.isfile(os.path.join(where.url, "zarr.json")):
+            shutil.rmtree(where.url, ignore_errors=True)
     return checksum(block.astype(arr.dtype, copy=False))
 
 
