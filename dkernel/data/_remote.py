@@ -14,8 +14,9 @@ Until that PUT the store is the previous one, unchanged; after it, the new one, 
 ``overwrite`` therefore has no moment without a valid store, and a writer killed at any point
 leaves only unreferenced prefixes, which the next writer of the store deletes: the ones the
 head retired (a writer killed after its head's PUT, before deleting what it replaced), and
-the others once their writer is gone (same host and a dead process, or older than a day). Opening reads the head
-and each array's ``zarr.json``: a handful of requests, whatever the number of chunks.
+the others once their writer is gone (same host and a dead process, or older than a day).
+Opening reads the head and each array's ``zarr.json``: a handful of requests, whatever the
+number of chunks.
 """
 
 from __future__ import annotations
