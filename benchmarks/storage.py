@@ -102,6 +102,12 @@ def _algorithms(path, n_clusters, budget, m, count=lambda: {}):
     return out
 
 
+def _floor_extra(passes, s3, local) -> float:
+    """A step's floor extra in one repeat: its passes over each array x that array's
+    (S3 - local) time to fetch its chunks once."""
+    return sum(passes[a] * (s3[a] - local[a]) for a in passes)
+
+
 def _diff(after, before):
     return {k: after[k] - before.get(k, 0) for k in after}
 
@@ -343,17 +349,15 @@ def main(argv=None) -> int:
                     ),
                     "passes": passes,
                     "floor_extra_s": statistics.median(
-                        sum(passes[a] * (fs[a] - fl[a]) for a in passes)
-                        for fs, fl in zip(fetch["s3"], fetch["local"])
+                        _floor_extra(passes, fs, fl) for fs, fl in zip(fetch["s3"], fetch["local"])
                     ),
                 }
             per_repeat = []
             for rep in range(args.repeats):
                 ex = sum(runs["s3"][rep][f"{k}_s"] - runs["local"][rep][f"{k}_s"] for k in walls)
                 fl = sum(
-                    w["passes"][a] * (fetch["s3"][rep][a] - fetch["local"][rep][a])
+                    _floor_extra(w["passes"], fetch["s3"][rep], fetch["local"][rep])
                     for w in walls.values()
-                    for a in keys
                 )
                 per_repeat.append({"extra_s": ex, "floor_extra_s": fl})
             extra = statistics.median(r["extra_s"] for r in per_repeat)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -650,13 +651,20 @@ class _HeldOut(NamedTuple):
         """True for the held-out rows among the global rows ``start:stop``."""
         out = []
         for b in range(start // _SPLIT_ROWS, (stop - 1) // _SPLIT_ROWS + 1):
-            u = np.random.default_rng(np.random.SeedSequence([self.seed, b])).random(_SPLIT_ROWS)
+            u = _split_uniforms(self.seed, b)
             base = b * _SPLIT_ROWS
             out.append(u[max(start, base) - base : min(stop, base + _SPLIT_ROWS) - base])
         return np.concatenate(out) < self.test_size
 
     def record(self) -> dict[str, Any]:
         return {"test_size": self.test_size, "seed": self.seed, "n_test": self.n_test}
+
+
+@functools.lru_cache(maxsize=2)
+def _split_uniforms(seed: int, block: int) -> np.ndarray:
+    """The uniform numbers of the split's rows ``block * 65536 ...``: drawn once, though the
+    source's read blocks (16384 rows of a CSV) cut a draw block several times."""
+    return np.random.default_rng(np.random.SeedSequence([seed, block])).random(_SPLIT_ROWS)
 
 
 #: The labels array of each feature array of a store.

@@ -29,7 +29,7 @@ import dask
 import numpy as np
 
 from .._validation import DKernelError, is_dask_array, report_nonfinite
-from ..data import ALIGN_ROWS
+from ..data import ALIGN_ROWS, chunk_bounds
 
 #: Rows of one virtual block (the unit of shuffling and of reading): a multiple of a
 #: default store's chunk rows, so a block of such a store reads whole chunks, each once.
@@ -187,7 +187,7 @@ def _range_pieces(a, ranges) -> list:
     if a.ndim > 1 and a.numblocks[1] > 1:
         a = a.rechunk({i: -1 for i in range(1, a.ndim)})
     chunks = a.to_delayed(optimize_graph=False).ravel()
-    bounds = np.concatenate([[0], np.cumsum(a.chunks[0])])
+    bounds = chunk_bounds(a)
     out = []
     for s, e in ranges:
         c0, c1 = np.searchsorted(bounds, [s, e - 1], side="right") - 1
