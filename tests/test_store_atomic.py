@@ -240,10 +240,10 @@ def test_overwrite_replaces_only_stores(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["docs", "empty", "notes.txt"]
 
 
-def test_a_block_written_after_the_failure_removes_what_it_brought_back(store, monkeypatch):
+def test_a_write_under_way_at_the_failure_ends_before_the_clean_up(store, monkeypatch):
     """A block's write is under way when another block raises: the failed write_array
-    removes its temporary folder, then the late write stores its chunk (which brings the
-    folder back) and, finding the array gone, removes it again."""
+    waits for that write to end before it removes its temporary folder, so the late chunk
+    does not bring the folder back."""
     import threading
     import time
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -696,22 +697,39 @@ def check_array_name(name: str, *, what: str = "name") -> None:
 
 
 def _write_block(block: np.ndarray, where: Location, start: int) -> int:
-    """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum.
-
-    A write whose array failed meanwhile (another block raised, and the writer removed the
-    temporary folder while this task ran on) brings the folder back when it stores its
-    chunk; finding the array's ``zarr.json`` gone afterwards, it removes what it made.
-    """
+    """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum."""
     # a local path, not a LocalStore: opening a LocalStore for writing creates its folder
     target = where.url if where.is_local else where.zarr_store(read_only=False)
     arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
     block = np.asarray(block)
-    try:
-        arr[start : start + block.shape[0]] = block
-    finally:
-        if where.is_local and not os.path.isfile(os.path.join(where.url, "zarr.json")):
-            shutil.rmtree(where.url, ignore_errors=True)
+    arr[start : start + block.shape[0]] = block
     return checksum(block.astype(arr.dtype, copy=False))
+
+
+def _compute_all(tasks: list) -> tuple:
+    """``dask.compute(*tasks)``, except that a failure is raised only once every task that
+    had started has ended: the caller then removes what they wrote, and no write still under
+    way brings it back (a pool of our own for the threaded scheduler, whose shutdown waits;
+    the futures for a distributed client)."""
+    import dask.threaded
+    from dask.base import get_scheduler
+
+    get = get_scheduler(collections=tasks)
+    if get is dask.threaded.get:
+        workers = dask.config.get("num_workers", None) or os.cpu_count() or 1
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            return dask.compute(*tasks, pool=pool)
+    client = getattr(get, "__self__", None)
+    if client is not None and hasattr(client, "gather") and hasattr(client, "compute"):
+        from distributed import wait
+
+        futures = client.compute(tasks)
+        try:
+            return tuple(client.gather(futures))
+        except BaseException:
+            wait(futures)
+            raise
+    return dask.compute(*tasks)
 
 
 def write_array(
@@ -814,7 +832,7 @@ def write_array(
             if lazy:
                 blocks = a.rechunk((rows,) + tail).to_delayed().ravel()
                 write = dask.delayed(_write_block, pure=True)
-                crcs = dask.compute(*[write(b, target, s) for b, s in zip(blocks, starts)])
+                crcs = _compute_all([write(b, target, s) for b, s in zip(blocks, starts)])
             else:
                 crcs = tuple(_write_block(a[s : s + rows], target, s) for s in starts)
             man = make_manifest(rows, crcs)
