@@ -28,7 +28,7 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
-from ..kernels import check_kernel_scale
+from ..kernels import check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import compute_blocks, named_worker_errors, progress, progress_enabled
 from . import _kernels as _nb
 from ._blocks import (
@@ -239,6 +239,16 @@ class _KernelCentersMixin:
             )
         if not np.isfinite(Z).all():
             raise DKernelError("init contains NaN or inf")
+
+    def _graph_oracle(self, X_rows, n):
+        """Build the graph kernel ("knn"/"heat") on the training rows."""
+        params = _graph_params(self.kernel.lower(), self.kernel_params, n)
+        if self.kernel.lower() == "knn":
+            self._graph = knn_kernel(X_rows, params["n_neighbors"])
+        else:
+            self._graph = heat_kernel(X_rows, params["n_neighbors"], params["t"])
+        self._spec, self.gamma_ = None, None
+        return _GraphOracle(self._graph)
 
     def _oracle(self):
         if self._is_graph():

@@ -18,9 +18,7 @@ from ..data import draw_indices, take_rows
 from ..kernels import (
     check_kernel_scale,
     diag_from_spec,
-    heat_kernel,
     kernel_matrix,
-    knn_kernel,
     pairwise_from_spec,
 )
 from ..runtime import named_worker_errors, progress, progress_enabled, timer
@@ -33,8 +31,6 @@ from ._common import (
     _check_fits,
     _check_max_data_bytes,
     _gather_checked,
-    _graph_params,
-    _GraphOracle,
     _KernelCentersMixin,
 )
 from ._init import _init_centers
@@ -187,64 +183,23 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         self
         """
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
-        X_rows = None
         size = min(n, self.init_size or 10000)
+        Xd = X_rows = None
         if self._is_graph():
             X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
-            params = _graph_params(self.kernel.lower(), self.kernel_params, n)
-            self._graph = (
-                knn_kernel(X_rows, params["n_neighbors"])
-                if self.kernel.lower() == "knn"
-                else heat_kernel(X_rows, params["n_neighbors"], params["t"])
-            )
-            self._spec, self.gamma_ = None, None
-            oracle = _GraphOracle(self._graph)
+            oracle = self._graph_oracle(X_rows, n)
             diag = oracle.diag(np.arange(n))
             Kop = _GraphProduct(self._graph, oracle)
             sample = np.sort(draw_indices(n, size, rng, replace=False))
             sample_w = w[sample]
         else:
-            if is_dask:
-                _check_fits(
-                    X, dtype, self.max_data_bytes, "KernelKMeans (its support is every row)"
-                )
-                # one read of each chunk (values checked in it), kept for every pass
-                Xd = X.map_blocks(checked_block, _as_dtype, dtype, dtype=dtype).persist()
-            else:
-                Xd = da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_rows or 4096, -1))
+            Xd = self._rows_once(X, is_dask, dtype)
             idx = np.sort(draw_indices(n, size, rng, replace=False))
             sample = np.ascontiguousarray(take_rows(Xd, idx, name="kkmeans-sample"), dtype=dtype)
             sample_w = w[idx]
-            self._spec = self._resolve_gamma(Xd, rng, sample=sample)
-            check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now
-            self.gamma_ = self._spec.gamma
-            oracle = NumericOracle(self._spec)
-            diag = Xd.map_blocks(
-                _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
-            ).compute()
+            oracle, diag = self._numeric_oracle(Xd, rng, sample, dtype)
             Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
-        bar_cm = progress(
-            self.max_iter * self.n_init,
-            type(self).__name__,
-            enabled=progress_enabled(self.verbose),
-        )
-        with timer("lloyd", logger), bar_cm as bar:
-            best = _best_lloyd(
-                oracle,
-                Kop,
-                sample,
-                sample_w,
-                diag,
-                w,
-                n_clusters=self.n_clusters,
-                init=self.init if isinstance(self.init, str) else np.asarray(self.init, dtype),
-                n_init=self.n_init,
-                rng=rng,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                verbose=self.verbose,
-                bar=bar,
-            )
+        best = self._best_of_n_init(oracle, Kop, sample, sample_w, diag, w, rng, dtype)
         self.labels_ = best["labels"]
         found = int(np.unique(self.labels_).size)
         if found < self.n_clusters:
@@ -265,6 +220,49 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         self._set_centers(oracle, pts, np.hstack([best["A"], best["AZ"]]), best["norms"], X_rows)
         self.n_kernel_evals_ = int(oracle.evals + Kop.evals)
         return self
+
+    def _rows_once(self, X, is_dask, dtype):
+        """X as a dask array whose chunks every pass reuses: a store's or dask array's
+        chunks read once (values checked in that read) and persisted, NumPy rows wrapped."""
+        if not is_dask:
+            return da.from_array(np.asarray(X, dtype=dtype), chunks=(self.chunk_rows or 4096, -1))
+        _check_fits(X, dtype, self.max_data_bytes, "KernelKMeans (its support is every row)")
+        return X.map_blocks(checked_block, _as_dtype, dtype, dtype=dtype).persist()
+
+    def _numeric_oracle(self, Xd, rng, sample, dtype):
+        """Resolve gamma from the sample, check the width; returns the oracle and k(x, x)."""
+        self._spec = self._resolve_gamma(Xd, rng, sample=sample)
+        check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now
+        self.gamma_ = self._spec.gamma
+        diag = Xd.map_blocks(
+            _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
+        ).compute()
+        return NumericOracle(self._spec), diag
+
+    def _best_of_n_init(self, oracle, Kop, sample, sample_w, diag, w, rng, dtype):
+        """Lloyd from ``n_init`` seedings, under a progress bar; the lowest inertia wins."""
+        bar_cm = progress(
+            self.max_iter * self.n_init,
+            type(self).__name__,
+            enabled=progress_enabled(self.verbose),
+        )
+        with timer("lloyd", logger), bar_cm as bar:
+            return _best_lloyd(
+                oracle,
+                Kop,
+                sample,
+                sample_w,
+                diag,
+                w,
+                n_clusters=self.n_clusters,
+                init=self.init if isinstance(self.init, str) else np.asarray(self.init, dtype),
+                n_init=self.n_init,
+                rng=rng,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                verbose=self.verbose,
+                bar=bar,
+            )
 
 
 def _best_lloyd(

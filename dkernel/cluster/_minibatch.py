@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import hashlib
-import itertools
 import logging
 import numbers
 import os
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
@@ -19,7 +22,7 @@ from sklearn.utils import check_random_state
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, check_scalar
 from ..data import draw_indices
-from ..kernels import ONE_BLAS_THREAD, check_kernel_scale, heat_kernel, knn_kernel
+from ..kernels import ONE_BLAS_THREAD, check_kernel_scale
 from ..runtime import (
     Progress,
     load_checkpoint,
@@ -39,8 +42,6 @@ from ._common import (
     _check_weights,
     _fetch_checked,
     _gather_checked,
-    _graph_params,
-    _GraphOracle,
     _KernelCentersMixin,
 )
 from ._init import _init_centers
@@ -49,6 +50,41 @@ logger = logging.getLogger(__name__)
 
 #: Bytes of batch rows fetched together (one pass over the touched chunks per group).
 _PREFETCH_BYTES = 64 << 20
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one ``fit`` carries from its setup to its end."""
+
+    n: int
+    b: int  # rows per batch
+    w: np.ndarray  # sample weights
+    rng: np.random.RandomState
+    ckpt_params: dict | None = None
+    state: dict | None = None  # the checkpoint resumed from
+    start: int = 0  # iterations already done (resumed)
+    batch_seed: int = 0
+    batches: Iterator | None = None  # (indices, rows) per batch, ``_batch_stream``
+    head: np.ndarray | None = None  # indices of the initial sample
+    sample: np.ndarray | None = None  # its rows
+    X_rows: np.ndarray | None = None  # the rows a graph kernel was built on
+    X_mem: np.ndarray | None = None  # all rows, for the untruncated update
+    evals0: int = 0  # kernel values counted before / after the initialisation
+    evals1: int = 0
+
+
+def _indices(idx):
+    """A graph kernel's batches are row indices."""
+    return idx
+
+
+def _row_fetcher(X, X_mem, is_dask, dtype):
+    """The rows of a batch: one checked read of the touched chunks (dask/store input
+    not held in memory), a copy out of memory otherwise."""
+    if is_dask and X_mem is None:
+        return functools.partial(_fetch_checked, X, dtype=dtype)
+    X_local = X if X_mem is None else X_mem
+    return lambda idx: np.ascontiguousarray(X_local[idx], dtype=dtype)
 
 
 class _Window:
@@ -360,158 +396,157 @@ class MiniBatchKernelKMeans(
         """
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
         self._rng = rng
-        b = min(self.batch_size, n)
-        state = ckpt_params = None
+        run = _Run(n=n, b=min(self.batch_size, n), w=w, rng=rng)
         if self.checkpoint is not None:
-            ckpt_params = self._checkpoint_params(n, X.shape[1], dtype, sample_weight, w)
-            state = load_checkpoint(self.checkpoint, params=ckpt_params)
-        start = 0 if state is None else int(state["n_iter"])
-        X_rows = X_mem = None
+            run.ckpt_params = self._checkpoint_params(n, X.shape[1], dtype, sample_weight, w)
+            run.state = load_checkpoint(self.checkpoint, params=run.ckpt_params)
+            run.start = 0 if run.state is None else int(run.state["n_iter"])
         with timer("setup", logger) as t_setup:
-            sample = None
-            if self._is_graph():
-                X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
-                params = _graph_params(self.kernel.lower(), self.kernel_params, n)
-                self._graph = (
-                    knn_kernel(X_rows, params["n_neighbors"])
-                    if self.kernel.lower() == "knn"
-                    else heat_kernel(X_rows, params["n_neighbors"], params["t"])
-                )
-                self._spec, self.gamma_, self._mu = None, None, None
-                oracle = _GraphOracle(self._graph)
-
-                def fetch(idx):
-                    return idx
-
-                head = self._init_sample(n, b, rng) if isinstance(self.init, str) else None
-            else:
-                if self.tau is None:  # the untruncated update holds X: one read, up front
-                    X_mem = _gather_checked(
-                        X, is_dask, dtype, self.max_data_bytes, "tau=None (no truncation)"
-                    )
-                if is_dask and X_mem is None:
-
-                    def fetch(idx):
-                        return _fetch_checked(X, idx, dtype)
-                else:
-                    X_local = X if X_mem is None else X_mem
-
-                    def fetch(idx):
-                        return np.ascontiguousarray(X_local[idx], dtype=dtype)
-
-                need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
-                head = self._init_sample(n, b, rng) if need and state is None else None
-            # one read of the touched chunks gives the seeding sample, which is also the
-            # median heuristic's sample, and the first group of batches; batch indices
-            # come from their own generator, so the grouping cannot change the model
-            batch_seed = rng.randint(0, 2**31 - 1) if state is None else state["batch_seed"]
-            batch_rng = np.random.RandomState(int(batch_seed))
-            batches = _batch_stream(
-                n,
-                b,
-                batch_rng,
-                fetch,
-                X.shape[1],
-                dtype,
-                prefetch=is_dask and X_mem is None and not self._is_graph(),
-                max_batches=self.max_iter - start,
-                head=head,
-                skip=start,  # a resumed fit: the batches already used are drawn, not read
-            )
-            if head is not None:
-                idx, sample = next(batches)
-            if not self._is_graph():
-                if state is None:
-                    self._spec = self._resolve_gamma(X, rng, sample=sample)
-                    centre = sample if sample is not None else np.asarray(self.init, dtype)
-                    check_kernel_scale(centre, self._spec)  # a width off X's scale: say so now
-                    self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
-                else:
-                    gamma = state["gamma"]
-                    self._spec = self._kernel_spec(None)
-                    if gamma is not None:
-                        self._spec = self._spec._replace(gamma=float(gamma))
-                    self._mu = state["mu"].astype(dtype)
-                self.gamma_ = self._spec.gamma
-                oracle = NumericOracle(self._spec, self._mu)
+            oracle = self._setup(run, X, is_dask, dtype)
         bar = Progress(self.max_iter, type(self).__name__, enabled=progress_enabled(self.verbose))
         try:
             with timer("init", logger) as t_init, bar.compiling("kernel k-means init"):
-                evals0 = oracle.evals
-                if state is not None:
-                    self._restore_state(state, rng, oracle)
-                    evals0, evals1 = 0, int(state["evals_init"])
-                    bar.update(start, objective=self.history_[-1])
-                elif isinstance(self.init, str):
-                    pick = _init_centers(
-                        oracle,
-                        sample,
-                        w[idx],
-                        self.n_clusters,
-                        rng,
-                        init=self.init,
-                        n_init=self.n_init,
-                    )
-                    Z = sample[pick]
-                else:
-                    Z = np.asarray(self.init, dtype=dtype)
-            if state is None:
-                self.history_ = []
-                self.n_iter_ = 0
-                self._wins = np.zeros(self.n_clusters, dtype=np.int64)
-                evals1 = oracle.evals
+                Z = self._initialise(run, oracle, dtype, bar)
             with timer("iterations", logger) as t_iter, ONE_BLAS_THREAD:
                 if self.tau is None:
-                    X_all = np.arange(n) if oracle.graph else X_mem
                     self._windows = None  # partial_fit after this fit starts afresh
-                    labels, dist = self._fit_untruncated(oracle, X_all, w, Z, batches, X_rows, bar)
+                    X_all = np.arange(n) if oracle.graph else run.X_mem
+                    fitted = self._fit_untruncated(
+                        oracle, X_all, w, Z, run.batches, run.X_rows, bar
+                    )
                 else:
-                    if state is None:
-                        self._windows = self._new_windows(oracle, Z)
-                    plateau = self._plateau(n, b)
-                    for it in range(start, self.max_iter):
-                        idx_b, Xb = next(batches)
-                        note = bar.compiling("kernel k-means iteration")
-                        with note if it == start else contextlib.nullcontext():
-                            below_tol = self._window_step(oracle, Xb, w[idx_b], it)
-                        stop = plateau(self.history_[-1]) or below_tol
-                        bar.update(1, objective=self.history_[-1])
-                        every = self.checkpoint_every
-                        if ckpt_params is not None and not stop and (it + 1) % every == 0:
-                            if it + 1 < self.max_iter:
-                                evals_init = evals1 - evals0
-                                self._save_state(ckpt_params, rng, batch_seed, oracle, evals_init)
-                        if stop:
-                            if it + 1 < self.max_iter:
-                                bar.stop_early(_stop_reason(below_tol, self.max_no_improvement))
-                            break
-                    self._export_windows(oracle, X_rows)
+                    self._fit_truncated(run, oracle, Z, bar)
         finally:
-            batches.close()
+            run.batches.close()
             bar.close()
         with timer("labels", logger) as t_lab:
             if self.tau is not None:
-                labels, dist = self._labels_and_distances(X, is_dask)
+                fitted = self._labels_and_distances(X, is_dask)
         if self.checkpoint is not None:  # the fit is whole: its checkpoint is spent
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.checkpoint)
-        self.labels_ = labels
-        self.inertia_ = float(np.dot(w, dist))
-        labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
-        self.n_kernel_evals_ = int(oracle.evals + labels_evals)
-        self.kernel_evals_ = {
-            "init": int(evals1 - evals0),
-            "iterations": int(oracle.evals - evals1),
-            "labels": int(labels_evals),
-        }
-        self.timings_ = {
-            "setup": t_setup["seconds"],
-            "init": t_init["seconds"],
-            "iterations": t_iter["seconds"],
-            "labels": t_lab["seconds"],
-        }
+        timings = (t_setup, t_init, t_iter, t_lab)
+        self._record_fit(run, oracle, *fitted, [t["seconds"] for t in timings])
         self._warn_never_won()
         return self
+
+    def _setup(self, run, X, is_dask, dtype):
+        """The oracle, the batch stream and the initial sample of a fit."""
+        n, b, rng = run.n, run.b, run.rng
+        if self._is_graph():
+            run.X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
+            oracle = self._graph_oracle(run.X_rows, n)
+            self._mu = None
+            fetch = _indices
+            need_head = isinstance(self.init, str)
+        else:
+            if self.tau is None:  # the untruncated update holds X: one read, up front
+                run.X_mem = _gather_checked(
+                    X, is_dask, dtype, self.max_data_bytes, "tau=None (no truncation)"
+                )
+            fetch = _row_fetcher(X, run.X_mem, is_dask, dtype)
+            need = isinstance(self.init, str) or self._kernel_spec(None).gamma is None
+            need_head = need and run.state is None
+        head = self._init_sample(n, b, rng) if need_head else None
+        # one read of the touched chunks gives the seeding sample, which is also the
+        # median heuristic's sample, and the first group of batches; batch indices
+        # come from their own generator, so the grouping cannot change the model
+        state = run.state
+        run.batch_seed = rng.randint(0, 2**31 - 1) if state is None else state["batch_seed"]
+        run.batches = _batch_stream(
+            n,
+            b,
+            np.random.RandomState(int(run.batch_seed)),
+            fetch,
+            X.shape[1],
+            dtype,
+            prefetch=is_dask and run.X_mem is None and not self._is_graph(),
+            max_batches=self.max_iter - run.start,
+            head=head,
+            skip=run.start,  # a resumed fit: the batches already used are drawn, not read
+        )
+        if head is not None:
+            run.head, run.sample = next(run.batches)
+        if self._is_graph():
+            return oracle
+        if state is None:
+            return self._numeric_oracle(X, rng, run.sample, dtype)
+        self._spec = self._kernel_spec(None)
+        if state["gamma"] is not None:
+            self._spec = self._spec._replace(gamma=float(state["gamma"]))
+        self._mu = state["mu"].astype(dtype)
+        self.gamma_ = self._spec.gamma
+        return NumericOracle(self._spec, self._mu)
+
+    def _numeric_oracle(self, X, rng, sample, dtype):
+        """Resolve gamma (from ``sample`` where the rule needs rows), check the width
+        against the rows and centre the kernel calls on their mean."""
+        self._spec = self._resolve_gamma(X, rng, sample=sample)
+        centre = sample if sample is not None else np.asarray(self.init, dtype)
+        check_kernel_scale(centre, self._spec)  # a width off X's scale: say so now
+        self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
+        self.gamma_ = self._spec.gamma
+        return NumericOracle(self._spec, self._mu)
+
+    def _seed_centers(self, oracle, sample, w_sample, rng, dtype):
+        """The initial centers as single points: seeded on ``sample`` or given."""
+        if not isinstance(self.init, str):
+            return np.asarray(self.init, dtype=dtype)
+        pick = _init_centers(
+            oracle, sample, w_sample, self.n_clusters, rng, init=self.init, n_init=self.n_init
+        )
+        return sample[pick]
+
+    def _initialise(self, run, oracle, dtype, bar):
+        """Seed the centers (returned), or restore a checkpoint's state (returns None)."""
+        run.evals0 = oracle.evals
+        if run.state is not None:
+            self._restore_state(run.state, run.rng, oracle)
+            run.evals0, run.evals1 = 0, int(run.state["evals_init"])
+            bar.update(run.start, objective=self.history_[-1])
+            return None
+        w_head = None if run.head is None else run.w[run.head]
+        Z = self._seed_centers(oracle, run.sample, w_head, run.rng, dtype)
+        self.history_ = []
+        self.n_iter_ = 0
+        self._wins = np.zeros(self.n_clusters, dtype=np.int64)
+        run.evals1 = oracle.evals
+        return Z
+
+    def _fit_truncated(self, run, oracle, Z, bar):
+        """The truncated iterations (from ``run.start`` on a resumed fit)."""
+        if run.state is None:
+            self._windows = self._new_windows(oracle, Z)
+        plateau = self._plateau(run.n, run.b)
+        for it in range(run.start, self.max_iter):
+            idx_b, Xb = next(run.batches)
+            note = bar.compiling("kernel k-means iteration")
+            with note if it == run.start else contextlib.nullcontext():
+                below_tol = self._window_step(oracle, Xb, run.w[idx_b], it)
+            stop = plateau(self.history_[-1]) or below_tol
+            bar.update(1, objective=self.history_[-1])
+            more = it + 1 < self.max_iter
+            if run.ckpt_params is not None and not stop and more:
+                if (it + 1) % self.checkpoint_every == 0:
+                    self._save_state(run, oracle)
+            if stop:
+                if more:
+                    bar.stop_early(_stop_reason(below_tol, self.max_no_improvement))
+                break
+        self._export_windows(oracle, run.X_rows)
+
+    def _record_fit(self, run, oracle, labels, dist, seconds):
+        """The fitted labels, inertia, kernel-evaluation counts and timings."""
+        self.labels_ = labels
+        self.inertia_ = float(np.dot(run.w, dist))
+        labels_evals = run.n * self.center_coef_.shape[1] if self.tau is not None else 0
+        self.n_kernel_evals_ = int(oracle.evals + labels_evals)
+        self.kernel_evals_ = {
+            "init": int(run.evals1 - run.evals0),
+            "iterations": int(oracle.evals - run.evals1),
+            "labels": int(labels_evals),
+        }
+        self.timings_ = dict(zip(("setup", "init", "iterations", "labels"), seconds))
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint_params(self, n, d, dtype, sample_weight, w):
@@ -530,18 +565,18 @@ class MiniBatchKernelKMeans(
             params["data"]["weights"] = hashlib.sha256(np.ascontiguousarray(w)).hexdigest()
         return params
 
-    def _save_state(self, params, rng, batch_seed, oracle, evals_init):
+    def _save_state(self, run, oracle):
         """Save everything the rest of the fit depends on, after ``n_iter_`` iterations."""
-        rs = rng.get_state()
+        rs = run.rng.get_state()
         state = {
             "n_iter": int(self.n_iter_),
-            "batch_seed": int(batch_seed),
+            "batch_seed": int(run.batch_seed),
             "history": np.asarray(self.history_, dtype=np.float64),
             "wins": self._wins,
             "gamma": self.gamma_,
             "mu": self._mu,
             "evals": int(oracle.evals),
-            "evals_init": int(evals_init),
+            "evals_init": int(run.evals1 - run.evals0),
             "rng_keys": rs[1],
             "rng_rest": [rs[0], int(rs[2]), int(rs[3]), float(rs[4])],
         }
@@ -556,7 +591,7 @@ class MiniBatchKernelKMeans(
             state[f"w{j}_gram"] = win.gram
             state[f"w{j}_scalars"] = [float(win.norm), float(win.seen)]
         with timer("checkpoint", logger):
-            save_checkpoint(self.checkpoint, state, params=params)
+            save_checkpoint(self.checkpoint, state, params=run.ckpt_params)
 
     def _restore_state(self, state, rng, oracle):
         """The inverse of :meth:`_save_state`: windows, counters, history, generators."""
@@ -601,13 +636,21 @@ class MiniBatchKernelKMeans(
             rule(f)
         return rule
 
-    def _rate(self, W_j, W_tot, win):
+    def _rate(self, W_j, W_tot, seen):
+        """The step ``alpha_j`` of a center that won weight ``W_j`` of the batch's ``W_tot``
+        (``seen``: the weight it had won before)."""
         lr = _check_rate(self.learning_rate)
         if lr == "beta":
             return float(np.sqrt(W_j / W_tot))
         if lr == "sklearn":
-            return float(W_j / (win.seen + W_j))
+            return float(W_j / (seen + W_j))
         return lr
+
+    def _record_iteration(self, it, f_before):
+        self.n_iter_ += 1
+        self.history_.append(f_before)
+        if self.verbose and (it + 1) % self.verbose == 0:
+            logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
 
     # --------------------------------------------------------- truncated path
     def _new_windows(self, oracle, Z):
@@ -634,22 +677,9 @@ class MiniBatchKernelKMeans(
         coef = np.concatenate([win.c for win in self._windows]).astype(np.float64)
         return S, S_sq, ptr, coef
 
-    def _assign_batch(self, diag_b, inner, norms, wb, Kbb, labels, mind):
-        """Assign a batch to its nearest centers (``labels``, ``mind`` filled in place) and
-        gather the per-center batch terms (the untruncated update).
-
-        Returns ``(batch objective, total weight, W, cross, selfk, count)``.
-        """
-        _nb.assign_nearest(diag_b, inner, norms, labels, mind)
-        W_tot = float(wb.sum())
-        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb, self.n_clusters)
-        self._wins += count
-        return _batch_objective(wb, mind, W_tot), W_tot, W, cross, selfk, count
-
     def _window_step(self, oracle, Xb, wb, it) -> bool:
         """One truncated iteration on the batch ``Xb``; returns True to stop (tol)."""
         k = self.n_clusters
-        tau = np.inf if self.tau is None else self.tau
         S, S_sq, ptr, coef = self._stack(oracle)
         Xc, x_sq = oracle.prep(Xb)
         Kxs = oracle.kernel_p(Xc, x_sq, S, S_sq)  # the one block: batch x every window
@@ -659,73 +689,62 @@ class MiniBatchKernelKMeans(
         norms = np.array([win.norm for win in self._windows])
         labels = np.empty(len(Xb), dtype=np.int64)
         mind = np.empty(len(Xb))
-        _nb.assign_nearest(diag_b, inner, norms, labels, mind)
-        W_tot = float(wb.sum())
-        f_before = _batch_objective(wb, mind, W_tot)
+        f_before, W_tot = _assign(diag_b, inner, norms, wb, labels, mind)
         W = np.bincount(labels, weights=wb, minlength=k)
         count = np.bincount(labels, minlength=k)
         self._wins += count
-        # the batch sorted by center (stable: rows keep their batch order): each center's
-        # new rows are one slice, kept in its window as a view (no per-center copies)
-        order = np.argsort(labels, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(count)])
-        Xs = Xb[order]
-        Xcs = Xc[order] if Xc is not Xb else Xs
-        sqs = None if x_sq is None else x_sq[order]
-        ws = wb[order]
-        track = self.tol > 0
-        Kbb = oracle.kernel_p(Xc, x_sq) if track else None
+        new = _sort_by_center(Xb, Xc, x_sq, wb, labels, count)
+        Kbb = oracle.kernel_p(Xc, x_sq) if self.tol > 0 else None
         # each center's new rows among themselves (the k blocks in parallel, or from Kbb)
         if Kbb is None:
-            Kjjs = oracle.kernel_blocks(Xcs, sqs, bounds)
+            Kjjs = oracle.kernel_blocks(new.pc, new.sq, new.bounds)
         else:
-            rows_of = [order[r0:r1] for r0, r1 in itertools.pairwise(bounds)]
-            Kjjs = [Kbb[np.ix_(rows, rows)] for rows in rows_of]
-        inner_new = inner.copy() if track else None
+            Kjjs = [Kbb[np.ix_(new.rows(j), new.rows(j))] for j in range(k)]
+        inner_new = inner.copy() if Kbb is not None else None
         for j in range(k):
             if count[j] == 0 or W[j] <= 0.0:
                 continue  # empty cluster: the center stays as it is
             win = self._windows[j]
-            a = self._rate(W[j], W_tot, win)
+            a = self._rate(W[j], W_tot, win.seen)
             win.seen += W[j]
-            r0, r1 = bounds[j], bounds[j + 1]
-            rows = order[r0:r1]
-            sq = None if sqs is None else sqs[r0:r1]
-            Kjj = Kjjs[j]
-            # drop whole oldest batches while the rest (the new one included) holds >= tau
-            counts = [*win.count, len(rows)]
-            n_drop, total = 0, sum(counts)
-            while n_drop < len(counts) - 1 and total - counts[n_drop] >= tau:
-                total -= counts[n_drop]
-                n_drop += 1
-            m_drop = sum(counts[:n_drop])
-            m_keep = len(win.c) - m_drop
-            c = np.concatenate([win.c[m_drop:] * (1 - a), a * ws[r0:r1] / W[j]])
-            # the kept window's Gram, the new rows x kept window (from the block), Kjj
-            G = _nb.window_gram(win.gram, m_drop, Kxs, rows, ptr[j] + m_drop, Kjj)
-            if n_drop and self.renormalize:
-                c /= c.sum()
-            win.gram, win.c = G, c
-            win.norm = max(float(_nb.bilinear(G, c, c)), 0.0)
-            del win.pts[:n_drop], win.pc[:n_drop], win.sq[:n_drop], win.count[:n_drop]
-            win.pts.append(Xs[r0:r1])
-            win.pc.append(Xcs[r0:r1])
-            win.sq.append(sq)
-            win.count.append(len(rows))
+            m_drop = self._move_window(win, a, W[j], new, j, Kxs, ptr[j], Kjjs[j])
             if inner_new is not None and Kbb is not None:
+                c, m_keep = win.c, len(win.c) - count[j]
                 cols = slice(ptr[j] + m_drop, ptr[j + 1])
-                inner_new[:, j] = Kxs[:, cols] @ c[:m_keep] + Kbb[:, rows] @ c[m_keep:]
-        self.n_iter_ += 1
-        self.history_.append(f_before)
-        if self.verbose and (it + 1) % self.verbose == 0:
-            logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
-        if inner_new is not None:
-            norms = np.array([win.norm for win in self._windows])
-            _nb.assign_nearest(diag_b, inner_new, norms, labels, mind)
-            f_after = _batch_objective(wb, mind, W_tot)
-            self._f_after = f_after
-            return f_before - f_after < self.tol
-        return False
+                inner_new[:, j] = Kxs[:, cols] @ c[:m_keep] + Kbb[:, new.rows(j)] @ c[m_keep:]
+        self._record_iteration(it, f_before)
+        if inner_new is None:
+            return False
+        norms = np.array([win.norm for win in self._windows])
+        self._f_after, _ = _assign(diag_b, inner_new, norms, wb, labels, mind)
+        return f_before - self._f_after < self.tol
+
+    def _move_window(self, win, a, W_j, new, j, Kxs, col0, Kjj) -> int:
+        """Move one center a step ``a`` towards the mean of its new rows (``new``'s
+        segment ``j``, total weight ``W_j``) and truncate its window; returns how many
+        of its old points it dropped."""
+        tau = np.inf if self.tau is None else self.tau
+        r0, r1 = new.bounds[j], new.bounds[j + 1]
+        # drop whole oldest batches while the rest (the new one included) holds >= tau
+        counts = [*win.count, r1 - r0]
+        n_drop, total = 0, sum(counts)
+        while n_drop < len(counts) - 1 and total - counts[n_drop] >= tau:
+            total -= counts[n_drop]
+            n_drop += 1
+        m_drop = sum(counts[:n_drop])
+        c = np.concatenate([win.c[m_drop:] * (1 - a), a * new.w[r0:r1] / W_j])
+        # the kept window's Gram, the new rows x kept window (from the block), Kjj
+        G = _nb.window_gram(win.gram, m_drop, Kxs, new.rows(j), col0 + m_drop, Kjj)
+        if n_drop and self.renormalize:
+            c /= c.sum()
+        win.gram, win.c = G, c
+        win.norm = max(float(_nb.bilinear(G, c, c)), 0.0)
+        del win.pts[:n_drop], win.pc[:n_drop], win.sq[:n_drop], win.count[:n_drop]
+        win.pts.append(new.pts[r0:r1])
+        win.pc.append(new.pc[r0:r1])
+        win.sq.append(None if new.sq is None else new.sq[r0:r1])
+        win.count.append(r1 - r0)
+        return m_drop
 
     def _export_windows(self, oracle, X_rows=None):
         S, _, ptr, coef = self._stack()
@@ -743,69 +762,61 @@ class MiniBatchKernelKMeans(
         P = np.empty((n, k))  # <phi(x_i), C_j>
         for r0 in range(0, n, _TILE_ROWS):
             P[r0 : r0 + _TILE_ROWS] = oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Z)
-        norms = oracle.diag(Z)
-        A = np.zeros((k, n))  # coefficients over the training rows
-        AZ = np.eye(k)  # coefficients over the initial points
-        seen = np.zeros(k)
+        st = _Recursive(P, oracle.diag(Z), A=np.zeros((k, n)), AZ=np.eye(k), seen=np.zeros(k))
         b = min(self.batch_size, n)
         labels = np.empty(b, dtype=np.int64)
         mind = np.empty(b)
         plateau = self._plateau(n, b)
         for it in range(self.max_iter):
             idx, Xb = next(batches)
-            wb = w[idx]
-            inner = np.ascontiguousarray(P[idx])
-            diag_b = diag_all[idx]
-            Kbb = oracle.kernel(Xb, Xb)
-            f_before, W_tot, W, cross, selfk, count = self._assign_batch(
-                diag_b, inner, norms, wb, Kbb, labels, mind
+            wb, diag_b = w[idx], diag_all[idx]
+            f_before, W_tot = _assign(
+                diag_b, np.ascontiguousarray(P[idx]), st.norms, wb, labels, mind
             )
-            a = np.zeros(k)
-            for j in range(k):
-                if count[j] and W[j] > 0:
-                    lr = _check_rate(self.learning_rate)
-                    a[j] = (
-                        np.sqrt(W[j] / W_tot)
-                        if lr == "beta"
-                        else W[j] / (seen[j] + W[j])
-                        if lr == "sklearn"
-                        else lr
-                    )
-                    seen[j] += W[j]
-            Wd = np.where(W > 0, W, 1.0)
-            norms = (1 - a) ** 2 * norms + 2 * a * (1 - a) * cross / Wd + a * a * selfk / Wd**2
-            norms = np.maximum(norms, 0.0)
-            vals = a[labels] * wb / Wd[labels]
-            Wb = np.zeros((len(idx), k))
-            Wb[np.arange(len(idx)), labels] = vals
-            A *= (1 - a)[:, None]
-            AZ *= (1 - a)[:, None]
-            np.add.at(A, (labels, idx), vals)
-            P *= (1 - a)[None, :]
-            for r0 in range(0, n, _TILE_ROWS):
-                P[r0 : r0 + _TILE_ROWS] += oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xb) @ Wb
-            self.n_iter_ += 1
-            self.history_.append(f_before)
+            self._recursive_step(oracle, X_all, st, idx, Xb, wb, W_tot, labels)
+            self._record_iteration(it, f_before)
             bar.update(1, objective=f_before)
-            if self.verbose and (it + 1) % self.verbose == 0:
-                logger.info("iteration %d: batch objective %.6g", it + 1, f_before)
+            below_tol = False
             if self.tol > 0:
-                _nb.assign_nearest(diag_b, np.ascontiguousarray(P[idx]), norms, labels, mind)
-                f_after = _batch_objective(wb, mind, W_tot)
-                if f_before - f_after < self.tol:
-                    if it + 1 < self.max_iter:
-                        bar.stop_early(_stop_reason(True, self.max_no_improvement))
-                    break
-            if plateau(f_before):
+                f_after, _ = _assign(
+                    diag_b, np.ascontiguousarray(P[idx]), st.norms, wb, labels, mind
+                )
+                below_tol = f_before - f_after < self.tol
+            if below_tol or plateau(f_before):
                 if it + 1 < self.max_iter:
-                    bar.stop_early(_stop_reason(False, self.max_no_improvement))
+                    bar.stop_early(_stop_reason(below_tol, self.max_no_improvement))
                 break
         points = np.concatenate([X_all, Z.astype(X_all.dtype) if not oracle.graph else Z])
-        self._set_centers(oracle, points, np.hstack([A, AZ]), norms, X_rows)
+        self._set_centers(oracle, points, np.hstack([st.A, st.AZ]), st.norms, X_rows)
         labels_all = np.empty(n, dtype=np.int64)
         dist_all = np.empty(n)
-        _nb.assign_nearest(diag_all, P, norms, labels_all, dist_all)
+        _nb.assign_nearest(diag_all, P, st.norms, labels_all, dist_all)
         return labels_all, dist_all
+
+    def _recursive_step(self, oracle, X_all, st, idx, Xb, wb, W_tot, labels):
+        """Move the centers towards the batch (its rows assigned to ``labels``): update
+        every row's inner products, the norms and the coefficients over the rows."""
+        k = self.n_clusters
+        Kbb = oracle.kernel(Xb, Xb)
+        W, cross, selfk, count = _nb.batch_center_terms(Kbb, st.P[idx], labels, wb, k)
+        self._wins += count
+        a = np.zeros(k)
+        for j in range(k):
+            if count[j] and W[j] > 0:
+                a[j] = self._rate(W[j], W_tot, st.seen[j])
+                st.seen[j] += W[j]
+        Wd = np.where(W > 0, W, 1.0)
+        norms = (1 - a) ** 2 * st.norms + 2 * a * (1 - a) * cross / Wd + a * a * selfk / Wd**2
+        st.norms = np.maximum(norms, 0.0)
+        vals = a[labels] * wb / Wd[labels]
+        Wb = np.zeros((len(idx), k))
+        Wb[np.arange(len(idx)), labels] = vals
+        st.A *= (1 - a)[:, None]
+        st.AZ *= (1 - a)[:, None]
+        np.add.at(st.A, (labels, idx), vals)
+        st.P *= (1 - a)[None, :]
+        for r0 in range(0, len(X_all), _TILE_ROWS):
+            st.P[r0 : r0 + _TILE_ROWS] += oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xb) @ Wb
 
     # ------------------------------------------------------------ partial_fit
     @named_worker_errors
@@ -842,24 +853,9 @@ class MiniBatchKernelKMeans(
             self._rng = getattr(self, "_rng", None) or check_random_state(self.random_state)
             size = min(n, self.init_size or n)
             sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)
-            self._spec = self._resolve_gamma(X, self._rng, sample=X[sub])
-            check_kernel_scale(X[sub], self._spec)
-            self.gamma_ = self._spec.gamma
-            self._mu = X[sub].mean(axis=0, dtype=np.float64).astype(dtype)
-            oracle = NumericOracle(self._spec, self._mu)
-            if isinstance(self.init, str):
-                pick = _init_centers(
-                    oracle,
-                    X[sub],
-                    w[sub],
-                    self.n_clusters,
-                    self._rng,
-                    init=self.init,
-                    n_init=self.n_init,
-                )
-                Z = X[sub][pick]
-            else:
-                Z = np.asarray(self.init, dtype=dtype)
+            sample = X[sub]
+            oracle = self._numeric_oracle(X, self._rng, sample, dtype)
+            Z = self._seed_centers(oracle, sample, w[sub], self._rng, dtype)
             self._windows = self._new_windows(oracle, Z)
             self.history_, self.n_iter_ = [], 0
             self._wins = np.zeros(self.n_clusters, dtype=np.int64)
@@ -975,6 +971,54 @@ def _batch_stream(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclasses.dataclass
+class _Recursive:
+    """The untruncated fit's state: every row's inner products with the centers, the
+    centers' norms, their coefficients over the rows and over the initial points, and
+    the weight each center has won (the "sklearn" rate)."""
+
+    P: np.ndarray
+    norms: np.ndarray
+    A: np.ndarray
+    AZ: np.ndarray
+    seen: np.ndarray
+
+
+class _SortedBatch(NamedTuple):
+    """A batch sorted by center (stable: rows keep their batch order), so each center's
+    new rows are one slice, kept in its window as a view: ``pts`` the rows as given,
+    ``pc`` as the kernel calls take them, ``sq`` their squared norms, ``w`` weights,
+    ``order`` the batch positions, ``bounds`` the k + 1 segment ends."""
+
+    pts: np.ndarray
+    pc: np.ndarray
+    sq: np.ndarray | None
+    w: np.ndarray
+    order: np.ndarray
+    bounds: np.ndarray
+
+    def rows(self, j):
+        """Batch positions of center ``j``'s new rows."""
+        return self.order[self.bounds[j] : self.bounds[j + 1]]
+
+
+def _sort_by_center(Xb, Xc, x_sq, wb, labels, count) -> _SortedBatch:
+    order = np.argsort(labels, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(count)])
+    Xs = Xb[order]
+    Xcs = Xc[order] if Xc is not Xb else Xs
+    sqs = None if x_sq is None else x_sq[order]
+    return _SortedBatch(Xs, Xcs, sqs, wb[order], order, bounds)
+
+
+def _assign(diag_b, inner, norms, wb, labels, mind) -> tuple[float, float]:
+    """Assign a batch to its nearest centers (``labels``, ``mind`` filled in place);
+    returns its objective f_B and total weight."""
+    _nb.assign_nearest(diag_b, inner, norms, labels, mind)
+    W_tot = float(wb.sum())
+    return _batch_objective(wb, mind, W_tot), W_tot
 
 
 def _batch_objective(wb, mind, W_tot: float) -> float:
