@@ -277,6 +277,27 @@ def test_bad_parameters(digits, params, match):
         MiniBatchKernelKMeans(**_params(**params)).fit(X)
 
 
+@pytest.mark.parametrize("cls", [MiniBatchKernelKMeans, KernelKMeans])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"n_clusters": 0}, "n_clusters must be >= 1"),
+        ({"max_iter": 2.5}, "max_iter must be Integral"),
+        ({"init": "spectral"}, "init must be"),
+        ({"kernel": "nope"}, "unknown kernel 'nope'"),
+    ],
+)
+def test_parameters_are_checked_before_the_data_is_read(tmp_path, cls, params, match):
+    """A bad parameter is named even when X is a store that does not exist: the checks
+    come before any read, and the public ``check_params`` makes the same ones."""
+    est = cls(**params)
+    with pytest.raises(DKernelError, match=match):
+        est.check_params()
+    with pytest.raises(DKernelError, match=match):
+        est.fit(str(tmp_path / "no-such-store"))
+    cls(n_clusters=3).check_params()  # valid parameters pass without data
+
+
 def test_bad_data(digits):
     X, _ = digits
     Xbad = X.copy()

@@ -150,7 +150,7 @@ def _build_model(args, ds, tau, rate, gamma_opt):
             checkpoint_every=args.checkpoint_every,
             **common,
         )
-    model._check_params(ds.n_samples)  # kernel names and the rest, before a cluster starts
+    model.check_params()  # kernel names and the rest, before a cluster starts
     return model
 
 

@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
+from .._params import check_table
 from .._validation import (
     DKernelError,
     check_sample_weight,
@@ -193,10 +194,13 @@ class _KernelCentersMixin:
 
     # provided by the estimator and _BaseKernelEstimator (declared for the type checker)
     kernel: Any
+    n_clusters: int
+    init: Any
+    _kernel_spec: Callable[..., Any]
     _graph: Any
     _spec: Any
     _row_pass: Callable[..., Any]
-    _check_params: Callable[..., Any]
+    _parameter_table: dict
     n_features_in_: int
     gamma_: Any
     inertia_: Any
@@ -214,24 +218,48 @@ class _KernelCentersMixin:
 
         Returns ``(X, is_dask, n, weights, rng, dtype)``.
         """
+        self.check_params()
         X, is_dask = self._validate_X(X, reset=True)
         n = int(X.shape[0])
-        self._check_params(n)
+        self._check_data_params(n)
         w = _check_weights(sample_weight, n)
         rng = check_random_state(self.random_state)
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         return X, is_dask, n, w, rng, dtype
 
-    def _check_init(self):
-        """Check ``init``: 'k-means++', 'random' or k finite points (not for graph kernels)."""
+    # ----------------------------------------------------------------- checks
+    def check_params(self) -> None:
+        """Check the parameters that do not depend on the data, before any is read.
+
+        ``fit`` calls this first; the CLI calls it before it starts a cluster. Raises a
+        :class:`~dkernel.DKernelError` naming the first bad parameter.
+        """
+        check_table(self, self._parameter_table)
+        self._check_other_params()
         if isinstance(self.init, str):
             if self.init not in ("k-means++", "random"):
                 raise DKernelError(
                     f"init must be 'k-means++', 'random' or an array, got {self.init!r}"
                 )
-            return
-        if self._is_graph():
+        elif self._is_graph():
             raise DKernelError("graph kernels take init='k-means++' or 'random', not points")
+        if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
+            self._kernel_spec(None)  # unknown kernel names raise here
+        elif not isinstance(self.kernel, str) and not callable(self.kernel):
+            raise DKernelError(f"unknown kernel {self.kernel!r}")
+
+    def _check_other_params(self) -> None:
+        """The estimator's rules that its table cannot state."""
+
+    def _check_data_params(self, n: int) -> None:
+        """The checks that need the data: ``n`` rows (``n_features_in_`` set)."""
+        if self.n_clusters > n:
+            raise DKernelError(f"n_clusters={self.n_clusters} must be <= n_samples={n}")
+        if not isinstance(self.init, str):
+            self._check_init_points()
+
+    def _check_init_points(self):
+        """Given initial centers: k finite points of the data's width."""
         Z = np.asarray(self.init)
         if Z.shape != (self.n_clusters, self.n_features_in_):
             raise DKernelError(
@@ -402,7 +430,8 @@ class _KernelCentersMixin:
         try:
             est = cls(**params)
             est.n_features_in_ = int(fitted["n_features_in_"])
-            est._check_params(int(params["n_clusters"]))
+            est.check_params()
+            est._check_data_params(int(params["n_clusters"]))
             if est._is_graph() or fitted["kernel"] not in SUPPORTED_KERNELS:
                 raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
         except (TypeError, DKernelError) as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import warnings
 
 import dask.array as da
@@ -13,7 +12,8 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from .._base import _BaseKernelEstimator
-from .._validation import DKernelError, check_scalar, checked_block
+from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT_OR_NONE
+from .._validation import checked_block
 from ..data import draw_indices, take_rows
 from ..kernels import (
     check_kernel_scale,
@@ -25,11 +25,9 @@ from ..runtime import named_worker_errors, progress, progress_enabled, timer
 from . import _kernels as _nb
 from ._blocks import NumericOracle
 from ._common import (
-    GRAPH_KERNELS,
     SUPPORTED_KERNELS,
     _as_dtype,
     _check_fits,
-    _check_max_data_bytes,
     _gather_checked,
     _KernelCentersMixin,
 )
@@ -150,23 +148,17 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         self.random_state = random_state
         self.verbose = verbose
 
-    def _check_params(self, n):
-        check_scalar(self.n_clusters, "n_clusters", kind=numbers.Integral, low=1)
-        if self.n_clusters > n:
-            raise DKernelError(f"n_clusters={self.n_clusters} must be <= n_samples={n}")
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", low=0.0)
-        check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
-        check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
-        check_scalar(self.max_kernel_bytes, "max_kernel_bytes", kind=numbers.Integral, low=0)
-        _check_max_data_bytes(self.max_data_bytes)
-        check_scalar(self.chunk_rows, "chunk_rows", kind=numbers.Integral, low=1, allow_none=True)
-        check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
-        self._check_init()
-        if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
-            self._kernel_spec(None)
-        elif not isinstance(self.kernel, str) and not callable(self.kernel):
-            raise DKernelError(f"unknown kernel {self.kernel!r}")
+    _parameter_table = {
+        "n_clusters": POSITIVE_INT,
+        "max_iter": POSITIVE_INT,
+        "tol": NON_NEGATIVE,
+        "n_init": POSITIVE_INT,
+        "init_size": POSITIVE_INT_OR_NONE,
+        "max_kernel_bytes": NON_NEGATIVE_INT,
+        "max_data_bytes": NON_NEGATIVE_INT,
+        "chunk_rows": POSITIVE_INT_OR_NONE,
+        "verbose": NON_NEGATIVE_INT,
+    }
 
     @named_worker_errors
     def fit(self, X, y=None, sample_weight=None):

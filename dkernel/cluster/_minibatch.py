@@ -20,7 +20,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from .._base import _BaseKernelEstimator
-from .._validation import DKernelError, check_scalar
+from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT_OR_NONE
+from .._validation import DKernelError
 from ..data import draw_indices
 from ..kernels import ONE_BLAS_THREAD, check_kernel_scale
 from ..runtime import (
@@ -35,9 +36,7 @@ from ..runtime import (
 from . import _kernels as _nb
 from ._blocks import _TILE_ROWS, NumericOracle
 from ._common import (
-    GRAPH_KERNELS,
     SUPPORTED_KERNELS,
-    _check_max_data_bytes,
     _check_rate,
     _check_weights,
     _fetch_checked,
@@ -341,26 +340,22 @@ class MiniBatchKernelKMeans(
         self.max_data_bytes = max_data_bytes
 
     # ---------------------------------------------------------------- checks
-    def _check_params(self, n: int) -> None:
-        check_scalar(self.n_clusters, "n_clusters", kind=numbers.Integral, low=1)
-        if self.n_clusters > n:
-            raise DKernelError(f"n_clusters={self.n_clusters} must be <= n_samples={n}")
-        check_scalar(self.batch_size, "batch_size", kind=numbers.Integral, low=1)
-        check_scalar(self.tau, "tau", kind=numbers.Integral, low=1, allow_none=True)
+    _parameter_table = {
+        "n_clusters": POSITIVE_INT,
+        "batch_size": POSITIVE_INT,
+        "tau": POSITIVE_INT_OR_NONE,
+        "max_iter": POSITIVE_INT,
+        "tol": NON_NEGATIVE,
+        "max_no_improvement": POSITIVE_INT_OR_NONE,
+        "n_init": POSITIVE_INT,
+        "init_size": POSITIVE_INT_OR_NONE,
+        "verbose": NON_NEGATIVE_INT,
+        "checkpoint_every": POSITIVE_INT,
+        "max_data_bytes": NON_NEGATIVE_INT,
+    }
+
+    def _check_other_params(self) -> None:
         _check_rate(self.learning_rate)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", low=0.0)
-        check_scalar(
-            self.max_no_improvement,
-            "max_no_improvement",
-            kind=numbers.Integral,
-            low=1,
-            allow_none=True,
-        )
-        check_scalar(self.n_init, "n_init", kind=numbers.Integral, low=1)
-        check_scalar(self.init_size, "init_size", kind=numbers.Integral, low=1, allow_none=True)
-        check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         if self.checkpoint is not None:
             if not isinstance(self.checkpoint, (str, os.PathLike)):
                 raise DKernelError(f"checkpoint must be a path, got {self.checkpoint!r}")
@@ -369,14 +364,8 @@ class MiniBatchKernelKMeans(
                     "checkpoint supports the truncated fit with a numeric kernel "
                     "(tau not None, kernel not 'knn'/'heat')"
                 )
-        _check_max_data_bytes(self.max_data_bytes)
         if not isinstance(self.renormalize, (bool, np.bool_)):
             raise DKernelError(f"renormalize must be True or False, got {self.renormalize!r}")
-        self._check_init()
-        if isinstance(self.kernel, str) and self.kernel.lower() not in GRAPH_KERNELS:
-            self._kernel_spec(None)  # unknown kernel names raise here
-        elif not isinstance(self.kernel, str) and not callable(self.kernel):
-            raise DKernelError(f"unknown kernel {self.kernel!r}")
 
     # ------------------------------------------------------------------- fit
     @named_worker_errors
@@ -837,10 +826,12 @@ class MiniBatchKernelKMeans(
             raise DKernelError(
                 f"partial_fit does not support the transductive kernel {self.kernel!r}"
             )
+        if first:
+            self.check_params()
         X, is_dask = self._validate_X(X, reset=first)
         n = X.shape[0]
         if first:
-            self._check_params(n)
+            self._check_data_params(n)
         w = _check_weights(sample_weight, n)
         if first:
             dtype = np.float32 if X.dtype == np.float32 else np.float64
