@@ -211,8 +211,7 @@ class _BaseKernelEstimator(BaseEstimator):
         if isinstance(X, RowSource):
             # the pass reads its rows itself, one task per block (mapped over the source,
             # a pass that drops the column axis does not fuse with the read blockwise, and
-            # Dask's linear fusion leaves an alias task beside each fused one: about 8 % of
-            # a predict on a 10^6-row store)
+            # Dask's linear fusion leaves an alias task beside each fused one)
             return X.map_rows(func, *args, n_out=n_out, dtype=dtype, token=token)
         chunks = (X.chunks[0],) if n_out is None else (X.chunks[0], (n_out,))
         meta = np.empty((0,) * len(chunks), dtype=dtype)

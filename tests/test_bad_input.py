@@ -237,8 +237,7 @@ def test_work_without_workers_is_a_named_dkernel_error(data):
     import dask
     from distributed import LocalCluster
 
-    from dkernel.runtime import get_client
-    from dkernel.runtime._errors import NoWorkersError
+    from dkernel.runtime import NoWorkersError, get_client
 
     X, y = data
     Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)

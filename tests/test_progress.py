@@ -10,14 +10,8 @@ import sys
 import dask
 import pytest
 
-from dkernel.runtime._progress import (
-    COMPILE_NOTE,
-    _forget_compiled,
-    compile_note,
-    in_notebook,
-    progress,
-    progress_enabled,
-)
+from dkernel.runtime import compile_note, progress, progress_enabled
+from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled, in_notebook
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dask.delayed import Delayed
 
-from dkernel.runtime._tree import TreeNode, tree_levels, tree_reduce
+from dkernel.runtime import TreeNode, tree_levels, tree_reduce
 
 
 def _record(children, node):

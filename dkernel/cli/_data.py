@@ -10,6 +10,13 @@ from ._common import array_names, cluster_session, emit_json, local_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _add_ingest(sub)
+    _add_info(sub)
+    _add_check(sub)
+
+
+def _add_ingest(sub: argparse._SubParsersAction) -> None:
+    """``dkernel ingest``: the store's layout, then the text formats' options."""
     p = sub.add_parser(
         "ingest",
         help="write a .npz, CSV or LIBSVM file into a zarr store",
@@ -38,20 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="dtype of X (default: the source's; text formats float32)",
     )
-    p.add_argument("--label-column", type=int, default=-1, help="CSV label column (default: last)")
-    p.add_argument("--no-labels", action="store_true", help="CSV has no label column")
-    p.add_argument(
-        "--delimiter",
-        default=",",
-        help="CSV field separator (default ','; '\\t' or 'tab' for tabs; .tsv files use tabs)",
-    )
-    p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
-    p.add_argument(
-        "--n-features",
-        type=int,
-        default=None,
-        help="LIBSVM width when the file does not reach the last feature",
-    )
+    _add_text_options(p)
     p.add_argument("--uncompressed", action="store_true", help="store chunks uncompressed")
     p.add_argument(
         "--test-size",
@@ -68,6 +62,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.set_defaults(func=_ingest, uses_cluster=False)
 
+
+def _add_text_options(p: argparse.ArgumentParser) -> None:
+    """The options of the CSV and LIBSVM readers."""
+    p.add_argument("--label-column", type=int, default=-1, help="CSV label column (default: last)")
+    p.add_argument("--no-labels", action="store_true", help="CSV has no label column")
+    p.add_argument(
+        "--delimiter",
+        default=",",
+        help="CSV field separator (default ','; '\\t' or 'tab' for tabs; .tsv files use tabs)",
+    )
+    p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.add_argument(
+        "--n-features",
+        type=int,
+        default=None,
+        help="LIBSVM width when the file does not reach the last feature",
+    )
+
+
+def _add_info(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "info",
         help="shape, chunks and classes of a store, and every array in it",
@@ -83,6 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_info, uses_cluster=False)
 
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check",
         help="verify every chunk of every array of a store on the cluster",

@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import io
 import itertools
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -121,25 +122,45 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
     column) and :func:`iter_csv` writes each as its index in the sorted names. A first
     line is a header when a feature column of it is not a number.
     """
-    width = 0
+    lines: Iterator[tuple[int, str]] = _numbered_lines(path)
+    first = next(((i, t) for i, t in lines if not (t[0] in _BLANK_START and not t.strip())), None)
+    if first is None:
+        raise DKernelError(f"{path}: no data rows")
+    lineno, line = first
+    tokens = line.rstrip("\n").split(delimiter)
+    width = len(tokens)
+    lab = None
+    if label_column is not None and -width <= label_column < width:
+        lab = label_column % width
+    features = [t for i, t in enumerate(tokens) if i != lab]
+    header = lineno == 1 and not _all_numeric(features)
+    if not header:
+        _floats(features if lab is not None else tokens, path, lineno)
+        lines = itertools.chain([first], lines)
+    n, integral, text_labels = _count_rows(lines, path, delimiter, lab, width)
+    if n == 0:
+        raise DKernelError(f"{path}: no data rows")
+    if text_labels and lab is not None:
+        names = _label_names(path, lab, delimiter, header)
+        return TextLayout(n, width, header, True, names, lab)
+    return TextLayout(n, width, header, integral)
+
+
+def _count_rows(
+    lines: Iterator[tuple[int, str]], path: str, delimiter: str, lab: int | None, width: int
+) -> tuple[int, bool, bool]:
+    """The data rows among ``lines`` (blank ones skipped), whether the labels in column
+    ``lab`` are all whole numbers, and whether they are text (class names).
+
+    Only the label column is cut out of each line; once the labels are known to be
+    real-valued or text, the rest of the file is only counted.
+    """
     n = 0
-    header = False
     integral = True
-    lab: int | None = None
     text_labels = False
-    for lineno, line in _numbered_lines(path):
+    for lineno, line in lines:
         if line[0] in _BLANK_START and not line.strip():
             continue
-        if not width:
-            tokens = line.rstrip("\n").split(delimiter)
-            width = len(tokens)
-            if label_column is not None and -width <= label_column < width:
-                lab = label_column % width
-            features = [t for i, t in enumerate(tokens) if i != lab]
-            if lineno == 1 and not _all_numeric(features):
-                header = True
-                continue
-            _floats(features if lab is not None else tokens, path, lineno)
         n += 1
         if lab is None or not integral or text_labels:
             continue
@@ -151,21 +172,22 @@ def scan_csv(path: str, *, delimiter: str = ",", label_column: int | None = None
             tok = line.split(delimiter)[lab]
         try:
             integral = float(tok).is_integer()
-        except ValueError:  # quoted, or not a number: text labels
-            try:
-                integral = float(_unquote(tok)).is_integer()
-            except ValueError:
-                if not _unquote(tok):
-                    raise DKernelError(
-                        f"{path}: line {lineno}, column {lab + 1}: the label is empty"
-                    ) from None
-                text_labels = True
-    if n == 0:
-        raise DKernelError(f"{path}: no data rows")
-    if text_labels and lab is not None:
-        names = _label_names(path, lab, delimiter, header)
-        return TextLayout(n, width, header, True, names, lab)
-    return TextLayout(n, width, header, integral)
+        except ValueError:  # quoted, or not a number
+            integral, text_labels = _label_kind(tok, path, lineno, lab)
+    return n, integral, text_labels
+
+
+def _label_kind(tok: str, path: str, lineno: int, lab: int) -> tuple[bool, bool]:
+    """``(whole number, text)`` of a label token that ``float`` does not read as it is:
+    a quoted number, or text (a class name)."""
+    try:
+        return float(_unquote(tok)).is_integer(), False
+    except ValueError:
+        if not _unquote(tok):
+            raise DKernelError(
+                f"{path}: line {lineno}, column {lab + 1}: the label is empty"
+            ) from None
+        return True, True
 
 
 def _label_names(path: str, lab: int, delimiter: str, header: bool) -> tuple[str, ...]:
@@ -319,6 +341,11 @@ def _label_indices(
 
 
 def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
+    """``(label, indices, values)`` of one LIBSVM line (indices 0-based), None if blank.
+
+    The loop does only the reads every token needs; a token that fails any check is
+    examined again by :func:`_token_error`, which names the fault.
+    """
     body = line.split("#", 1)[0].split()
     if not body:
         return None
@@ -326,51 +353,55 @@ def _parse_svmlight_line(line: str, path: str, lineno: int, zero_based: bool):
         label = float(body[0])
     except ValueError:
         raise DKernelError(f"{path}: line {lineno}: cannot read label {body[0]!r}") from None
-    if not np.isfinite(label):
+    if not math.isfinite(label):
         raise DKernelError(f"{path}: line {lineno}: label {body[0]!r} is not finite")
+    shift = 0 if zero_based else 1
     idx, val = [], []
     last = -1
     for tok in body[1:]:
         if tok.startswith("qid:"):
             continue
         k, sep, v = tok.partition(":")
-        if not sep:
-            raise DKernelError(f"{path}: line {lineno}: expected index:value, got {tok!r}")
         try:
-            j = int(k)
-        except ValueError:
-            raise DKernelError(f"{path}: line {lineno}: bad feature index {k!r}") from None
-        if not zero_based:
-            j -= 1
-        if j < 0:
-            if zero_based:
-                raise DKernelError(
-                    f"{path}: line {lineno}: bad feature index {k!r} (indices are 0-based)"
-                )
-            hint = (
-                "; a zero-based file needs zero_based=True (--zero-based in the CLI)"
-                if j == -1
-                else ""
-            )
-            raise DKernelError(
-                f"{path}: line {lineno}: bad feature index {k!r} (indices are 1-based){hint}"
-            )
-        if j <= last:
-            raise DKernelError(
-                f"{path}: line {lineno}: feature index {k} is not larger than the one before it"
-            )
-        last = j
-        try:
+            j = int(k) - shift
             x = float(v)
         except ValueError:
-            raise DKernelError(
-                f"{path}: line {lineno}: cannot read value {v!r} of feature {k}"
-            ) from None
-        if not np.isfinite(x):
-            raise DKernelError(f"{path}: line {lineno}: value of feature {k} is not finite")
+            raise _token_error(tok, path, lineno, zero_based, last) from None
+        if j <= last or not sep or not math.isfinite(x):
+            raise _token_error(tok, path, lineno, zero_based, last)
+        last = j
         idx.append(j)
         val.append(x)
     return label, idx, val
+
+
+def _token_error(tok: str, path: str, lineno: int, zero_based: bool, last: int) -> DKernelError:
+    """The error of a LIBSVM ``index:value`` token that is malformed, out of order or not
+    finite, ``last`` being the (0-based) index before it on the line."""
+    k, sep, v = tok.partition(":")
+    if not sep:
+        return DKernelError(f"{path}: line {lineno}: expected index:value, got {tok!r}")
+    try:
+        j = int(k) - (0 if zero_based else 1)
+    except ValueError:
+        return DKernelError(f"{path}: line {lineno}: bad feature index {k!r}")
+    if j < 0 and zero_based:
+        return DKernelError(f"{path}: line {lineno}: bad feature index {k!r} (indices are 0-based)")
+    if j < 0:
+        hint = "; a zero-based file needs zero_based=True (--zero-based in the CLI)"
+        return DKernelError(
+            f"{path}: line {lineno}: bad feature index {k!r} (indices are 1-based)"
+            + (hint if j == -1 else "")
+        )
+    if j <= last:
+        return DKernelError(
+            f"{path}: line {lineno}: feature index {k} is not larger than the one before it"
+        )
+    try:
+        float(v)
+    except ValueError:
+        return DKernelError(f"{path}: line {lineno}: cannot read value {v!r} of feature {k}")
+    return DKernelError(f"{path}: line {lineno}: value of feature {k} is not finite")
 
 
 def scan_svmlight(

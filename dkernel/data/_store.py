@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -794,49 +794,23 @@ def write_array(
     exists = os.path.lexists(os.path.join(path, name)) if loc.is_local else name in head["arrays"]
     if exists and not overwrite:
         raise DKernelError(f"store {path!r} already has an array {name!r}; pass overwrite=True")
-    lazy = is_dask_array(array)
-    a: Any = array if lazy else np.asarray(array)
-    if a.ndim < 1 or a.shape[0] == 0:
-        raise DKernelError(f"{name} must have at least one row, got shape {a.shape}")
-    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        raise DKernelError(f"{name} must be numeric, got dtype {a.dtype}")
-    if lazy and any(np.isnan(c) for c in a.shape):
-        a = a.compute_chunk_sizes()
-    if a.shape[0] != ds.n_samples:
-        raise DKernelError(
-            f"{name} has {a.shape[0]} rows but the store's X has {ds.n_samples}: an array "
-            "written into a store holds one value (or row) per row of X"
-        )
+    a = _rows_of(name, array, ds.n_samples)
     tail = tuple(int(s) for s in a.shape[1:])
     rows = chunk_rows or int(ds.attrs.get("chunk_rows") or default_chunk_rows(int(np.prod(tail))))
     check_scalar(rows, "chunk_rows", kind=(int, np.integer), low=1)
     rows = int(min(rows, a.shape[0]))
     _check_chunk_bytes(name, rows, tail, a.dtype)
-    target: Location | None
+    prefix = None
     if loc.is_local:
         target = Location(_atomic.sibling(os.path.join(path, name), "tmp"), "file")
     else:
         _remote.clean_debris(loc, head)
         prefix = _remote.new_prefix(name)
         target = loc.child(prefix)
+    published = False
     with _atomic.terminate_as_interrupt(), _storage_errors(loc, "cannot write to store"):
         try:
-            z = zarr.create_array(
-                target.zarr_store(read_only=False),
-                shape=a.shape,
-                dtype=a.dtype,
-                chunks=(rows,) + tail,
-                config=WRITE_CONFIG,
-            )
-            starts = range(0, int(a.shape[0]), rows)
-            if lazy:
-                blocks = a.rechunk((rows,) + tail).to_delayed().ravel()
-                write = dask.delayed(_write_block, pure=True)
-                crcs = _compute_all([write(b, target, s) for b, s in zip(blocks, starts)])
-            else:
-                crcs = tuple(_write_block(a[s : s + rows], target, s) for s in starts)
-            man = make_manifest(rows, crcs)
-            z.attrs.update({**dict(attrs or {}), MANIFEST_KEY: man})
+            _write_chunks(a, target, rows, attrs)
             listed: Any = dict(ds.attrs.get("arrays") or {})
             listed[name] = {"shape": list(a.shape), "dtype": str(a.dtype), **dict(attrs or {})}
             if loc.is_local:
@@ -845,15 +819,55 @@ def write_array(
                 head = _remote.read_head(loc) or head
                 arrays = {**head["arrays"], name: prefix}
                 _remote.publish(loc, arrays, {**head["attrs"], "arrays": listed}, head)
-                target = None
+                published = True
         finally:
-            if target is not None and loc.is_local:
+            if loc.is_local:
                 shutil.rmtree(target.url, ignore_errors=True)
-            elif target is not None:
+            elif not published:
                 _remote.remove_prefix(target)
     if loc.is_local:
         _list_array(path, listed)
     return open_dataset(loc).read(name)
+
+
+def _rows_of(name: str, array, n: int):
+    """``array`` (NumPy, or dask with its chunk sizes known) checked to hold one numeric
+    value or row per row of a store's ``n``."""
+    a: Any = array if is_dask_array(array) else np.asarray(array)
+    if a.ndim < 1 or a.shape[0] == 0:
+        raise DKernelError(f"{name} must have at least one row, got shape {a.shape}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise DKernelError(f"{name} must be numeric, got dtype {a.dtype}")
+    if is_dask_array(a) and any(np.isnan(c) for c in a.shape):
+        a = a.compute_chunk_sizes()
+    if a.shape[0] != n:
+        raise DKernelError(
+            f"{name} has {a.shape[0]} rows but the store's X has {n}: an array "
+            "written into a store holds one value (or row) per row of X"
+        )
+    return a
+
+
+def _write_chunks(a, target: Location, rows: int, attrs: Mapping[str, Any] | None) -> None:
+    """Create the array at ``target`` and write ``a`` into it in chunks of ``rows`` rows,
+    then its attributes and manifest; dask input is written on the workers (one compute)."""
+    tail = tuple(int(s) for s in a.shape[1:])
+    z = zarr.create_array(
+        target.zarr_store(read_only=False),
+        shape=a.shape,
+        dtype=a.dtype,
+        chunks=(rows,) + tail,
+        config=WRITE_CONFIG,
+    )
+    starts = range(0, int(a.shape[0]), rows)
+    if is_dask_array(a):
+        blocks = a.rechunk((rows,) + tail).to_delayed().ravel()
+        write = dask.delayed(_write_block, pure=True)
+        crcs = _compute_all([write(b, target, s) for b, s in zip(blocks, starts)])
+    else:
+        crcs = tuple(_write_block(a[s : s + rows], target, s) for s in starts)
+    man = make_manifest(rows, crcs)
+    z.attrs.update({**dict(attrs or {}), MANIFEST_KEY: man})
 
 
 def _list_array(path: str, listed: Mapping[str, Any]) -> None:
@@ -946,17 +960,10 @@ def ingest(
     -------
     Dataset
     """
-    from ._readers import guess_format, iter_csv, iter_svmlight, scan_csv, scan_svmlight
-
     if format is not None and format not in ("npz", "csv", "svmlight"):
         raise DKernelError(f"unknown format {format!r}; use 'npz', 'csv' or 'svmlight'")
     dest = as_location(store, storage_options)
-    _check_target(dest, overwrite)
-    if chunk_rows is not None:
-        check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
-    check_scalar(n_features, "n_features", kind=(int, np.integer), low=1, allow_none=True)
-    if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
-        raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
+    _check_ingest_options(dest, chunk_rows, n_features, dtype, overwrite)
     common = dict(
         chunk_rows=chunk_rows,
         overwrite=overwrite,
@@ -964,78 +971,131 @@ def ingest(
         test_size=test_size,
         random_state=random_state,
     )
-
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise DKernelError(f"cannot read {path!r}: no such file")
         if y is not None:
             raise DKernelError("y= is only for array input; a file brings its own labels")
-        fmt = format or guess_format(path)
-        if fmt == "npz":
-            arrays = _load_npz(path)
-            return _ingest_arrays(
-                arrays.pop("X"),
-                arrays.pop("y", None),
-                dest,
-                dtype=dtype,
-                source=os.path.basename(path),
-                extra=arrays,
-                **common,
-            )
-        if fmt == "csv":
-            tsv = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith(".tsv")
-            delim = "\t" if tsv and delimiter == "," else delimiter
-            layout = scan_csv(path, delimiter=delim, label_column=label_column)
-            if (
-                label_column is not None
-                and not -layout.n_features <= label_column < layout.n_features
-            ):
-                raise DKernelError(
-                    f"label_column={label_column} is outside the {layout.n_features} columns"
-                )
-            d = layout.n_features - (label_column is not None)
-            if d < 1:
-                raise DKernelError(f"{path}: no feature columns besides the label column")
-            lab = None if label_column is None else label_column % layout.n_features
-
-            def blocks():
-                for B in iter_csv(path, layout, 1 << 14, delimiter=delim):
-                    if lab is None:
-                        yield B, None
-                    else:
-                        yield np.delete(B, lab, axis=1), B[:, lab]
-
-            return write_arrays(
-                dest,
-                blocks(),
-                n=layout.n_rows,
-                n_features=d,
-                dtype=dtype or np.float32,
-                has_y=lab is not None,
-                y_dtype=np.int64 if layout.integral_labels else np.float64,
-                attrs={"source": os.path.basename(path)}
-                | ({} if layout.label_names is None else {"label_names": layout.label_names}),
-                **common,
-            )
-        if fmt == "svmlight":
-            layout = scan_svmlight(path, zero_based=zero_based, n_features=n_features)
-            yd = np.int64 if layout.integral_labels else np.float64
-            return write_arrays(
-                dest,
-                iter_svmlight(path, layout, 1 << 14, zero_based=zero_based),
-                n=layout.n_rows,
-                n_features=layout.n_features,
-                dtype=dtype or np.float32,
-                has_y=True,
-                y_dtype=yd,
-                attrs={"source": os.path.basename(path)},
-                **common,
-            )
-        raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
+        text = dict(
+            label_column=label_column,
+            delimiter=delimiter,
+            zero_based=zero_based,
+            n_features=n_features,
+        )
+        return _ingest_file(path, dest, format, dtype=dtype, text=text, common=common)
     if is_dask_array(source):
         return _ingest_dask(source, y, dest, dtype=dtype, **common)
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
+
+
+def _check_ingest_options(dest: Location, chunk_rows, n_features, dtype, overwrite) -> None:
+    """The target of :func:`ingest` and its options that need no reading of the source."""
+    _check_target(dest, overwrite)
+    if chunk_rows is not None:
+        check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
+    check_scalar(n_features, "n_features", kind=(int, np.integer), low=1, allow_none=True)
+    if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
+        raise DKernelError(f"dtype must be float32 or float64, got {dtype!r}")
+
+
+def _ingest_file(path: str, dest: Location, format, *, dtype, text, common):
+    """Ingest a file: ``format`` (or the one its name says) picks the reader; ``text``
+    holds the options of the text readers."""
+    from ._readers import guess_format
+
+    fmt = format or guess_format(path)
+    if fmt == "npz":
+        arrays = _load_npz(path)
+        X, y = arrays.pop("X"), arrays.pop("y", None)
+        return _ingest_arrays(
+            X, y, dest, dtype=dtype, source=os.path.basename(path), extra=arrays, **common
+        )
+    if fmt not in _TEXT_READERS:
+        raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
+    src = _TEXT_READERS[fmt](path, **text)
+    return write_arrays(
+        dest,
+        src.blocks,
+        n=src.n,
+        n_features=src.n_features,
+        dtype=dtype or np.float32,
+        has_y=src.has_y,
+        y_dtype=src.y_dtype,
+        attrs={"source": os.path.basename(path)} | src.attrs,
+        **common,
+    )
+
+
+class _TextSource(NamedTuple):
+    """A text file after its first pass: its ``(X, y)`` blocks and what they hold."""
+
+    blocks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+    n: int
+    n_features: int
+    has_y: bool
+    y_dtype: type
+    attrs: dict[str, Any]
+
+
+#: Rows of one block parsed by the text readers.
+_TEXT_BLOCK_ROWS = 1 << 14
+
+
+def _csv_source(path: str, *, label_column, delimiter, **_) -> _TextSource:
+    """A CSV file (a ``.tsv`` one with tabs unless told otherwise), its label column cut
+    out of each block; text labels become their index in the store's ``label_names``."""
+    from ._readers import iter_csv, scan_csv
+
+    tsv = path.lower().removesuffix(".gz").removesuffix(".bz2").endswith(".tsv")
+    delim = "\t" if tsv and delimiter == "," else delimiter
+    layout = scan_csv(path, delimiter=delim, label_column=label_column)
+    if label_column is not None and not -layout.n_features <= label_column < layout.n_features:
+        raise DKernelError(
+            f"label_column={label_column} is outside the {layout.n_features} columns"
+        )
+    d = layout.n_features - (label_column is not None)
+    if d < 1:
+        raise DKernelError(f"{path}: no feature columns besides the label column")
+    lab = None if label_column is None else label_column % layout.n_features
+
+    def blocks():
+        for B in iter_csv(path, layout, _TEXT_BLOCK_ROWS, delimiter=delim):
+            if lab is None:
+                yield B, None
+            else:
+                yield np.delete(B, lab, axis=1), B[:, lab]
+
+    return _TextSource(
+        blocks(),
+        n=layout.n_rows,
+        n_features=d,
+        has_y=lab is not None,
+        y_dtype=np.int64 if layout.integral_labels else np.float64,
+        attrs={} if layout.label_names is None else {"label_names": layout.label_names},
+    )
+
+
+def _svmlight_source(path: str, *, zero_based, n_features, **_) -> _TextSource:
+    """A LIBSVM/svmlight file, densified block by block."""
+    from ._readers import iter_svmlight, scan_svmlight
+
+    layout = scan_svmlight(path, zero_based=zero_based, n_features=n_features)
+    return _TextSource(
+        iter_svmlight(path, layout, _TEXT_BLOCK_ROWS, zero_based=zero_based),
+        n=layout.n_rows,
+        n_features=layout.n_features,
+        has_y=True,
+        y_dtype=np.int64 if layout.integral_labels else np.float64,
+        attrs={},
+    )
+
+
+#: The reader of each text format :func:`ingest` reads.
+_TEXT_READERS: dict[str, Callable[..., _TextSource]] = {
+    "csv": _csv_source,
+    "svmlight": _svmlight_source,
+}
 
 
 def _ingest_dask(X, y, dest, *, dtype, **common):
@@ -1046,40 +1106,12 @@ def _ingest_dask(X, y, dest, *, dtype, **common):
         raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
     n, d = (int(s) for s in X.shape)
     X = X.rechunk({1: -1})
-    yd = None
-    if y is not None and not is_dask_array(y):
-        y = np.asarray(y)
-        y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
-    if y is not None:
-        if y.ndim != 1 or y.shape[0] != n:
-            raise DKernelError(f"y must have shape ({n},) to match X, got {y.shape}")
-        if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
-            raise DKernelError(f"labels must be numeric to be stored, got dtype {y.dtype}")
-        if np.issubdtype(y.dtype, np.floating):  # one pass over the labels: whole numbers?
-            # (NaN/inf are reported with their row when the block is written)
-            integral = bool(((y == np.round(y)) | ~np.isfinite(y)).all())
-            yd = np.dtype(np.int64 if integral else np.float64)
-        else:
-            yd = np.dtype(np.int64)
-        if is_dask_array(y):
-            y = y.rechunk((X.chunks[0],))
+    y, yd = _dask_labels(y, n, X.chunks[0])
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
-
-    def blocks():
-        bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
-        for i in range(X.numblocks[0]):
-            Xb = np.asarray(X.blocks[i].compute())
-            if y is None:
-                yield Xb, None
-            elif is_dask_array(y):
-                yield Xb, np.asarray(y.blocks[i].compute())
-            else:
-                yield Xb, y[bounds[i] : bounds[i + 1]]
-
     return write_arrays(
         dest,
-        blocks(),
+        _dask_blocks(X, y),
         n=n,
         n_features=d,
         dtype=dtype,
@@ -1088,6 +1120,42 @@ def _ingest_dask(X, y, dest, *, dtype, **common):
         attrs={"source": "dask array"},
         **common,
     )
+
+
+def _dask_labels(y, n: int, row_chunks: tuple[int, ...]):
+    """Labels that go with a dask ``X`` of ``n`` rows in ``row_chunks``, checked, and their
+    storage dtype (int64 when they are whole numbers): ``(None, None)`` without labels."""
+    if y is None:
+        return None, None
+    if not is_dask_array(y):
+        y = np.asarray(y)
+        y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
+    if y.ndim != 1 or y.shape[0] != n:
+        raise DKernelError(f"y must have shape ({n},) to match X, got {y.shape}")
+    if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
+        raise DKernelError(f"labels must be numeric to be stored, got dtype {y.dtype}")
+    if np.issubdtype(y.dtype, np.floating):  # one pass over the labels: whole numbers?
+        # (NaN/inf are reported with their row when the block is written)
+        integral = bool(((y == np.round(y)) | ~np.isfinite(y)).all())
+        yd = np.dtype(np.int64 if integral else np.float64)
+    else:
+        yd = np.dtype(np.int64)
+    if is_dask_array(y):
+        y = y.rechunk((row_chunks,))
+    return y, yd
+
+
+def _dask_blocks(X, y) -> Iterator[tuple[np.ndarray, Any]]:
+    """The row blocks of a dask ``X`` (one computed at a time) with their labels."""
+    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    for i in range(X.numblocks[0]):
+        Xb = np.asarray(X.blocks[i].compute())
+        if y is None:
+            yield Xb, None
+        elif is_dask_array(y):
+            yield Xb, np.asarray(y.blocks[i].compute())
+        else:
+            yield Xb, y[bounds[i] : bounds[i + 1]]
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -1108,10 +1176,15 @@ def _check_xy(X, y, *, name: str = "X", yname: str = "y"):
 
     A SciPy sparse ``X`` stays sparse (CSR): it is densified one row block at a time.
     """
-    if _is_sparse(X):
-        X = X.tocsr()
-    else:
-        X = np.asarray(X)
+    X = _check_features(X, name)
+    if y is not None:
+        y = _check_labels(y, X.shape[0], name=name, yname=yname)
+    return X, y
+
+
+def _check_features(X, name: str):
+    """``X`` as a NumPy array (or CSR matrix), checked: 2-D, non-empty, real, finite."""
+    X = X.tocsr() if _is_sparse(X) else np.asarray(X)
     if X.ndim != 2 or 0 in X.shape:
         raise DKernelError(f"{name} must be a non-empty 2-D array, got shape {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
@@ -1122,20 +1195,24 @@ def _check_xy(X, y, *, name: str = "X", yname: str = "y"):
             raise DKernelError(f"{name} contains NaN or inf at row {row - 1}")
     elif np.issubdtype(X.dtype, np.floating):
         report_nonfinite(X, name=name)
-    if y is not None:
-        if _is_sparse(y):
-            raise DKernelError(f"{yname} must be a dense 1-D array, got a sparse matrix")
-        y = np.asarray(y)
-        if y.ndim > 1 and y.size == y.shape[0]:
-            y = y.ravel()
-        if y.ndim != 1:
-            raise DKernelError(f"{yname} must be 1-D, got shape {y.shape}")
-        if y.shape[0] != X.shape[0]:
-            raise DKernelError(f"{yname} has {y.shape[0]} labels but {name} has {X.shape[0]} rows")
-        if np.issubdtype(y.dtype, np.floating):
-            report_nonfinite(y, name=yname)
-        _label_dtype(y)
-    return X, y
+    return X
+
+
+def _check_labels(y, n: int, *, name: str, yname: str) -> np.ndarray:
+    """``y`` as a 1-D NumPy array of ``n`` finite numeric labels (a column is flattened)."""
+    if _is_sparse(y):
+        raise DKernelError(f"{yname} must be a dense 1-D array, got a sparse matrix")
+    y = np.asarray(y)
+    if y.ndim > 1 and y.size == y.shape[0]:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise DKernelError(f"{yname} must be 1-D, got shape {y.shape}")
+    if y.shape[0] != n:
+        raise DKernelError(f"{yname} has {y.shape[0]} labels but {name} has {n} rows")
+    if np.issubdtype(y.dtype, np.floating):
+        report_nonfinite(y, name=yname)
+    _label_dtype(y)
+    return y
 
 
 def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, **common):

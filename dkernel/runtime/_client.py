@@ -68,7 +68,8 @@ def _positive_int(value: Any) -> bool:
 
 def _check_local_options(opts: dict[str, Any], where: str) -> None:
     """The options a ``LocalCluster`` would otherwise reject deep inside its start-up (or
-    take silently: ``n_workers: 0`` used to mean "the default"), each as one clear line."""
+    take silently: ``n_workers: 0`` would start a cluster without workers), each as one
+    clear line."""
     n_workers = opts.get("n-workers")
     if n_workers is not None and not _positive_int(n_workers):
         raise DKernelError(

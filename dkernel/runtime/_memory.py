@@ -4,7 +4,7 @@ A Dask worker pauses when its process memory passes ``distributed.worker.memory.
 (80% of its limit) and waits for spilling to bring it back down. Memory that is not Dask's
 (the interpreter, numpy, numba, scikit-learn: about 200 MiB once dkernel's modules are
 loaded) cannot be spilled, so a worker whose limit is close to that stays paused for ever
-and a fit makes no progress without a word (``memory_limit="250MB"`` did exactly that).
+and a fit makes no progress without a word (``memory_limit="250MB"`` is such a limit).
 
 Two guards, both installed by :func:`dkernel.runtime.get_client` on the clusters it starts:
 
