@@ -19,10 +19,17 @@ from ._distributed import distributed_coreset
 from ._kmeans import kernel_kmeans_coreset
 from ._sensitivity import svm_sensitivity
 
-# The internal surface: what the other subpackages use (not part of the public API).
+# The internal surface (the ``as`` names): what the other subpackages use, not part of the
+# public API.
 from ._solver import coarse_svm as coarse_svm
 from ._store import uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
+from ._svm_terms import decision as decision
+from ._svm_terms import hinge as hinge
+from ._svm_terms import regulariser as regulariser
+from ._svm_terms import signs as signs
+from ._svm_terms import svm_cost as svm_cost
+from ._svm_terms import with_bias as with_bias
 
 __all__ = [
     "Coreset",

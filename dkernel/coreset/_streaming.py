@@ -12,6 +12,7 @@ from .._validation import DKernelError, check_finite_2d, check_scalar
 from ..runtime import load_checkpoint, progress, progress_enabled, save_checkpoint
 from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, _with_labels, merge
 from ._sensitivity import _base_seed, check_C
+from ._svm_terms import signs
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ class StreamingCoreset:
 
     def _leaf(self, X, y) -> Coreset:
         neg, pos = self._classes()
-        ys = np.where(y == pos, 1.0, -1.0) if neg != pos else np.ones(len(y))
+        ys = signs(y, pos)  # one class seen so far (neg == pos): all +1
         n = X.shape[0]
         out = _build(
             X,
