@@ -30,9 +30,9 @@ logger = logging.getLogger(__name__)
 #: Regularisation names of estimators minimising a mean loss (``SGDClassifier``,
 #: ``BudgetedSVC``).
 _MEAN_LOSS_PARAMS = frozenset({"alpha"})
-#: Default share of uniform (weight-proportional) sampling in the mixture. Measured on htru2,
-#: credit_default, ijcnn1, a9a and skin_nonskin (benchmarks/results/coreset.md): with 0.3
-#: the coreset's error was at most uniform's at every size tried.
+#: Default share of uniform (weight-proportional) sampling in the mixture: it caps every
+#: weight at U / (beta m), so where the sensitivity bound is loose the coreset loses at most
+#: a constant factor to a uniform sample (benchmarks/results/coreset.md compares the two).
 BETA = 0.3
 #: Default share of the point costs at the coarse solution in the non-uniform part.
 LOSS_SHARE = 0.5

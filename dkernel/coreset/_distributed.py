@@ -18,11 +18,9 @@ Which build to use:
   the cluster's memory and composes with streaming (:class:`StreamingCoreset`). Inner nodes
   keep ``m * 3 * levels`` draws so the error stays close to one level's. The tree is
   :func:`dkernel.runtime._tree.tree_reduce`, the package's one tree; a node's seed comes
-  from its row range, derived from its (level, index).
-
-Measured (benchmarks/results/coreset.md, htru2 tiled to 200k rows, m = 1000): relative
-error 1.01x the offline coreset's for two-pass, 0.95x for the tree (fan-in 2); the tree's
-build did about 2.5x the two-pass build's work (500k x 50, m = 2000).
+  from its row range, derived from its (level, index). Every inner node re-solves and
+  re-clusters the union of its children, so the tree does several times the two-pass
+  build's work for about the same error (benchmarks/results/coreset.md measures both).
 """
 
 from __future__ import annotations
@@ -713,10 +711,9 @@ def distributed_coreset(
     NaN/inf are reported by the leaf that holds them, with the global row.
 
     The two-pass bound on opt adds up the leaves' own certified optima: on rows sorted by
-    label a leaf holding one class contributes 0, so the bound loosens (skin_nonskin as
-    stored, sorted: 7.7x below opt, t/n 0.0033 instead of 0.0011) and the coreset leans on
-    the mixture (its error was 1.13x the offline coreset's at m = 500). Shuffled rows avoid
-    it.
+    label a leaf holding one class contributes 0, so the bound loosens (several times
+    below opt on a set stored sorted, such as skin_nonskin), the total sensitivity grows
+    with it and the coreset leans on the mixture's uniform part. Shuffled rows avoid it.
 
     References
     ----------
