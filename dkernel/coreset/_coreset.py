@@ -258,6 +258,22 @@ def _merge_classes(a: Coreset, b: Coreset) -> tuple:
     return tuple(labels) if len(labels) == 2 else a.classes
 
 
+def _exact(X, y, *, C, classes) -> Coreset:
+    """The rows themselves as a coreset: unit weights, each row its own sensitivity 1."""
+    n = len(y)
+    return Coreset(
+        X=X,
+        y=y,
+        weight=np.ones(n),
+        sensitivity=np.ones(n),
+        total_sensitivity=float(n),
+        source_size=n,
+        C=C,
+        classes=classes,
+        info={"method": "exact", "levels": 0},
+    )
+
+
 def _check_m(m, n: int | None) -> int:
     check_scalar(m, "m", kind=numbers.Integral, low=1)
     if n is not None and m > n:

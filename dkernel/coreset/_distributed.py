@@ -65,6 +65,7 @@ from ._coreset import (
     _check_m,
     _check_mixture,
     _draw,
+    _exact,
     _mixture_q,
     _warn_vacuous,
     _with_labels,
@@ -447,28 +448,13 @@ def _two_pass(X, y, m, *, cfg: _TwoPassConfig, neg, bar: Progress) -> Coreset:
 
 
 # ------------------------------------------------------------------------- merge-reduce
-def _exact(Xb, yb, classes, C) -> Coreset:
-    n = len(yb)
-    return Coreset(
-        X=Xb,
-        y=yb,
-        weight=np.ones(n),
-        sensitivity=np.ones(n),
-        total_sensitivity=float(n),
-        source_size=n,
-        C=C,
-        classes=classes,
-        info={"method": "exact", "levels": 0},
-    )
-
-
 def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Coreset:
     Xb, yb = np.asarray(Xb), np.asarray(yb)
     report_nonfinite(Xb, name="X", row_offset=start)
     pos = classes[1]
     n = Xb.shape[0]
     if n <= draws:  # nothing to reduce: the rows themselves, unit weights
-        return _exact(Xb, yb, classes, C)
+        return _exact(Xb, yb, C=C, classes=classes)
     out = _build(
         Xb,
         signs(yb, pos),
