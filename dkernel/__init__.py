@@ -4,6 +4,29 @@ Subpackages: :mod:`dkernel.kernels` (kernel functions and lazy kernel blocks),
 :mod:`dkernel.data` (zarr stores, batch sampling, generators), :mod:`dkernel.runtime`
 (clusters), :mod:`dkernel.cluster` (kernel k-means), :mod:`dkernel.svm` (budgeted SGD SVM),
 :mod:`dkernel.coreset` (SVM coresets), :mod:`dkernel.cli` (the ``dkernel`` command).
+
+Groups of rows, as the code and docs name them (from storage up to compute):
+
+chunk
+    A zarr store's unit of storage and I/O (``chunk_rows`` rows; the default divides
+    :data:`dkernel.data.ALIGN_ROWS`), and a dask array's unit of one task.
+block
+    The rows one task works on: a dask block, or a group of whole chunks read by one task
+    (a ``RowSource`` regrouped with ``blocks_of``). In the coresets, a leaf's rows.
+shard
+    A fixed range of consecutive rows of equal size that one worker trains on per round in
+    a distributed ``BudgetedSVC`` fit; the count is fixed, so the model does not depend on
+    the storage chunks.
+leaf
+    A fixed row range of ``leaf_size`` rows at the bottom of a coreset build: the
+    distributed builds derive it from (n, m) only, never from the chunks; the stream takes
+    it as a parameter. Tree nodes above the leaves cover unions of them.
+tile
+    A range of rows of a kernel matrix computed in one BLAS product and transformed while
+    in cache (``dkernel.kernels``); smaller than a block, inside one task.
+batch
+    The rows of one step of a streaming or mini-batch algorithm: a ``partial_fit`` call, a
+    mini-batch of kernel k-means (``batch_size``), a stream's arrival.
 """
 
 __version__ = "0.1.0"

@@ -8,13 +8,13 @@ import pytest
 from dkernel import DKernelError
 from dkernel.coreset import (
     Coreset,
+    coarse_svm,
     coreset_cost,
     merge,
     svm_coreset,
     uniform_coreset,
+    with_bias,
 )
-from dkernel.coreset._sensitivity import _with_bias
-from dkernel.coreset._solver import coarse_svm
 
 
 def _data(rng, n=400, d=3):
@@ -52,7 +52,7 @@ def test_coreset_shape_labels_and_reproducible(rng):
 def test_unbiased(rng, beta):
     X, y = _data(rng, n=300)
     u = rng.uniform(0.5, 2.0, 300)
-    X1, ys = _with_bias(X), np.where(y == 1, 1.0, -1.0)
+    X1, ys = with_bias(X), np.where(y == 1, 1.0, -1.0)
     opt = coarse_svm(X1, ys, u, 1.0).lower
     w, b = rng.normal(size=3), -0.3
     full = _ref_cost(X, y, w, b, 1.0, u)
@@ -278,10 +278,10 @@ def test_coreset_beats_uniform_at_equal_size(rng):
     # solution trained on the coreset, mean over seeds, against a uniform sample of equal m
     X = rng.normal(size=(3000, 4)) * [1.0, 2.0, 0.5, 1.0]
     y = np.where(X[:, 0] + 0.5 * rng.normal(size=3000) > 1.0, 1, -1)  # 18% positive
-    best = coarse_svm(_with_bias(X), y.astype(float), np.ones(3000), 1.0, tol=1e-6).upper
+    best = coarse_svm(with_bias(X), y.astype(float), np.ones(3000), 1.0, tol=1e-6).upper
 
     def err(S):
-        w = coarse_svm(_with_bias(S.X), S.signs, S.weight, 1.0, tol=1e-3, max_iter=400).w
+        w = coarse_svm(with_bias(S.X), S.signs, S.weight, 1.0, tol=1e-3, max_iter=400).w
         return coreset_cost(X, y, w[:-1], w[-1]) / best - 1.0
 
     core = np.mean([err(svm_coreset(X, y, 100, random_state=s)) for s in range(6)])

@@ -148,12 +148,11 @@ def test_same_coreset_whatever_the_chunks(rng, method):
 def test_two_pass_opt_is_a_certified_lower_bound(rng):
     import dask
 
-    from dkernel.coreset._sensitivity import _with_bias
-    from dkernel.coreset._solver import coarse_svm
+    from dkernel.coreset import coarse_svm, with_bias
 
     X, y = _data(rng, n=8000)
     with dask.config.set(scheduler="sync"):
         c = distributed_coreset(da.from_array(X, chunks=2000), y, 200, random_state=0)
-    best = coarse_svm(_with_bias(X), y.astype(float), np.ones(8000), 1.0, tol=1e-6, max_iter=3000)
+    best = coarse_svm(with_bias(X), y.astype(float), np.ones(8000), 1.0, tol=1e-6, max_iter=3000)
     assert 0.8 * best.upper < c.info["opt"] <= best.upper
     assert c.info["coarse_cost"] >= best.lower

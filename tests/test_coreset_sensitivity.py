@@ -6,15 +6,14 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.coreset import svm_sensitivity
+from dkernel.coreset import coarse_svm, svm_cost, svm_sensitivity, with_bias
 from dkernel.coreset._kernels import (
     _kmeanspp_partitions,
     _sensitivity_bound,
     _weighted_kmeanspp,
     _weighted_means,
 )
-from dkernel.coreset._sensitivity import _cluster_bound, _with_bias
-from dkernel.coreset._solver import coarse_svm, svm_objective
+from dkernel.coreset._sensitivity import _cluster_bound
 
 
 def _problem(rng, n=60, noise=0.7):
@@ -25,7 +24,7 @@ def _problem(rng, n=60, noise=0.7):
 
 def _brute_ratio(X, y, u, C, rng, n_w=20000):
     """sup over random w of u(p) f(p, w) / F(P, w) (f includes the regulariser share)."""
-    X1 = _with_bias(X)
+    X1 = with_bias(X)
     U = u.sum()
     W = rng.normal(size=(n_w, X1.shape[1])) * rng.choice([0.01, 0.1, 1.0, 10.0], size=(n_w, 1))
     Z = 1.0 - y * (X1 @ W.T).T
@@ -49,7 +48,7 @@ def test_bound_with_global_totals_dominates_on_a_part(rng):
     X, y = _problem(rng, n=80)
     u = np.ones(len(y))
     C = 1.0
-    X1 = _with_bias(X)
+    X1 = with_bias(X)
     ys = y.astype(float)
     opt = coarse_svm(X1, ys, u, C).lower
     gamma = np.empty(len(y))
@@ -69,12 +68,12 @@ def test_bound_with_global_totals_dominates_on_a_part(rng):
 
 def test_coarse_solve_is_certified_and_deterministic(rng):
     X, y = _problem(rng, n=400)
-    X1, ys, u = _with_bias(X), y.astype(float), rng.uniform(0.5, 2.0, 400)
+    X1, ys, u = with_bias(X), y.astype(float), rng.uniform(0.5, 2.0, 400)
     a = coarse_svm(X1, ys, u, 1.0)
     b = coarse_svm(X1, ys, u, 1.0)
     assert np.array_equal(a.w, b.w)
     assert 0 < a.lower <= a.upper <= 1.005 * a.lower
-    assert a.upper == pytest.approx(svm_objective(X1, ys, u, 1.0, a.w))
+    assert a.upper == pytest.approx(svm_cost(X1, ys, u, 1.0, a.w))
     # the lower bound is below the optimum found by a much longer solve
     best = coarse_svm(X1, ys, u, 1.0, tol=1e-7, max_iter=5000)
     assert a.lower <= best.upper
@@ -141,7 +140,7 @@ def test_coarse_solve_stops_on_separable_data(rng):
     X = rng.normal(size=(2000, 3))
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
     X[:, 0] += 3 * y
-    X1 = _with_bias(X)
+    X1 = with_bias(X)
     sol = coarse_svm(X1, y, np.ones(2000), 10.0, tol=1e-9, max_iter=5000)
     assert sol.n_iter < 5000
     best = coarse_svm(X1, y, np.ones(2000), 10.0, tol=1e-9, max_iter=20000)

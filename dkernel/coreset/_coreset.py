@@ -13,24 +13,26 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..runtime import progress, progress_enabled, timer
-from ._sensitivity import (
-    _base_seed,
-    _binary_labels,
-    _rng,
-    _sensitivities,
-    _with_bias,
-    check_C,
+from ._sensitivity import _base_seed, _binary_labels, _rng, _sensitivities, check_C
+from ._svm_terms import (
+    hinge,
+    labels_of,
+    point_costs,
+    regulariser,
+    signs,
+    svm_cost,
+    weight_vector,
+    with_bias,
 )
-from ._solver import svm_objective
 
 logger = logging.getLogger(__name__)
 
 #: Regularisation names of estimators minimising a mean loss (``SGDClassifier``,
 #: ``BudgetedSVC``).
 _MEAN_LOSS_PARAMS = frozenset({"alpha"})
-#: Default share of uniform (weight-proportional) sampling in the mixture. Measured on htru2,
-#: credit_default, ijcnn1, a9a and skin_nonskin (benchmarks/results/coreset.md): with 0.3
-#: the coreset's error was at most uniform's at every size tried.
+#: Default share of uniform (weight-proportional) sampling in the mixture: it caps every
+#: weight at U / (beta m), so where the sensitivity bound is loose the coreset loses at most
+#: a constant factor to a uniform sample (benchmarks/results/coreset.md compares the two).
 BETA = 0.3
 #: Default share of the point costs at the coarse solution in the non-uniform part.
 LOSS_SHARE = 0.5
@@ -121,12 +123,12 @@ class Coreset:
         """Labels as -1/+1 (``classes[1]`` is +1)."""
         if self.y is None:
             raise DKernelError("an unlabelled (kernel k-means) coreset has no SVM labels")
-        return np.where(self.y == self.classes[1], 1.0, -1.0)
+        return signs(self.y, self.classes[1])
 
     def cost(self, coef, intercept=0.0) -> float:
         """F(S, w) = ||coef||^2 / 2 + C * sum v hinge, the same convention as the full set."""
-        w = np.r_[np.ravel(coef), float(np.ravel([intercept])[0])]
-        return svm_objective(_with_bias(self.X), self.signs, self.weight, self.C, w)
+        w = weight_vector(coef, intercept)
+        return svm_cost(with_bias(self.X), self.signs, self.weight, self.C, w)
 
     def reduce(
         self, m, *, random_state=None, k=None, beta=BETA, loss_share=LOSS_SHARE, total_weight=None
@@ -173,10 +175,8 @@ class Coreset:
             U_total=total_weight,
         )
         return replace(
-            out,
-            y=np.where(out.y > 0, self.classes[1], self.classes[0]),
+            _with_labels(out, self.classes),
             source_size=self.source_size,
-            classes=self.classes,
             info={**out.info, "levels": self.info.get("levels", 0) + 1},
         )
 
@@ -258,6 +258,22 @@ def _merge_classes(a: Coreset, b: Coreset) -> tuple:
     return tuple(labels) if len(labels) == 2 else a.classes
 
 
+def _exact(X, y, *, C, classes) -> Coreset:
+    """The rows themselves as a coreset: unit weights, each row its own sensitivity 1."""
+    n = len(y)
+    return Coreset(
+        X=X,
+        y=y,
+        weight=np.ones(n),
+        sensitivity=np.ones(n),
+        total_sensitivity=float(n),
+        source_size=n,
+        C=C,
+        classes=classes,
+        info={"method": "exact", "levels": 0},
+    )
+
+
 def _check_m(m, n: int | None) -> int:
     check_scalar(m, "m", kind=numbers.Integral, low=1)
     if n is not None and m > n:
@@ -278,12 +294,6 @@ def _check_mixture(beta, loss_share) -> Mixture:
         float(check_scalar(beta, "beta", kind=numbers.Real, low=0.0, high=1.0)),
         float(check_scalar(loss_share, "loss_share", kind=numbers.Real, low=0.0, high=1.0)),
     )
-
-
-def point_costs(X1, ys, u, C, w, U_total) -> np.ndarray:
-    """l(p) = u(p) f(p, w) = u(p) [|w_{1:d}|^2 / (2 U) + C hinge(p, w)] (sums to F(P, w))."""
-    reg = 0.5 * float(w[:-1] @ w[:-1]) / float(U_total)
-    return u * (reg + C * np.maximum(1.0 - ys * (X1 @ w), 0.0))
 
 
 def _mixture_q(gamma, t, loss, L, u, U, mix: Mixture) -> np.ndarray:
@@ -315,7 +325,9 @@ def _distribution(X1, ys, u, *, C, k, rng, mix, opt=None, tol=0.005):
     with timer("sensitivities", logger):
         gamma, info = _sensitivities(X1, ys, u, C=C, k=k, rng=rng, opt=opt, tol=tol)
     U = float(u.sum())
-    loss = None if info.w is None else point_costs(X1, ys, u, C, info.w, U)
+    loss = None
+    if info.w is not None:  # l(p) = u(p) f(p, w~) at the coarse solution w~
+        loss = point_costs(hinge(X1 @ info.w, ys), u, C=C, reg=regulariser(info.w), U_total=U)
     return _mixture_q(gamma, float(gamma.sum()), loss, info.upper, u, U, mix), gamma, info
 
 
@@ -328,7 +340,7 @@ def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=Non
     mix = mix or Mixture()
     C_node = C if U_total is None else C * float(U_total) / float(u.sum())
     q, gamma, info = _distribution(
-        _with_bias(X), ys, u, C=C_node, k=k, rng=rng, mix=mix, opt=opt, tol=tol
+        with_bias(X), ys, u, C=C_node, k=k, rng=rng, mix=mix, opt=opt, tol=tol
     )
     t = float(gamma.sum())
     idx, weight = _draw(q, u, m, rng)
@@ -357,7 +369,7 @@ def _build(X, ys, u, m, *, C, k, rng, mix=None, opt=None, tol=0.005, U_total=Non
 def _with_labels(out, classes):
     """A coreset built on labels -1/+1 (:func:`_build`) with the caller's ``(neg, pos)``."""
     neg, pos = classes
-    return replace(out, y=np.where(out.y > 0, pos, neg), classes=(neg, pos))
+    return replace(out, y=labels_of(out.y, classes), classes=(neg, pos))
 
 
 def _validate(X, y, m, C, sample_weight):
@@ -541,7 +553,7 @@ def coreset_cost(X, y, coef, intercept=0.0, *, C=1.0, sample_weight=None) -> flo
     X = check_finite_2d(X)
     ys, _ = _binary_labels(y, X.shape[0])
     u = check_sample_weight(sample_weight, X.shape[0])
-    w = np.r_[np.ravel(coef).astype(np.float64), float(np.ravel([intercept])[0])]
+    w = weight_vector(coef, intercept)
     if w.shape[0] != X.shape[1] + 1:
         raise DKernelError(f"coef has {w.shape[0] - 1} entries, X has {X.shape[1]} features")
-    return svm_objective(_with_bias(X), ys, u, check_C(C), w)
+    return svm_cost(with_bias(X), ys, u, check_C(C), w)

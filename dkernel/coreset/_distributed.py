@@ -18,11 +18,9 @@ Which build to use:
   the cluster's memory and composes with streaming (:class:`StreamingCoreset`). Inner nodes
   keep ``m * 3 * levels`` draws so the error stays close to one level's. The tree is
   :func:`dkernel.runtime._tree.tree_reduce`, the package's one tree; a node's seed comes
-  from its row range, derived from its (level, index).
-
-Measured (benchmarks/results/coreset.md, htru2 tiled to 200k rows, m = 1000): relative
-error 1.01x the offline coreset's for two-pass, 0.95x for the tree (fan-in 2); the tree's
-build did about 2.5x the two-pass build's work (500k x 50, m = 2000).
+  from its row range, derived from its (level, index). Every inner node re-solves and
+  re-clusters the union of its children, so the tree does several times the two-pass
+  build's work for about the same error (benchmarks/results/coreset.md measures both).
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ from __future__ import annotations
 import logging
 import numbers
 from functools import partial
+from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
@@ -61,17 +60,29 @@ from ._coreset import (
     BETA,
     LOSS_SHARE,
     Coreset,
+    Mixture,
     _build,
     _check_m,
     _check_mixture,
     _draw,
+    _exact,
+    _mixture_q,
     _warn_vacuous,
     _with_labels,
     merge,
 )
 from ._kernels import _bounds_from_geometry
-from ._sensitivity import _base_seed, _cluster_geometry, check_C
+from ._sensitivity import Geometry, _base_seed, _cluster_geometry, check_C
 from ._solver import _dual_bound, _local_aggregates, coarse_svm
+from ._svm_terms import (
+    class_counts,
+    hinge,
+    part_costs,
+    point_costs,
+    regulariser,
+    signs,
+    with_bias,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -122,253 +133,331 @@ def _leaves(a, leaf_size: int):
     return a.rechunk({0: leaf_size, **({1: -1} if a.ndim > 1 else {})})
 
 
-def _signs(yb, pos) -> np.ndarray:
-    return np.where(np.asarray(yb) == pos, 1.0, -1.0)
-
-
 def _block(Xb, yb, pos, offset):
     """A block as (X1 float64 with bias column, signs), NaN/inf reported with global rows."""
     Xb = np.asarray(Xb)
     report_nonfinite(Xb, name="X", row_offset=offset)
-    X1 = np.empty((Xb.shape[0], Xb.shape[1] + 1))
-    X1[:, :-1] = Xb
-    X1[:, -1] = 1.0
-    return X1, _signs(yb, pos)
+    return with_bias(Xb), signs(yb, pos)
 
 
 # ----------------------------------------------------------------------------- two-pass
-def _block_geometry(Xb, yb, pos, w, C, opt_est, U, k, tol, seed, start, stop, separable):
-    """Pass 1 of a block: the certificate's pieces and the clustering's geometry
-    (``separable``: neither the block's solve nor its clustering, see :func:`_two_pass`).
+class _Blocks(NamedTuple):
+    """A persisted (X, y) as delayed leaf blocks; block i holds rows
+    ``bounds[i]:bounds[i + 1]``."""
 
-    Returns ``(stats, geometry, hinge)``, persisted on the worker: stats = (hinge sum at
-    ``w``, dual aggregates at ``w``, class counts, the block's certified share) go to the
-    client; the per-row geometry and hinge stay where they are for the later passes. The
-    block's share is a certified lower bound of min_v [U_b / U |v|^2 / 2 + C hinge_b(v)],
+    X: list
+    y: list
+    bounds: np.ndarray
+
+    def rows(self, i: int) -> tuple[int, int]:
+        return int(self.bounds[i]), int(self.bounds[i + 1])
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+
+class _TwoPassConfig(NamedTuple):
+    """What every step of the two-pass build shares."""
+
+    C: float
+    k: int | None
+    mix: Mixture
+    seed: int
+    pos: Any  # the label that plays +1
+    tol: float
+    U: float  # weight of the whole set (its rows: unit weights)
+
+
+class SampleSolve(NamedTuple):
+    """Step 1: the coarse solve on a uniform sample."""
+
+    w: np.ndarray  # the coarse solution, bias last
+    opt_est: float  # its cost: the estimate of opt the clustering picks k with
+    separable: bool  # (nearly) separable classes: draw uniformly (see _sample_solve)
+
+
+class BlockStats(NamedTuple):
+    """Pass 1's summary of one block, sent to the client."""
+
+    hinge_sum: float  # sum of hinge(p, w) at the sample's w
+    aggregates: np.ndarray  # the dual pieces at w (see _solver._local_aggregates)
+    class_counts: np.ndarray  # rows of each sign
+    share: float  # the block's certified share of opt (see _block_geometry)
+
+
+class BlockState(NamedTuple):
+    """Pass 1's result of one block, persisted on its worker for the later passes."""
+
+    stats: BlockStats
+    geometry: Geometry | None  # None when separable (no clustering)
+    hinge: np.ndarray  # hinge(p, w) of every row
+
+
+class BlockGamma(NamedTuple):
+    """Pass 2's result of one block: gamma(p) of every row and their sum."""
+
+    gamma: np.ndarray
+    total: float
+
+
+class Certificate(NamedTuple):
+    """The coarse solution's cost on the whole set and a certified lower bound of opt."""
+
+    reg: float  # regulariser(w)
+    upper: float  # F(P, w)
+    lower: float  # <= min F(P, .)
+
+
+class DrawTotals(NamedTuple):
+    """The global totals that the restriction of q to one block needs."""
+
+    t: float  # total sensitivity
+    L: float  # F(P, w): the sum of the point costs
+    U: float
+    reg: float
+    C: float
+
+
+class BlockDraw(NamedTuple):
+    """Pass 3's result of one block: its share of the global draw."""
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray
+    sensitivity: np.ndarray
+
+
+def _block_geometry(Xb, yb, cfg: _TwoPassConfig, sol: SampleSolve, start, stop) -> BlockState:
+    """Pass 1 of a block: the certificate's pieces and the clustering's geometry
+    (``sol.separable``: neither the block's solve nor its clustering).
+
+    The block's share is a certified lower bound of min_v [U_b / U |v|^2 / 2 + C hinge_b(v)],
     from its own coarse solve warm-started at ``w``; the shares of a partition add up to a
     lower bound of the whole optimum (a min of a sum is at least the sum of the mins),
     which a solution from a sample cannot certify on its own (its dual point is off by the
     sampling noise of n terms).
     """
-    X1, ys = _block(Xb, yb, pos, start)
+    X1, ys = _block(Xb, yb, cfg.pos, start)
     n_b = len(ys)
     u = np.ones(n_b)
-    hinge = np.maximum(1.0 - ys * (X1 @ w), 0.0)
+    hinges = hinge(X1 @ sol.w, ys)
     share = 0.0  # one label: the bias alone fits it, a share of 0 is its bound
-    if np.unique(ys).size == 2 and not separable:
-        sol = coarse_svm(
+    if np.unique(ys).size == 2 and not sol.separable:
+        own = coarse_svm(
             X1,
             ys,
             u,
-            C * U / n_b,
-            tol=tol,
+            cfg.C * cfg.U / n_b,
+            tol=cfg.tol,
             max_iter=_BLOCK_ITERS,
-            w0=w,
+            w0=sol.w,
             widths=(0.1,),
             round_iters=25,
         )
-        share = sol.lower * n_b / U
-    stats = (
-        float(hinge.sum()),
-        _local_aggregates(X1, ys, u, C, w),
-        np.array([float((ys < 0).sum()), float((ys > 0).sum())]),
-        share,
+        share = own.lower * n_b / cfg.U
+    stats = BlockStats(
+        hinge_sum=float(hinges.sum()),
+        aggregates=_local_aggregates(X1, ys, u, cfg.C, sol.w),
+        class_counts=class_counts(ys),
+        share=share,
     )
     geom = None
-    if not separable:
-        rng = _node_rng(seed, start, stop, _LEAF)
-        geom = _cluster_geometry(X1, ys, u, C=C, opt=opt_est, U_total=U, k=k, rng=rng)
-    return stats, geom, hinge
+    if not sol.separable:
+        rng = _node_rng(cfg.seed, start, stop, _LEAF)
+        geom = _cluster_geometry(
+            X1, ys, u, C=cfg.C, opt=sol.opt_est, U_total=cfg.U, k=cfg.k, rng=rng
+        )
+    return BlockState(stats, geom, hinges)
 
 
-def _block_gamma(state, C, opt, U):
-    _, geom, hinge = state
+def _block_stats(state: BlockState) -> BlockStats:
+    return state.stats
+
+
+def _block_gamma(state: BlockState, C, opt, U) -> BlockGamma:
+    """Pass 2 of a block: gamma(p) of its rows given the certified ``opt``."""
+    geom = state.geometry
     if geom is None:  # separable: the trivial bound, every row's share at most 1
-        return np.ones(hinge.shape[0]), float(hinge.shape[0])
+        return BlockGamma(np.ones(state.hinge.shape[0]), float(state.hinge.shape[0]))
     gamma = np.empty(geom.d2.shape[0])
     t = _bounds_from_geometry(geom.d2, np.ones(gamma.shape[0]), geom.cluster_u, C, opt, U, gamma)
-    return gamma, t
+    return BlockGamma(gamma, t)
 
 
-def _first(pair):
-    return pair[0]
+def _gamma_total(gam: BlockGamma) -> float:
+    return gam.total
 
 
-def _second(pair):
-    return pair[1]
-
-
-def _block_sample(Xb, yb, state, gam, count, m, totals, mix, seed, start, stop):
+def _block_sample(
+    Xb, yb, state: BlockState, gam: BlockGamma, count, m, totals: DrawTotals, mix, seed, start, stop
+) -> BlockDraw:
     """``count`` draws inside one block from the global q restricted to it; the weights use
     the global q (so the union over blocks is one i.i.d. draw of m from the whole set)."""
     Xb, yb = np.asarray(Xb), np.asarray(yb)
-    _, _, hinge = state
-    gamma, _ = gam
-    t, L, U, reg, C = totals
     u = np.ones(len(yb))
-    loss = reg / U + C * hinge
-    q = (1.0 - mix.beta) * ((1.0 - mix.loss_share) * gamma / t + mix.loss_share * loss / L)
-    q += mix.beta * u / U
+    loss = point_costs(state.hinge, u, C=totals.C, reg=totals.reg, U_total=totals.U)
+    q = _mixture_q(gam.gamma, totals.t, loss, totals.L, u, totals.U, mix)
     idx, weight = _draw(q, u, count, _node_rng(seed, start, stop, _SAMPLE))
     # _draw divides by count * q; the global draw has m draws in all
-    return Xb[idx], yb[idx], weight * count / m, gamma[idx]
+    return BlockDraw(Xb[idx], yb[idx], weight * count / m, gam.gamma[idx])
 
 
-def _two_pass(X, y, m, *, C, k, mix, seed, pos, neg, tol, bar: Progress):
+def _sample_solve(X, y, cfg: _TwoPassConfig) -> SampleSolve:
+    """Step 1: the coarse solve on a uniform sample of at most :data:`_SAMPLE_ROWS` rows,
+    drawn from the seed alone.
+
+    (Nearly) separable classes: the optimum is almost all regulariser, and a w close to it
+    that lets one point violate the margin costs about C more, so that point's share of it
+    is close to 1; every bound of the sup over w is then vacuous (t ~ n). The block solves
+    and clusterings would buy nothing, and the loss part leans on the few rows near the
+    coarse w's margin, which other w's do not favour: such a set is drawn uniformly.
+    """
     n = int(X.shape[0])
-    U = float(n)
-    X, y = dask.persist(X, y)
-    xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
-    bounds = np.r_[0, np.cumsum(X.chunks[0])]
+    take = np.sort(
+        _node_rng(cfg.seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
+    )
+    Xs1 = with_bias(take_rows(X, take, name="coreset-solve-sample"))
+    ys = signs(take_rows(y, take, name="coreset-solve-sample"), cfg.pos)
+    if np.unique(ys).size < 2:  # a sample with one label: w = 0 (cost C n), certified later
+        return SampleSolve(np.zeros(Xs1.shape[1]), cfg.C * cfg.U, False)
+    C_s = cfg.C * n / len(take)
+    sol = coarse_svm(Xs1, ys, np.ones(len(take)), C_s, tol=cfg.tol)
+    hinge_s = C_s * float(hinge(Xs1 @ sol.w, ys).sum())
+    return SampleSolve(sol.w, sol.upper, hinge_s < _SEPARABLE_HINGE_SHARE * sol.upper)
 
-    # the coarse solve on a uniform sample (drawn from the seed alone), certified by pass 1;
-    # its products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay, and on a
-    # busy client the threads oversubscribe the cores and slow every product down
-    with timer("two-pass: sample solve", logger), ONE_BLAS_THREAD:
-        take = np.sort(
-            _node_rng(seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
-        )
-        Xs = take_rows(X, take, name="coreset-solve-sample")
-        ys_s = _signs(take_rows(y, take, name="coreset-solve-sample"), pos)
-        Xs1 = np.hstack([np.asarray(Xs, dtype=np.float64), np.ones((len(take), 1))])
-        separable = False
-        if np.unique(ys_s).size == 2:
-            C_s = C * n / len(take)
-            sol = coarse_svm(Xs1, ys_s, np.ones(len(take)), C_s, tol=tol)
-            w, opt_est = sol.w, sol.upper
-            # (nearly) separable classes: the optimum is almost all regulariser, and a w
-            # close to it that lets one point violate the margin costs about C more, so
-            # that point's share of it is close to 1; every bound of the sup over w is
-            # then vacuous (t ~ n). The block solves and clusterings would buy nothing, and
-            # the loss part leans on the few rows near the coarse w's margin, which other
-            # w's do not favour: draw uniformly and say why
-            hinge_s = C_s * float(np.maximum(1.0 - ys_s * (Xs1 @ w), 0.0).sum())
-            separable = hinge_s < _SEPARABLE_HINGE_SHARE * sol.upper
-            if separable:
-                mix = mix._replace(beta=1.0)
-        else:  # a sample with one label: w = 0 (cost C n), still certified below
-            w, opt_est = np.zeros(Xs1.shape[1]), C * U
-    bar.update(1, step="sample solve")
-    with timer("two-pass: certificate and clustering", logger):
-        persisted = dask.persist(
-            *[
-                _step(_block_geometry, "certificate")(
-                    a,
-                    b,
-                    pos,
-                    w,
-                    C,
-                    opt_est,
-                    U,
-                    k,
-                    tol,
-                    seed,
-                    int(bounds[i]),
-                    int(bounds[i + 1]),
-                    separable,
-                )
-                for i, (a, b) in enumerate(zip(xb, yb))
-            ]
-        )
-        stats = dask.compute(*[_step(_first, "certificate-stats")(s) for s in persisted])
-    bar.update(1, step="certificate")
-    class_counts = np.sum([s[2] for s in stats], axis=0)
-    if (class_counts == 0).any():
+
+def _certify(stats, sol: SampleSolve, cfg: _TwoPassConfig, neg) -> Certificate:
+    """The sample's w on the whole set: its cost, and the better of two certified lower
+    bounds of opt (the dual point at w, the sum of the blocks' shares)."""
+    counts = np.sum([s.class_counts for s in stats], axis=0)
+    if (counts == 0).any():
         raise DKernelError(
-            f"y has one class only ({pos if class_counts[0] == 0 else neg}); "
-            "an SVM coreset needs two"
+            f"y has one class only ({cfg.pos if counts[0] == 0 else neg}); an SVM coreset needs two"
         )
-    reg = 0.5 * float(w[:-1] @ w[:-1])
-    upper = reg + C * sum(s[0] for s in stats)
-    # the better of two certified bounds: the dual point at w, the blocks' shares
-    dual = _dual_bound(np.sum([s[1] for s in stats], axis=0))
-    lower = min(max(dual, sum(s[3] for s in stats)), upper)
-    if not lower > 0 and not separable:
+    reg = regulariser(sol.w)
+    upper = reg + cfg.C * sum(s.hinge_sum for s in stats)
+    dual = _dual_bound(np.sum([s.aggregates for s in stats], axis=0))
+    lower = min(max(dual, sum(s.share for s in stats)), upper)
+    if not lower > 0 and not sol.separable:
         raise DKernelError("the coarse SVM solve found no positive lower bound")
     logger.info("two-pass coarse solve: cost %.6g, certified bound %.6g", upper, lower)
+    return Certificate(reg, upper, lower)
 
+
+def _block_counts(blocks: _Blocks, stats, t_blocks, totals: DrawTotals, m, cfg) -> np.ndarray:
+    """Draws of each block: a multinomial split of m by the blocks' shares of q."""
+    sizes = blocks.sizes()
+    hinge_sums = np.array([s.hinge_sum for s in stats])
+    L_blocks = part_costs(hinge_sums, sizes, C=cfg.C, reg=totals.reg, U_total=totals.U)
+    mass = _mixture_q(t_blocks, totals.t, L_blocks, totals.L, sizes, totals.U, cfg.mix)
+    n = int(blocks.bounds[-1])
+    return _node_rng(cfg.seed, 0, n, _BLOCKS).multinomial(m, mass / mass.sum())
+
+
+def _certificate_pass(blocks: _Blocks, cfg: _TwoPassConfig, sol: SampleSolve):
+    """Pass 1 (:func:`_block_geometry` on every block): the states, persisted on the
+    workers, and their stats, on the client."""
+    geometry = _step(_block_geometry, "certificate")
+    states = dask.persist(
+        *[
+            geometry(a, b, cfg, sol, *blocks.rows(i))
+            for i, (a, b) in enumerate(zip(blocks.X, blocks.y))
+        ]
+    )
+    stats = dask.compute(*[_step(_block_stats, "certificate-stats")(s) for s in states])
+    return states, stats
+
+
+def _sensitivity_pass(states, cfg: _TwoPassConfig, opt: float):
+    """Pass 2: every block's gamma, persisted on the workers, and their totals."""
+    sensitivity = _step(_block_gamma, "sensitivity")
+    gams = dask.persist(*[sensitivity(s, cfg.C, opt, cfg.U) for s in states])
+    t_blocks = np.array(dask.compute(*[_step(_gamma_total, "sensitivity-total")(g) for g in gams]))
+    return gams, t_blocks
+
+
+def _draw_pass(blocks: _Blocks, states, gams, counts, m, totals: DrawTotals, cfg):
+    """Pass 3: each block's share of the global draw of m (blocks with no draws skipped)."""
+    sample = _step(_block_sample, "sample")
+    return dask.compute(
+        *[
+            sample(
+                blocks.X[i],
+                blocks.y[i],
+                states[i],
+                gams[i],
+                int(c),
+                m,
+                totals,
+                cfg.mix,
+                cfg.seed,
+                *blocks.rows(i),
+            )
+            for i, c in enumerate(counts)
+            if c > 0
+        ]
+    )
+
+
+def _two_pass(X, y, m, *, cfg: _TwoPassConfig, neg, bar: Progress) -> Coreset:
+    """The two-pass build (see :func:`distributed_coreset`): a sample solve, then three
+    rounds of one task per block."""
+    X, y = dask.persist(X, y)
+    blocks = _Blocks(
+        X.to_delayed().ravel(), y.to_delayed().ravel(), np.r_[0, np.cumsum(X.chunks[0])]
+    )
+    # the sample's products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay,
+    # and on a busy client the threads oversubscribe the cores and slow every product down
+    with timer("two-pass: sample solve", logger), ONE_BLAS_THREAD:
+        sol = _sample_solve(X, y, cfg)
+    if sol.separable:
+        cfg = cfg._replace(mix=cfg.mix._replace(beta=1.0))
+    bar.update(1, step="sample solve")
+    with timer("two-pass: certificate and clustering", logger):
+        states, stats = _certificate_pass(blocks, cfg, sol)
+    bar.update(1, step="certificate")
+    cert = _certify(stats, sol, cfg, neg)
     with timer("two-pass: sensitivities", logger):
-        gams = dask.persist(
-            *[_step(_block_gamma, "sensitivity")(s, C, lower, U) for s in persisted]
-        )
-        tb = np.array(dask.compute(*[_step(_second, "sensitivity-total")(g) for g in gams]))
+        gams, t_blocks = _sensitivity_pass(states, cfg, cert.lower)
     bar.update(1, step="sensitivities")
-    t = float(tb.sum())
-    Lb = reg * np.diff(bounds) / U + C * np.array([s[0] for s in stats])
-    mass = (1.0 - mix.beta) * (
-        (1.0 - mix.loss_share) * tb / t + mix.loss_share * Lb / upper
-    ) + mix.beta * np.diff(bounds) / U
-    counts = _node_rng(seed, 0, n, _BLOCKS).multinomial(m, mass / mass.sum())
-
+    totals = DrawTotals(float(t_blocks.sum()), cert.upper, cfg.U, cert.reg, cfg.C)
+    counts = _block_counts(blocks, stats, t_blocks, totals, m, cfg)
     with timer("two-pass: draw", logger):
-        parts = dask.compute(
-            *[
-                _step(_block_sample, "sample")(
-                    xb[i],
-                    yb[i],
-                    persisted[i],
-                    gams[i],
-                    int(c),
-                    m,
-                    (t, upper, U, reg, C),
-                    mix,
-                    seed,
-                    int(bounds[i]),
-                    int(bounds[i + 1]),
-                )
-                for i, c in enumerate(counts)
-                if c > 0
-            ]
-        )
+        parts = _draw_pass(blocks, states, gams, counts, m, totals, cfg)
     bar.update(1, step="draw")
     return Coreset(
-        X=np.concatenate([p[0] for p in parts]),
-        y=np.concatenate([p[1] for p in parts]),
-        weight=np.concatenate([p[2] for p in parts]),
-        sensitivity=np.concatenate([p[3] for p in parts]),
-        total_sensitivity=t,
-        source_size=n,
-        C=C,
-        classes=(neg, pos),
+        X=np.concatenate([p.X for p in parts]),
+        y=np.concatenate([p.y for p in parts]),
+        weight=np.concatenate([p.weight for p in parts]),
+        sensitivity=np.concatenate([p.sensitivity for p in parts]),
+        total_sensitivity=totals.t,
+        source_size=int(X.shape[0]),
+        C=cfg.C,
+        classes=(neg, cfg.pos),
         info={
             "method": "two-pass",
-            "opt": lower,
-            "coarse_cost": upper,
-            "n_blocks": len(xb),
+            "opt": cert.lower,
+            "coarse_cost": cert.upper,
+            "n_blocks": len(blocks.X),
             "levels": 1,
-            "beta": mix.beta,
-            "loss_share": mix.loss_share,
-            "separable": separable,
+            "beta": cfg.mix.beta,
+            "loss_share": cfg.mix.loss_share,
+            "separable": sol.separable,
         },
     )
 
 
 # ------------------------------------------------------------------------- merge-reduce
-def _exact(Xb, yb, classes, C) -> Coreset:
-    n = len(yb)
-    return Coreset(
-        X=Xb,
-        y=yb,
-        weight=np.ones(n),
-        sensitivity=np.ones(n),
-        total_sensitivity=float(n),
-        source_size=n,
-        C=C,
-        classes=classes,
-        info={"method": "exact", "levels": 0},
-    )
-
-
 def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Coreset:
     Xb, yb = np.asarray(Xb), np.asarray(yb)
     report_nonfinite(Xb, name="X", row_offset=start)
     pos = classes[1]
     n = Xb.shape[0]
     if n <= draws:  # nothing to reduce: the rows themselves, unit weights
-        return _exact(Xb, yb, classes, C)
+        return _exact(Xb, yb, C=C, classes=classes)
     out = _build(
         Xb,
-        _signs(yb, pos),
+        signs(yb, pos),
         np.ones(n),
         draws,
         C=C,
@@ -608,10 +697,9 @@ def distributed_coreset(
     NaN/inf are reported by the leaf that holds them, with the global row.
 
     The two-pass bound on opt adds up the leaves' own certified optima: on rows sorted by
-    label a leaf holding one class contributes 0, so the bound loosens (skin_nonskin as
-    stored, sorted: 7.7x below opt, t/n 0.0033 instead of 0.0011) and the coreset leans on
-    the mixture (its error was 1.13x the offline coreset's at m = 500). Shuffled rows avoid
-    it.
+    label a leaf holding one class contributes 0, so the bound loosens (several times
+    below opt on a set stored sorted, such as skin_nonskin), the total sensitivity grows
+    with it and the coreset leans on the mixture's uniform part. Shuffled rows avoid it.
 
     References
     ----------
@@ -630,42 +718,18 @@ def distributed_coreset(
     >>> S.source_size, len(S) <= 100
     (2000, True)
     """
-    if method not in _METHODS:
-        raise DKernelError(f"method must be one of {_METHODS}, got {method!r}")
-    if multiclass not in (None, "ovr"):
-        raise DKernelError(f"multiclass must be None or 'ovr', got {multiclass!r}")
-    C = check_C(C)
-    mix = _check_mixture(beta, loss_share)
-    check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
-    check_scalar(tol, "tol", low=0.0)
-    check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
-    k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
+    C, mix, k = _check_options(
+        method, multiclass, C, beta, loss_share, split_every, tol, verbose, k
+    )
     X, y, store_classes = _inputs(X, y)
-    n = int(X.shape[0])
-    m = _check_m(m, n)
-    if leaf_size is None:
-        leaf_size = default_leaf_size(n, m)
-    check_scalar(leaf_size, "leaf_size", kind=numbers.Integral, low=1)
-    if leaf_size < m:
-        raise DKernelError(f"leaf_size={leaf_size} is smaller than the coreset size m={m}")
+    m = _check_m(m, int(X.shape[0]))
+    leaf_size = _check_leaf_size(leaf_size, int(X.shape[0]), m)
     # a store's row source is regrouped, not rechunked: each leaf's task reads its chunks
     # itself (whole chunks once each when the leaves align with them, as by default)
-    X = _leaves(X, int(leaf_size))
-    y = _leaves(y, int(leaf_size))
-    if classes is None:
-        classes = store_classes
-    if classes is None:
-        with timer("labels", logger):
-            classes = unique_labels(y, token="coreset-classes")
-    classes = sorted(np.asarray(classes).tolist())
-    if len(classes) < 2:
-        raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")
+    X = _leaves(X, leaf_size)
+    y = _leaves(y, leaf_size)
+    classes = _labels(y, store_classes if classes is None else classes, multiclass)
     if len(classes) > 2:
-        if multiclass != "ovr":
-            raise DKernelError(
-                f"y has {len(classes)} classes; pass multiclass='ovr' for one coreset per "
-                "class (that class +1, the rest -1)"
-            )
         return _one_vs_rest(
             X,
             y,
@@ -692,9 +756,8 @@ def distributed_coreset(
         ) as bar,
     ):
         if method == "two-pass":
-            out = _two_pass(
-                X, y, m, C=C, k=k, mix=mix, seed=seed, pos=pos, neg=neg, tol=float(tol), bar=bar
-            )
+            cfg = _TwoPassConfig(C, k, mix, seed, pos, float(tol), float(X.shape[0]))
+            out = _two_pass(X, y, m, cfg=cfg, neg=neg, bar=bar)
             _warn_vacuous(out)  # the root of a tree resamples m rows: its t is not over n
             return out
         return _merge_reduce(
@@ -710,6 +773,48 @@ def distributed_coreset(
             split_every=int(split_every),
             bar=bar,
         )
+
+
+def _check_options(method, multiclass, C, beta, loss_share, split_every, tol, verbose, k):
+    """The options of :func:`distributed_coreset` that need no data: ``(C, mixture, k)``."""
+    if method not in _METHODS:
+        raise DKernelError(f"method must be one of {_METHODS}, got {method!r}")
+    if multiclass not in (None, "ovr"):
+        raise DKernelError(f"multiclass must be None or 'ovr', got {multiclass!r}")
+    C = check_C(C)
+    mix = _check_mixture(beta, loss_share)
+    check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
+    check_scalar(tol, "tol", low=0.0)
+    check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
+    k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
+    return C, mix, k
+
+
+def _check_leaf_size(leaf_size, n: int, m: int) -> int:
+    """``leaf_size``, or the default of (n, m), checked to hold at least m rows."""
+    if leaf_size is None:
+        leaf_size = default_leaf_size(n, m)
+    check_scalar(leaf_size, "leaf_size", kind=numbers.Integral, low=1)
+    if leaf_size < m:
+        raise DKernelError(f"leaf_size={leaf_size} is smaller than the coreset size m={m}")
+    return int(leaf_size)
+
+
+def _labels(y, classes, multiclass) -> list:
+    """The sorted labels: ``classes`` when known, else computed from ``y``; two, or more
+    with ``multiclass="ovr"``."""
+    if classes is None:
+        with timer("labels", logger):
+            classes = unique_labels(y, token="coreset-classes")
+    classes = sorted(np.asarray(classes).tolist())
+    if len(classes) < 2:
+        raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")
+    if len(classes) > 2 and multiclass != "ovr":
+        raise DKernelError(
+            f"y has {len(classes)} classes; pass multiclass='ovr' for one coreset per "
+            "class (that class +1, the rest -1)"
+        )
+    return classes
 
 
 def _one_vs_rest(X, y, m, classes, *, random_state, **binary) -> dict:

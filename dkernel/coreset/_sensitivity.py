@@ -19,6 +19,10 @@ from ._kernels import (
     _weighted_means,
 )
 from ._solver import coarse_svm
+from ._svm_terms import SIGNS, signs, with_bias
+
+#: The bias-column helper under the name ``benchmarks/coreset.py`` imports.
+_with_bias = with_bias
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +41,6 @@ class SensitivityInfo(NamedTuple):
 def default_k(n: int) -> int:
     """k = ceil(ln n) clusters per label (the paper's k ~ log n)."""
     return max(1, math.ceil(math.log(max(n, 2))))
-
-
-def _with_bias(X) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
 def k_grid(n: int, k=None) -> np.ndarray:
@@ -75,7 +74,7 @@ def _cluster_geometry(X1, ys, u, *, C, opt, U_total, k, rng) -> Geometry:
     n = X1.shape[0]
     d2, cu = np.empty(n), np.empty(n)
     n_clusters = 0
-    for sign in (-1.0, 1.0):
+    for sign in SIGNS:
         rows = np.flatnonzero(ys == sign)
         if rows.size == 0:
             continue
@@ -158,7 +157,7 @@ def _binary_labels(y, n: int, *, name: str = "y"):
         raise DKernelError(
             f"{name} has {classes.size} classes; pass multiclass='ovr' for one-vs-rest coresets"
         )
-    return np.where(y == classes[1], 1.0, -1.0), (classes[0], classes[1])
+    return signs(y, classes[1]), (classes[0], classes[1])
 
 
 def check_C(C) -> float:
@@ -220,7 +219,7 @@ def svm_sensitivity(X, y, *, C=1.0, k=None, sample_weight=None, opt=None, random
     if opt is not None:
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     rng = _rng(random_state)
-    gamma, _ = _sensitivities(_with_bias(X), ys, u, C=C, k=k, rng=rng, opt=opt)
+    gamma, _ = _sensitivities(with_bias(X), ys, u, C=C, k=k, rng=rng, opt=opt)
     return gamma
 
 

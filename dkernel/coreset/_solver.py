@@ -21,6 +21,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize
 
+from ._svm_terms import SIGNS, margin_gap, regulariser, svm_cost
+
 #: Huber widths of the continuation (wide first, then close to the hinge).
 _SMOOTHING = (1.0, 0.1, 0.01)
 #: Widths whose smoothed-hinge derivatives are tried as dual points by the certificate.
@@ -38,19 +40,13 @@ class CoarseSolution(NamedTuple):
     n_iter: int  # L-BFGS iterations run
 
 
-def svm_objective(X1, ys, u, C, w) -> float:
-    """F(w) with the true hinge; ``X1`` carries the bias column last."""
-    z = 1.0 - ys * (X1 @ w)
-    return 0.5 * float(w[:-1] @ w[:-1]) + C * float(u @ np.maximum(z, 0.0))
-
-
 def _huber_fun(w, X1, ys, u, C, h):
-    z = 1.0 - ys * (X1 @ w)
+    z = margin_gap(X1 @ w, ys)
     quad = (z > 0) & (z <= h)
     lin = z > h
     loss = np.where(lin, z - 0.5 * h, np.where(quad, 0.5 * z * z / h, 0.0))
     dz = np.where(lin, 1.0, np.where(quad, z / h, 0.0))
-    f = 0.5 * float(w[:-1] @ w[:-1]) + C * float(u @ loss)
+    f = regulariser(w) + C * float(u @ loss)
     g = -C * (X1.T @ (u * ys * dz))
     g[:-1] += w[:-1]
     return f, g
@@ -66,11 +62,11 @@ def _local_aggregates(X1, ys, u, C, w):
     sum a y x)]``; aggregates of blocks add up, so the bound of a distributed set needs one
     pass.
     """
-    z = 1.0 - ys * (X1 @ w)
+    z = margin_gap(X1 @ w, ys)
     d = X1.shape[1] - 1
     choices = [C * u * np.clip(z / h, 0.0, 1.0) for h in _CERT_WIDTHS] + [C * u]
     out = np.zeros((len(choices), 2, d + 1))
-    for cls, sign in enumerate((-1.0, 1.0)):
+    for cls, sign in enumerate(SIGNS):
         mask = ys == sign
         if not mask.any():
             continue
@@ -135,7 +131,7 @@ def coarse_svm(
     while True:
         w = _lbfgs(w, X1, ys, u, C, h, round_iters)
         used += round_iters
-        upper = svm_objective(X1, ys, u, C, w)
+        upper = svm_cost(X1, ys, u, C, w)
         lower = min(_dual_bound(_local_aggregates(X1, ys, u, C, w)), upper)
         if upper <= (1.0 + tol) * lower or used >= max_iter or upper >= (1.0 - _STALL) * previous:
             return CoarseSolution(w=w, upper=upper, lower=lower, n_iter=used)

@@ -10,8 +10,18 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from ..runtime import load_checkpoint, progress, progress_enabled, save_checkpoint
-from ._coreset import BETA, LOSS_SHARE, Coreset, _build, _check_mixture, _with_labels, merge
+from ._coreset import (
+    BETA,
+    LOSS_SHARE,
+    Coreset,
+    _build,
+    _check_mixture,
+    _exact,
+    _with_labels,
+    merge,
+)
 from ._sensitivity import _base_seed, check_C
+from ._svm_terms import signs
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +309,7 @@ class StreamingCoreset:
 
     def _leaf(self, X, y) -> Coreset:
         neg, pos = self._classes()
-        ys = np.where(y == pos, 1.0, -1.0) if neg != pos else np.ones(len(y))
+        ys = signs(y, pos)  # one class seen so far (neg == pos): all +1
         n = X.shape[0]
         out = _build(
             X,
@@ -355,19 +365,7 @@ class StreamingCoreset:
         parts = [b for b in self.buckets_ if b is not None]
         if self._buffered:
             Xb, yb = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
-            parts.append(
-                Coreset(
-                    X=Xb,
-                    y=yb,
-                    weight=np.ones(len(yb)),
-                    sensitivity=np.ones(len(yb)),
-                    total_sensitivity=float(len(yb)),
-                    source_size=len(yb),
-                    C=float(self.C),
-                    classes=(neg, pos),
-                    info={"method": "exact", "levels": 0},
-                )
-            )
+            parts.append(_exact(Xb, yb, C=float(self.C), classes=(neg, pos)))
         out = parts[0]
         for p in parts[1:]:
             out = merge(out, p)
