@@ -21,9 +21,6 @@ from ._kernels import (
 from ._solver import coarse_svm
 from ._svm_terms import SIGNS, signs, with_bias
 
-#: The bias-column helper under the name ``benchmarks/coreset.py`` imports.
-_with_bias = with_bias
-
 logger = logging.getLogger(__name__)
 
 #: Largest cluster count per label tried by default (the grid ends at min(sqrt(n), this)).
