@@ -52,7 +52,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from dkernel.coreset import with_bias  # noqa: E402  (the repository on the path first)
+from dkernel.coreset import with_bias  # after the repository is on the path
 
 #: (name, C, standardised) of issue 13's table; a9a raw at C = 0.1, where solvers converge.
 TABLE_SETS = (
