@@ -109,3 +109,83 @@ def test_beats_uniform_on_unbalanced_clusters(rng):
         idx = rng.choice(n, m)
         unif.append(error(X[idx], np.full(m, n / m)))
     assert np.median(core) < 0.8 * np.median(unif), (np.median(core), np.median(unif))
+
+
+def _unbalanced(rng):
+    """One blob with 90 % of the rows, two small ones and a few outliers."""
+    return np.vstack(
+        [
+            rng.normal(size=(1800, 2)),
+            [6.0, 0.0] + 0.5 * rng.normal(size=(100, 2)),
+            [0.0, 6.0] + 0.5 * rng.normal(size=(80, 2)),
+            rng.uniform(-12, 12, size=(20, 2)),
+        ]
+    )
+
+
+def test_tree_build_from_dask_and_store_is_the_same_for_any_chunking(rng, tmp_path):
+    """Dask or store input: merge-and-reduce over leaves of rows; the leaves and seeds
+    follow the rows, so storage chunking and the scheduler do not change the coreset."""
+    import dask
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from dkernel.data import ingest
+
+    X = _unbalanced(rng)[rng.permutation(2000)]
+    kw = {"gamma": 0.1, "leaf_size": 256, "random_state": 3}
+    with dask.config.set(scheduler="sync"):
+        a = kernel_kmeans_coreset(da.from_array(X, chunks=300), 100, 3, **kw)
+        b = kernel_kmeans_coreset(da.from_array(X, chunks=(777, 2)), 100, 3, **kw)
+    ingest(X, str(tmp_path / "s.zarr"), chunk_rows=128)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cl, Client(cl):
+        c = kernel_kmeans_coreset(str(tmp_path / "s.zarr"), 100, 3, **kw)
+    for other in (b, c):
+        np.testing.assert_array_equal(a.X, other.X)
+        np.testing.assert_array_equal(a.weight, other.weight)
+    assert a.info["method"] == "kernel-kmeans merge-reduce"
+    assert a.info["n_leaves"] == 8 and a.info["tree_levels"] == 3
+    assert a.source_size == 2000 and len(a) <= 100
+    # every row's weight is accounted for: the weights estimate n
+    assert a.weight.sum() == pytest.approx(2000, rel=0.25)
+
+
+def test_tree_build_beats_uniform_on_unbalanced_clusters(rng):
+    """The tree's coreset (8 leaves, 3 levels) estimates the full-data cost of fixed
+    centres better than a uniform sample of the same size."""
+    import dask
+    import dask.array as da
+
+    X = _unbalanced(rng)[rng.permutation(2000)]
+    n, m, g = len(X), 100, 0.1
+    centre_sets = [X[rng.choice(n, 3, replace=False)] for _ in range(4)]
+    full = [_feature_cost(X, Y, np.ones(n), g) for Y in centre_sets]
+
+    def error(Z, w):
+        return np.mean([abs(_feature_cost(Z, Y, w, g) - f) / f for Y, f in zip(centre_sets, full)])
+
+    core, unif = [], []
+    Xd = da.from_array(X, chunks=500)
+    with dask.config.set(scheduler="sync"):
+        for s in range(30):
+            S = kernel_kmeans_coreset(Xd, m, 3, gamma=g, leaf_size=256, random_state=s)
+            core.append(error(S.X, S.weight))
+            idx = rng.choice(n, m)
+            unif.append(error(X[idx], np.full(m, n / m)))
+    assert np.median(core) < 0.8 * np.median(unif), (np.median(core), np.median(unif))
+
+
+def test_tree_build_checks(rng):
+    import dask.array as da
+
+    Xd = da.from_array(_blobs(rng), chunks=200)
+    with pytest.raises(DKernelError, match="n_clusters must be <= 50"):
+        kernel_kmeans_coreset(Xd, 50, 51)
+    with pytest.raises(DKernelError, match="split_every must be >= 2"):
+        kernel_kmeans_coreset(Xd, 50, 3, split_every=1)
+    with pytest.raises(DKernelError, match="sample_weight"):
+        kernel_kmeans_coreset(Xd, 50, 3, sample_weight=np.ones(600))
+    bad = _blobs(rng)
+    bad[333, 1] = np.nan
+    with pytest.raises(DKernelError, match="333"):
+        kernel_kmeans_coreset(da.from_array(bad, chunks=200), 50, 3, leaf_size=128)

@@ -260,7 +260,7 @@ def _merge_classes(a: Coreset, b: Coreset) -> tuple:
 
 def _exact(X, y, *, C, classes) -> Coreset:
     """The rows themselves as a coreset: unit weights, each row its own sensitivity 1."""
-    n = len(y)
+    n = X.shape[0]
     return Coreset(
         X=X,
         y=y,

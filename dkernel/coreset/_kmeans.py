@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import numbers
+from typing import NamedTuple
 
+import dask
 import numpy as np
+from dask.base import tokenize
 from sklearn.utils import check_random_state
 
-from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from .._base import check_dask_2d
+from .._validation import (
+    DKernelError,
+    check_finite_2d,
+    check_sample_weight,
+    check_scalar,
+    is_dask_array,
+    report_nonfinite,
+)
 from ..cluster import NumericOracle, kmeans_plusplus_oracle
+from ..data import Dataset, open_dataset
 from ..kernels import resolve_kernel
-from ..runtime import timer
-from ._coreset import BETA, Coreset, _check_m, _draw
+from ..runtime import TreeNode, timer, tree_levels, tree_reduce
+from ._coreset import BETA, Coreset, _check_m, _draw, _exact, merge
+from ._distributed import _INNER_FACTOR, _LEAF, _NODE, _leaves, _node_rng, _step, default_leaf_size
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +70,8 @@ def kernel_kmeans_coreset(
     kernel_params=None,
     sample_weight=None,
     beta=BETA,
+    leaf_size=None,
+    split_every=2,
     random_state=None,
 ):
     """Sensitivity-sampling coreset for the kernel k-means cost.
@@ -71,10 +88,20 @@ def kernel_kmeans_coreset(
     ``KernelKMeans`` and ``MiniBatchKernelKMeans`` fitted with ``sample_weight=weight``
     (:meth:`Coreset.fit`) minimise an unbiased estimate of the full-data cost.
 
+    On a dask array or a store (path, URL or :class:`dkernel.data.Dataset`) the coreset is
+    built by merge-and-reduce on the workers: each leaf of ``leaf_size`` rows (its task
+    reads its chunks) gets its own coreset, and each node of the tree (fan-in
+    ``split_every``, :func:`dkernel.runtime.tree_reduce`) resamples the union of its
+    children's weighted rows the same way, with their weights as ``sample_weight``; inner
+    nodes keep ``3 m L`` draws (L levels), the root ``m``. Coresets compose (a coreset of
+    coresets is a coreset of the union, its error the sum of the levels'), so the result
+    stands for all rows while no task holds more than a leaf. Leaves and seeds are a
+    function of the rows, not of the storage chunks or the workers: the same
+    ``random_state`` gives the same coreset for any chunking and cluster.
+
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        NumPy input.
+    X : array-like, dask array, or store (path, URL or Dataset), shape (n_samples, n_features)
     m : int
         Draws (at most m distinct rows).
     n_clusters : int
@@ -85,12 +112,18 @@ def kernel_kmeans_coreset(
     sample_weight : array-like of shape (n_samples,), optional
     beta : float in [0, 1], default=0.3
         Share of weight-proportional sampling in the mixture.
+    leaf_size : int, default=None
+        Rows per leaf of the tree (dask and store input); ``None``: the power of two at
+        or above ``max(16 m, 65536)``.
+    split_every : int, default=2
+        Fan-in of the tree.
     random_state : int, RandomState or None
 
     Returns
     -------
     Coreset
-        ``y`` is None; ``info["method"] == "kernel-kmeans"``.
+        ``y`` is None; ``info["method"]`` is ``"kernel-kmeans"``, or ``"kernel-kmeans
+        merge-reduce"`` for dask or store input.
 
     Notes
     -----
@@ -112,32 +145,53 @@ def kernel_kmeans_coreset(
     >>> len(S) <= 100, S.source_size
     (True, 1000)
     """
+    if _is_out_of_core(X):
+        return _merge_reduce(
+            X,
+            m,
+            n_clusters,
+            kernel=(kernel, gamma, degree, coef0, kernel_params),
+            sample_weight=sample_weight,
+            beta=beta,
+            leaf_size=leaf_size,
+            split_every=split_every,
+            random_state=random_state,
+        )
     X = check_finite_2d(X)
     n = X.shape[0]
     m = _check_m(m, n)
     check_scalar(n_clusters, "n_clusters", kind=numbers.Integral, low=1, high=n)
     beta = float(check_scalar(beta, "beta", kind=numbers.Real, low=0.0, high=1.0))
-    spec = resolve_kernel(kernel, gamma, degree, coef0, kernel_params, n_features=X.shape[1])
+    spec = _spec(kernel, gamma, degree, coef0, kernel_params, X.shape[1])
+    u = check_sample_weight(sample_weight, n)
+    with timer("kernel k-means coreset", logger):
+        return _sample(X, u, m, int(n_clusters), spec, beta, check_random_state(random_state))
+
+
+def _spec(kernel, gamma, degree, coef0, kernel_params, d):
+    spec = resolve_kernel(kernel, gamma, degree, coef0, kernel_params, n_features=d)
     if spec.kernel == "precomputed":
         raise DKernelError("kernel_kmeans_coreset needs a kernel function, not 'precomputed'")
-    u = check_sample_weight(sample_weight, n)
-    rng = check_random_state(random_state)
+    return spec
+
+
+def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
+    """The coreset of rows ``X`` with weights ``u`` (trusted input): k-means++ seeds,
+    sensitivities, m draws from the mixture."""
     oracle = NumericOracle(spec)
-    with timer("kernel k-means coreset", logger):
-        seeds, _ = kmeans_plusplus_oracle(oracle, X, oracle.diag(X), u, int(n_clusters), rng)
-        gam, _, share = _sensitivity_parts(X, seeds, u, oracle)
-        U, t = float(u.sum()), float(gam.sum())
-        q = _mixture(gam - share, share, u, U, beta)
-        idx, weight = _draw(q, u, m, np.random.default_rng(rng.randint(0, 2**31 - 1)))
+    seeds, _ = kmeans_plusplus_oracle(oracle, X, oracle.diag(X), u, k, rng)
+    gam, _, share = _sensitivity_parts(X, seeds, u, oracle)
+    q = _mixture(gam - share, share, u, float(u.sum()), beta)
+    idx, weight = _draw(q, u, m, np.random.default_rng(rng.randint(0, 2**31 - 1)))
     return Coreset(
         X=X[idx],
         y=None,
         weight=weight,
         sensitivity=gam[idx],
-        total_sensitivity=t,
-        source_size=n,
+        total_sensitivity=float(gam.sum()),
+        source_size=X.shape[0] if source_size is None else source_size,
         classes=(),
-        info={"method": "kernel-kmeans", "n_clusters": int(n_clusters), "beta": beta},
+        info={"method": "kernel-kmeans", "n_clusters": k, "beta": beta},
     )
 
 
@@ -147,3 +201,101 @@ def _mixture(cluster, share, u, U, beta):
     other)."""
     parts = [p / p.sum() for p in (cluster, share) if p.sum() > 0.0]
     return beta * u / U + (1.0 - beta) * sum(parts) / len(parts)
+
+
+# ------------------------------------------------------------------------- merge-reduce
+def _is_out_of_core(X) -> bool:
+    return isinstance(X, (str, bytes, Dataset)) or hasattr(X, "__fspath__") or is_dask_array(X)
+
+
+def _merge_reduce(X, m, k, *, kernel, sample_weight, beta, leaf_size, split_every, random_state):
+    """The tree build of :func:`kernel_kmeans_coreset` for dask and store input."""
+    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
+        X = open_dataset(X)
+    if isinstance(X, Dataset):
+        X = X.X
+    check_dask_2d(X)
+    n = int(X.shape[0])
+    m = _check_m(m, n)
+    check_scalar(k, "n_clusters", kind=numbers.Integral, low=1, high=m)
+    beta = float(check_scalar(beta, "beta", kind=numbers.Real, low=0.0, high=1.0))
+    check_scalar(split_every, "split_every", kind=numbers.Integral, low=2)
+    leaf = default_leaf_size(n, m) if leaf_size is None else leaf_size
+    check_scalar(leaf, "leaf_size", kind=numbers.Integral, low=1)
+    spec = _spec(*kernel, int(X.shape[1]))
+    if sample_weight is not None:
+        raise DKernelError("sample_weight is not supported for dask or store input")
+    seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
+    grouped = _leaves(X, int(leaf))
+    blocks = grouped.to_delayed().ravel()
+    bounds = np.r_[0, np.cumsum(grouped.chunks[0])].astype(int)
+    levels = tree_levels(len(blocks), split_every)
+    inner = m * _INNER_FACTOR * max(levels, 1)
+    cfg = _TreeConfig(m, inner, int(k), spec, beta, seed, bounds, split_every)
+    leaves = [
+        _step(_kkm_leaf, "kkm-leaf")(b, cfg, int(bounds[i]), int(bounds[i + 1]))
+        for i, b in enumerate(blocks)
+    ]
+    with timer("kernel k-means coreset tree", logger):
+        tree = tree_reduce(
+            None,
+            leaves,
+            functools.partial(_kkm_combine, cfg=cfg),
+            split_every=split_every,
+            key=f"coreset-kkm-merge-{tokenize(leaves)}",
+        )
+        (root,) = dask.compute(tree)
+    info = {
+        **root.info,
+        "method": "kernel-kmeans merge-reduce",
+        "tree_levels": levels,
+        "n_leaves": len(blocks),
+        "split_every": split_every,
+        "inner_draws": inner,
+    }
+    return dataclasses.replace(root, source_size=n, info=info)
+
+
+class _TreeConfig(NamedTuple):
+    """What every task of the tree needs: draws at the root and inner nodes, the
+    clusters, the kernel, the mixture's beta, the seed, the leaves' row bounds and the
+    fan-in."""
+
+    m: int
+    inner: int
+    k: int
+    spec: object
+    beta: float
+    seed: int
+    bounds: np.ndarray
+    split_every: int
+
+
+def _resample(X, u, draws, cfg: _TreeConfig, start, stop, tag) -> Coreset:
+    """Rows ``X`` (weights ``u``, rows ``start:stop`` of the source) resampled to
+    ``draws``, seeded by their row range and the node's kind."""
+    rng = np.random.RandomState(_node_rng(cfg.seed, start, stop, tag).integers(2**31 - 1))
+    return _sample(X, u, draws, cfg.k, cfg.spec, cfg.beta, rng, source_size=stop - start)
+
+
+def _kkm_leaf(Xb, cfg: _TreeConfig, start, stop) -> Coreset:
+    Xb = np.asarray(Xb)
+    report_nonfinite(Xb, name="X", row_offset=start)
+    draws = cfg.inner if len(cfg.bounds) > 2 else cfg.m
+    if Xb.shape[0] <= draws:  # nothing to reduce: the rows themselves, unit weights
+        return _exact(Xb, None, C=1.0, classes=())
+    return _resample(Xb, np.ones(Xb.shape[0]), draws, cfg, start, stop, _LEAF)
+
+
+def _kkm_combine(children, node: TreeNode, *, cfg: _TreeConfig) -> Coreset:
+    """Node (level, idx) covers leaves [idx f^level, (idx + 1) f^level): the union of its
+    children, resampled to the root's m or the inner draws when it holds more rows."""
+    n_leaves = len(cfg.bounds) - 1
+    span = cfg.split_every**node.level
+    first, last = node.idx * span, min((node.idx + 1) * span, n_leaves)
+    draws = cfg.m if last - first == n_leaves else cfg.inner
+    union = functools.reduce(merge, children)
+    if len(union) <= draws:
+        return union
+    start, stop = int(cfg.bounds[first]), int(cfg.bounds[last])
+    return _resample(union.X, union.weight, draws, cfg, start, stop, _NODE)
