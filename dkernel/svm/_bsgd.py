@@ -33,7 +33,7 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, open_dataset, take_rows
-from ..kernels import KernelSpec, check_kernel_scale
+from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram, sq_norms
 from ..runtime import (
     load_checkpoint,
     named_worker_errors,
@@ -313,7 +313,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     True
     """
 
-    _supported_kernels = frozenset(nb.KERNEL_CODES)
+    _supported_kernels = frozenset(KERNEL_CODES)
     _gamma_rule = "scale"
     #: The learner's state after a fit (None after ``load``: rebuilt from ``_raw``).
     _state: nb.BSGDState | None = None
@@ -470,7 +470,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         else:
             avg_mode, avg_start = nb.AVG_LINEAR, int(self.average)
         return nb.BSGDConfig(
-            kind=nb.KERNEL_CODES[str(spec.kernel)],
+            kind=KERNEL_CODES[str(spec.kernel)],
             gamma=float(spec.gamma or 0.0),
             degree=float(spec.degree),
             coef0=float(spec.coef0),
@@ -855,9 +855,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
             if bar is not None:
                 with bar.compiling("bsgd"):
-                    nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+                    nb.sgd_chunk(Xb, yi, wb, state, cfg)
             else:
-                nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+                nb.sgd_chunk(Xb, yi, wb, state, cfg)
             if after is not None:
                 after(i)
             if bar is not None:
@@ -988,7 +988,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_sv, d = SV0.shape
         state = nb.new_state(B, d, self.dual_coef_.shape[1], cfg.maint)
         state.SV[:n_sv] = SV0
-        state.sqn[:n_sv] = np.einsum("ij,ij->i", SV0, SV0)
+        state.sqn[:n_sv] = sq_norms(SV0)
         state.A[:n_sv] = raw["coef_unscaled"]
         state.b[:] = raw["bias_unscaled"]
         state.Abar[:n_sv] = raw["coef_average_sum"]
@@ -997,8 +997,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         state.fs[nb.FS_WSUM] = float(raw["average_weight"])
         state.fs[nb.FS_SACC] = float(raw["average_offset"])
         state.sref[:n_sv] = float(raw["average_offset"])  # the saved sums are flushed
-        state.K[:n_sv, :n_sv] = nb.kernel_matrix(
-            SV0, SV0, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0
+        state.K[:n_sv, :n_sv] = pair_gram(
+            SV0, state.sqn[:n_sv], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0
         )
         if cfg.maint == nb.PROJECT:
             nb.refresh_inverse(state.K, state.M, n_sv, cfg.ridge)
@@ -1216,7 +1216,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         try:
             est = cls(**params)
             est._check_params()
-            if fitted["kernel"] not in nb.KERNEL_CODES:
+            if fitted["kernel"] not in KERNEL_CODES:
                 raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
         except (TypeError, DKernelError) as exc:
             raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
