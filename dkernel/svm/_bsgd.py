@@ -11,6 +11,7 @@ import numbers
 import os
 import sys
 import warnings
+from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
@@ -82,6 +83,31 @@ _STREAM_ALPHA = 1e-4
 #: many rows (two parameters per score column need few; the rest train the model).
 _CALIBRATION_SHARE = 0.1
 _CALIBRATION_ROWS = 50_000
+
+
+class _FitPlan(NamedTuple):
+    """What :meth:`BudgetedSVC.fit` resolves once before training (see ``_fit_plan``)."""
+
+    X: Any
+    y: Any
+    w: Any
+    weighted: bool
+    is_dask: bool
+    classes: np.ndarray
+    held: tuple | None
+    n: int
+    d: int
+    n_cols: int
+    alpha: float
+    seed: int
+    use_dist: bool
+    client: Any
+    ckpt: _Checkpoint | None
+    saved: dict | None
+    y_map: Any
+    scaler: Standardizer | None
+    head: tuple | None
+    spec: KernelSpec
 
 
 def _active_client():
@@ -593,6 +619,43 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self
         """
         self._check_params()
+        plan = self._fit_plan(X, y, sample_weight)
+        if plan.use_dist:
+            state, cfg = self._fit_distributed(plan)
+        else:
+            state, cfg = self._fit_sequential(plan)
+        _check_trained(state, plan.w if plan.weighted else None)
+        check_kernel_scale(
+            state.SV[: state.n_sv], plan.spec, where="on the support vectors the SGD passes chose: "
+        )
+        coef = None
+        client = plan.client
+        if self.refit:
+            if not plan.use_dist and plan.is_dask and self.distributed == "auto":
+                client = _active_client()  # the rows stay on the workers
+            w = plan.w if plan.weighted else None
+            coef = self._refit(plan.X, plan.y, w, state, plan.classes, plan.spec, cfg,
+                               plan.scaler, client)  # fmt: skip
+        # everything succeeded: only now replace the fitted attributes
+        self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
+        self._set_scaler(plan.scaler)
+        if coef is not None:
+            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
+        self.distributed_ = bool(plan.use_dist)
+        if plan.use_dist:
+            self.t_ = plan.n * int(self.max_iter)
+        self.probA_ = self.probB_ = None
+        if plan.held is not None:
+            self._calibrate(*plan.held, weighted=plan.weighted)
+        if plan.ckpt is not None:
+            plan.ckpt.remove()
+        return self
+
+    def _fit_plan(self, X, y, sample_weight) -> _FitPlan:
+        """Everything a fit decides before training, once: the checked data, the classes,
+        the held-out calibration rows, alpha, the seed (a checkpoint's when resuming),
+        distributed or not, the scaler, the kernel with gamma resolved and, sequentially,
+        the first block read up front."""
         X, is_dask, y, w, classes = self._prepare(X, y, sample_weight, reset=True)
         if classes is None:
             classes = self._classes_of(y)
@@ -609,7 +672,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
-        level = logging.INFO if self.verbose else logging.DEBUG
         ckpt = _Checkpoint.of(self, n=n, d=d, classes=classes, distributed=use_dist)
         saved = ckpt.load() if ckpt is not None else None
         if saved is not None:
@@ -629,126 +691,86 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         spec = self._resolve_spec(X, sample=None if head is None else head[0])
         if head is not None:
             check_kernel_scale(head[0], spec)  # a width off X's scale: say so before training
+        return _FitPlan(
+            X=X, y=y, w=w, weighted=sample_weight is not None, is_dask=is_dask,
+            classes=classes, held=held, n=n, d=d, n_cols=n_cols, alpha=alpha, seed=seed,
+            use_dist=use_dist, client=client, ckpt=ckpt, saved=saved, y_map=y_map,
+            scaler=scaler, head=head, spec=spec,
+        )  # fmt: skip
+
+    def _fit_distributed(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
+        """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`)."""
+        level = logging.INFO if self.verbose else logging.DEBUG
+        n_shards = int(self.n_shards or _DEFAULT_SHARDS)
+        # the merged model's clock advances by the mean shard's rows per epoch
+        k = len(dist.plan_shards(plan.n, n_shards).starts)
+        cfg = self._config(plan.spec, plan.alpha, max(1, round(plan.n / k)))
+        start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
+        if plan.saved is not None:
+            start, first = _partial_of(plan.saved), tuple(plan.saved["position"])
+        n_rounds = int(self.n_rounds)
+        ckpt, show = plan.ckpt, progress_enabled(self.verbose)
+        with (
+            timer("bsgd distributed fit", logger, level),
+            progress(
+                int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
+            ) as bar,
+        ):
+            bar.update(first[0] * n_rounds + first[1])
+
+            def on_round(epoch: int, rnd: int, part) -> None:
+                """After each round; ``part`` is the merged model when it was fetched."""
+                pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
+                if ckpt is not None and part is not None:
+                    ckpt.save(pos, plan.seed, _partial_arrays(part))
+                shown = {} if part is None else {"SVs": len(part.SV)}
+                bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
+
+            # numba compiles on the workers before the first round, under its own note
+            with bar.compiling("bsgd"):
+                dist.compile_kernels(plan.client, cfg, plan.d, plan.n_cols)
+            part = dist.fit_rounds(
+                plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
+                cfg=cfg, start=start, n_shards=n_shards, n_rounds=n_rounds,
+                n_epochs=int(self.max_iter), split_every=int(self.split_every),
+                seed=plan.seed, shuffle=bool(self.shuffle), client=plan.client,
+                log=logger.info if self.verbose else None, first=first, on_round=on_round,
+                fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                standardize=plan.scaler,
+            )  # fmt: skip
+        return dist.state_from_partial(part, cfg), cfg
+
+    def _fit_sequential(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
+        """``max_iter`` epochs of blocks in a seeded order through the numba loop, here."""
+        level = logging.INFO if self.verbose else logging.DEBUG
+        n = plan.n
+        cfg = self._config(plan.spec, plan.alpha, n)
+        state = nb.new_state(int(self.budget), plan.d, plan.n_cols, cfg.maint)
+        epoch0, block0 = 0, 0
+        if plan.saved is not None:
+            state = nb.BSGDState(*(plan.saved[f"state_{f}"] for f in nb.BSGDState._fields))
+            epoch0, block0 = (int(v) for v in plan.saved["position"])
         show = progress_enabled(self.verbose)
-        if use_dist:
-            n_shards = int(self.n_shards or _DEFAULT_SHARDS)
-            # the merged model's clock advances by the mean shard's rows per epoch
-            k = len(dist.plan_shards(n, n_shards).starts)
-            cfg = self._config(spec, alpha, max(1, round(n / k)))
-            start, first = dist.empty_partial(d, n_cols), (0, 0)
-            if saved is not None:
-                start, first = _partial_of(saved), tuple(saved["position"])
-            n_rounds = int(self.n_rounds)
-            done = first[0] * n_rounds + first[1]
-            with (
-                timer("bsgd distributed fit", logger, level),
-                progress(
-                    int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
-                ) as bar,
-            ):
-                bar.update(done)
-
-                def on_round(epoch: int, rnd: int, part) -> None:
-                    """After each round; ``part`` is the merged model when it was fetched."""
-                    pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
-                    if ckpt is not None and part is not None:
-                        ckpt.save(pos, seed, _partial_arrays(part))
-                    shown = {} if part is None else {"SVs": len(part.SV)}
-                    bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
-
-                # numba compiles on the workers before the first round, under its own note
-                with bar.compiling("bsgd"):
-                    dist.compile_kernels(client, cfg, d, n_cols)
-                part = dist.fit_rounds(
-                    X,
-                    y,
-                    None if sample_weight is None else w,
-                    classes=classes,
-                    cfg=cfg,
-                    start=start,
-                    n_shards=n_shards,
-                    n_rounds=n_rounds,
-                    n_epochs=int(self.max_iter),
-                    split_every=int(self.split_every),
-                    seed=seed,
-                    shuffle=bool(self.shuffle),
-                    client=client,
-                    log=logger.info if self.verbose else None,
-                    first=first,
-                    on_round=on_round,
-                    fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                    standardize=scaler,
-                )
-            state = dist.state_from_partial(part, cfg)
-        else:
-            cfg = self._config(spec, alpha, n)
-            state = nb.new_state(int(self.budget), d, n_cols, cfg.maint)
-            epoch0, block0 = 0, 0
-            if saved is not None:
-                state = nb.BSGDState(*(saved[f"state_{f}"] for f in nb.BSGDState._fields))
-                epoch0, block0 = (int(v) for v in saved["position"])
-            with progress(
-                int(self.max_iter) * n,
-                "BudgetedSVC",
-                enabled=show,
-                unit="rows",
-                unit_scale=True,
-            ) as bar:
-                for epoch in range(epoch0, int(self.max_iter)):
-                    plan = block_plan(
-                        n,
-                        seed=seed,
-                        epoch=epoch,
-                        shuffle=bool(self.shuffle),
-                        block_rows=int(self._block_rows),
+        with progress(
+            int(self.max_iter) * n, "BudgetedSVC", enabled=show, unit="rows", unit_scale=True
+        ) as bar:
+            for epoch in range(epoch0, int(self.max_iter)):
+                blocks = block_plan(n, seed=plan.seed, epoch=epoch, shuffle=bool(self.shuffle),
+                                    block_rows=int(self._block_rows))  # fmt: skip
+                skip = block0 if epoch == epoch0 else 0
+                bar.update(epoch * n + sum(t.stop - t.start for t in blocks[:skip]) - bar.n)
+                after = None
+                if plan.ckpt is not None:
+                    after = functools.partial(
+                        _save_block, plan.ckpt, state, plan.seed, epoch, len(blocks), skip
                     )
-                    skip = block0 if epoch == epoch0 else 0
-                    bar.update(epoch * n + sum(t.stop - t.start for t in plan[:skip]) - bar.n)
-
-                    after = None
-                    if ckpt is not None:
-                        after = functools.partial(
-                            _save_block, ckpt, state, seed, epoch, len(plan), skip
-                        )
-                    with timer(f"bsgd epoch {epoch}", logger, level):
-                        self._run(
-                            plan,
-                            X,
-                            y,
-                            w,
-                            y_map,
-                            state,
-                            cfg,
-                            bar=bar,
-                            first=skip,
-                            after=after,
-                            scaler=scaler,
-                            head=head if epoch == 0 and skip == 0 else None,
-                        )
-        _check_trained(state, w if sample_weight is not None else None)
-        check_kernel_scale(
-            state.SV[: state.n_sv], spec, where="on the support vectors the SGD passes chose: "
-        )
-        coef = None
-        if self.refit:
-            if not use_dist and is_dask and self.distributed == "auto":
-                client = _active_client()  # the rows stay on the workers
-            coef = self._refit(X, y, None if sample_weight is None else w, state, classes,
-                               spec, cfg, scaler, client)  # fmt: skip
-        # everything succeeded: only now replace the fitted attributes
-        self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
-        self._set_scaler(scaler)
-        if coef is not None:
-            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
-        self.distributed_ = bool(use_dist)
-        if use_dist:
-            self.t_ = n * int(self.max_iter)
-        self.probA_ = self.probB_ = None
-        if held is not None:
-            self._calibrate(*held, weighted=sample_weight is not None)
-        if ckpt is not None:
-            ckpt.remove()
-        return self
+                with timer(f"bsgd epoch {epoch}", logger, level):
+                    self._run(
+                        blocks, plan.X, plan.y, plan.w, plan.y_map, state, cfg, bar=bar,
+                        first=skip, after=after, scaler=plan.scaler,
+                        head=plan.head if epoch == 0 and skip == 0 else None,
+                    )  # fmt: skip
+        return state, cfg
 
     def _hold_out(self, X, y, w, is_dask: bool):
         """``(X, y, w)`` of the training rows and ``(X, y, w)`` of the calibration rows.
