@@ -7,7 +7,7 @@ the GIL). No dask is imported here.
 
 The exponential is :func:`fast_exp`, a branch-free Cody–Waite range reduction with a
 polynomial that LLVM vectorises (``np.exp`` inside a numba loop is a scalar libm call,
-about 3.5 ns per element on the development machine; this is 0.3–1 ns).
+which does not vectorise).
 """
 
 from __future__ import annotations

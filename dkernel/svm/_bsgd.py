@@ -64,9 +64,8 @@ _PREDICT_ROWS = 8192
 #: How merge screens partners: "golden" (a golden-section search per partner) or "lookup"
 #: (a precomputed table of the binary argmax h(m, k), bilinear interpolation; multi-class
 #: models always use golden section). Either way the chosen partner's h is refined by golden
-#: section to ~1e-9. Measured on checkerboard 1e5 (benchmarks/results/bsgd.md): lookup
-#: trains 1.8-2.1x faster at B=500 and B=100 with the same test accuracy, so it is the
-#: default.
+#: section to ~1e-9. The table saves most of the screening's exp calls at the same accuracy
+#: (benchmarks/results/bsgd_notes.md), so it is the default.
 _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row.
@@ -157,9 +156,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         all dkernel estimators share; a sequential fit takes the sample from its first block
         (read once, also trained on), a distributed one samples 1000 rows. ``1 /
         n_features`` with ``standardize=True`` (the same rule on standardised data).
-        Measured (``benchmarks/results/bsgd_defaults.md``, 20000 rows, defaults otherwise)
-        against the former ``1 / n_features``: ijcnn1 92.8 -> 97.9 %, a9a 85.1 -> 84.1 %,
-        letter 94.0 -> 91.3 %, usps 92.0 -> 94.3 % (mean +0.9).
         Callables and ``precomputed`` are not supported (the loop is compiled).
     fit_intercept : bool, default=False
         Learn an intercept as the weight of a constant feature of value 1 appended to phi(x)
@@ -167,23 +163,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         touches it). Off by default, as in the paper and its C++ toolbox: in one pass of
         Pegasos the constant feature (worth ``k = 1`` against every example, where RBF values
         between standardised points are far smaller) takes a step of ``eta_t`` on every
-        margin violation and costs accuracy; measured one-pass pegasos+merge, 3-5 seeds,
-        intercept on -> off: usps B=100 86.9 -> 91.0, a9a 81.4 -> 84.1, dna 81.9 -> 88.7,
-        letter B=500 79.5 -> 81.7 (see ``benchmarks/results/bsgd.md``).
+        margin violation and costs accuracy (benchmarks/results/bsgd_notes.md).
     standardize : bool, default=False
         Standardise every feature, ``(x - mean) / std`` (std 0 -> 1), with statistics from
         one pass over the training data in :meth:`fit` (blockwise for dask and store input;
         the first batch in a first :meth:`partial_fit`), stored in ``feature_mean_`` and
         ``feature_scale_`` and applied to every block read in training and prediction (the
         support vectors are in standardised units). Turn it on when features have unequal or
-        small scales. Measured with the other defaults (gamma 1/d, 5 epochs, B=500, seed 0,
-        at most 20000 training rows), raw -> standardised test accuracy: ijcnn1 92.8 ->
-        98.5 %, a9a 85.1 -> 83.8 %, letter 94.0 -> 92.5 %, usps 92.0 -> 93.6 % (the median
-        heuristic instead of 1/d: raw 97.0 / 84.5 / 90.3 / 94.1 %, standardised 97.1 /
-        83.9 / 90.4 / 93.7 %). Off by default: it helps most on badly scaled data but costs
-        accuracy where features are already comparable (a9a's 0/1 indicators, letter's
-        integer grid), and no cheap statistic of the data told the two apart (the median
-        squared distance times 1/d is 0.12-0.23 on ijcnn1, a9a and usps alike).
+        small scales. Off by default: it helps most on badly scaled data but costs accuracy
+        where features are already comparable (a9a's 0/1 indicators, letter's integer grid),
+        and no cheap statistic of the data told the two apart
+        (benchmarks/results/bsgd_notes.md).
     max_iter : int, default=5
         Epochs (passes over the data) in :meth:`fit`, as ``SGDClassifier``'s ``max_iter``;
         1 for the one-pass streaming algorithm of the paper.
@@ -1038,8 +1028,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """The learner's own representation (iterate unscaled, global scale, averaged sums),
         saved so that a loaded model continues like the original (Pegasos gives every SV the
         same unscaled |alpha|, so the removal candidate is often decided by a tie that
-        rounding must not change; the rebuilt kernel matrix may differ in the last bits:
-        scores agree to ~1e-9 after more training, ``tests/test_svm_io.py``)."""
+        rounding must not change). The kernel matrix is rebuilt with the loop's own pair
+        arithmetic (:func:`dkernel.kernels.pair_gram`), so it equals the one in memory;
+        projection's inverse is recomputed from scratch and may differ in the last bits."""
         st = getattr(self, "_state", None)
         if st is None:
             return dict(self._raw)
@@ -1603,8 +1594,6 @@ def _feature_stats(X) -> Standardizer:
 
 
 def _default_alpha(n: int) -> float:
-    """``alpha=None``: ``1 / (4 n)`` (C = 4 in SVC's terms). Measured with the default five
-    epochs and last-epoch averaging, B=500, seed 0, 1/(4n) vs 1/n: letter (gamma 1/16)
-    92.75 vs 91.35, pendigits 98.17 vs 98.28, usps 93.47 vs 93.97; letter seeds 0-2 at
-    1/(4n): 92.75, 92.40, 92.60 (Nystroem(500) + SGD(alpha 1e-5): 92.05 at 2.5x the CPU)."""
+    """``alpha=None``: ``1 / (4 n)`` (C = 4 in SVC's terms), chosen with the default five
+    epochs and last-epoch averaging (benchmarks/results/bsgd_notes.md)."""
     return 0.25 / n

@@ -198,7 +198,7 @@ _LOOKUP_CACHE: dict[int, np.ndarray] = {}
 
 def lookup_table(pw: int) -> np.ndarray:
     """The merge lookup table for exponent ``pw`` (2: rbf, 1: laplacian), built once per
-    process (tens of milliseconds) and cached."""
+    process and cached."""
     if pw not in _LOOKUP_CACHE:
         _LOOKUP_CACHE[pw] = build_lookup(pw)
     return _LOOKUP_CACHE[pw]
@@ -816,7 +816,7 @@ def weighted_colsums(X, G, square):
     """``X^T G`` (``(X * X)^T G`` when ``square``), shape (d, c): the rows added in their
     order, each column of the result an axpy over the rows (no reassociation), so the sums
     are the same bits wherever and however often they are computed (BLAS's transposed
-    products were not, on Dask workers). Rows whose weights are all zero are skipped."""
+    products depend on its threads and blocking). Rows whose weights are all zero are skipped."""
     n, d = X.shape
     c = G.shape[1]
     out = np.zeros((c, d))

@@ -26,15 +26,9 @@ combined clock is the weighted mean (the average of K shards that each took H st
 Pegasos iterate at ``t0 + H`` with K-row mini-batch gradients). The tree's merges screen
 only the 32 partners nearest in feature space (``NEAR`` search).
 
-Measured (seed 0, B=500 unless said): one pass on checkerboard 2e5 (B=200) the averaged
-rounds beat the sequential stream (99.27 vs 98.61 %); on ijcnn1 they trail it (one pass
-95.8 vs 97.9 %, 5 epochs 97.6 vs 98.3 %), on letter more (89.2 vs 92.6 %): averaging does
-not remove the bias of the smaller clock (Zinkevich et al.), and more rounds barely help
-(ijcnn1, one pass, 8 / 16 / 32 rounds: 95.8 / 95.6 / 96.0 %). Tried and dropped: summing
-the shards' *new* parts with Pegasos' exact clock weights (start model frozen in the
-shards, ``(t0/T) w0 + sum_k (t0+H_k)/T N_k``): without a budget it registered 3.4x the
-sequential's margin violations (shards judge their rows against a model that has not seen
-the other shards' rows) and scored 97.0 vs 99.0 % on 8000 ijcnn1 rows; with B=500, 53 %.
+Averaging the shards' models does not remove the bias of the smaller clock (Zinkevich et
+al.), so the rounds can trail the sequential stream in accuracy; the measurements and the
+variants tried are in benchmarks/results/bsgd_notes.md.
 """
 
 from __future__ import annotations
