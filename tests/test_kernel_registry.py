@@ -1,5 +1,5 @@
-"""One kernel registry: the pair kernels of dkernel.kernels against NumPy, and BSGD's
-training loop, its Gram rebuilds and its prediction all going through that registry."""
+"""One kernel registry: BSGD's training loop, its Gram rebuilds and its prediction all go
+through dkernel.kernels (the pair kernels against NumPy: tests/test_kernels.py)."""
 
 from __future__ import annotations
 
@@ -10,41 +10,8 @@ import pytest
 
 from dkernel import kernels
 from dkernel.data import make_checkerboard
-from dkernel.kernels import KERNEL_CODES, kval, pair_gram, pair_matrix, pairwise_kernels, sq_norms
+from dkernel.kernels import KERNEL_CODES, pair_gram, pair_matrix, pairwise_kernels, sq_norms
 from dkernel.svm import BudgetedSVC, _bsgd, _budget, _distributed
-
-PARAMS = dict(gamma=0.3, degree=3.0, coef0=1.0)
-
-
-def _reference(X, Y, kernel, gamma, degree, coef0):
-    """Each kernel written out in NumPy, independently of dkernel."""
-    G = X @ Y.T
-    xx, yy = (X * X).sum(1), (Y * Y).sum(1)
-    if kernel == "rbf":
-        return np.exp(-gamma * np.maximum(xx[:, None] + yy[None, :] - 2 * G, 0.0))
-    if kernel == "laplacian":
-        return np.exp(-gamma * np.abs(X[:, None, :] - Y[None, :, :]).sum(-1))
-    if kernel == "linear":
-        return G
-    if kernel == "polynomial":
-        return (gamma * G + coef0) ** degree
-    if kernel == "sigmoid":
-        return np.tanh(gamma * G + coef0)
-    return G / np.sqrt(xx[:, None] * yy[None, :])
-
-
-@pytest.mark.parametrize("kernel", sorted(KERNEL_CODES))
-def test_pair_kernel_matches_numpy(rng, kernel):
-    X, Y = rng.normal(size=(9, 4)), rng.normal(size=(6, 4))
-    code = KERNEL_CODES[kernel]
-    ref = _reference(X, Y, kernel, **PARAMS)
-    got = pair_matrix(X, Y, code, PARAMS["gamma"], PARAMS["degree"], PARAMS["coef0"])
-    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
-    one = kval(code, 0.3, 3.0, 1.0, X[2], X[2] @ X[2], Y[4], Y[4] @ Y[4])
-    assert one == pytest.approx(ref[2, 4], rel=1e-12, abs=1e-14)
-    # the BLAS tile kernels (prediction) compute the same function
-    blas = pairwise_kernels(X, Y, kernel=kernel, **PARAMS)
-    np.testing.assert_allclose(blas, ref, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 3, 40])
