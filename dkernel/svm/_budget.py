@@ -631,7 +631,9 @@ def sgd_chunk(X, yi, w, st, cfg):
             _average_step(st, cfg, t)
 
 
-@njit(cache=True, nogil=True)
+# The per-row steps below are inlined into sgd_chunk at numba's IR level ("always"), so the
+# loop compiles to one body, as if written out in place.
+@njit(cache=True, nogil=True, inline="always")
 def _step_size(cfg, t):
     """eta_t of the learning-rate family."""
     if cfg.algo == PEGASOS:
@@ -641,7 +643,7 @@ def _step_size(cfg, t):
     return cfg.eta0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _scores(st, cfg, x, xsq, krow, f):
     """f <- s (sum_j a_j k(x, x_j) + icpt b); krow <- the kernel values k(x, x_j)."""
     A, SV, sqn = st.A, st.SV, st.sqn
@@ -658,7 +660,7 @@ def _scores(st, cfg, x, xsq, krow, f):
         f[i] *= s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _hinge(f, y):
     """(violated?, runner-up class r, binary sign yy) of class y under the scores f."""
     c = f.shape[0]
@@ -674,7 +676,7 @@ def _hinge(f, y):
     return f[y] - best < 1.0, r, 1.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _shrink(st, cfg, eta, f, avg):
     """w <- (1 - eta alpha) w through the global scale (the scores f with it); a factor
     <= 0 empties the model, a tiny scale is folded into the coefficients."""
@@ -768,7 +770,7 @@ def _over_budget(st, cfg, avg):
         st.fs[FS_WNORM2] = exact_wnorm2(st.A, st.K, st.b, st.fs, st.ist[IS_NSV], cfg.icpt)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _average_step(st, cfg, t):
     """The O(1) update of the averaged iterate at step t (see the module docstring)."""
     om = 1.0 if cfg.avg_mode == AVG_UNIFORM else float(t - cfg.avg_start + 1)
