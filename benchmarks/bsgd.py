@@ -51,6 +51,7 @@ from sklearn.linear_model import SGDClassifier
 from sklearn.pipeline import make_pipeline
 
 from dkernel.data import make_checkerboard, write_arrays
+from dkernel.kernels import KERNEL_CODES
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _budget as nb
 from dkernel.svm._distributed import Partial, combine
@@ -126,14 +127,11 @@ def _warm_worker() -> int:
     st = nb.new_state(4, 2, 1, nb.MERGE)
     X = np.random.default_rng(0).normal(size=(16, 2))
     cfg = nb.BSGDConfig(
-        nb.RBF, 1.0, 3.0, 1.0, nb.PEGASOS, 0.1, 1.0, 0.0, nb.MERGE, 0.0, nb.PROJECT_RIDGE,
+        KERNEL_CODES["rbf"], 1.0, 3.0, 1.0, nb.PEGASOS, 0.1, 1.0, 0.0, nb.MERGE, 0.0, nb.PROJECT_RIDGE,
         2, nb.LOOKUP, nb.lookup_table(2), 4, nb.AVG_LINEAR, 1,
     )  # fmt: skip
-    nb.sgd_chunk(X, (X[:, 0] > 0).astype(np.int64), np.ones(16), *st, *cfg)
-    nb.reduce_to(
-        st.SV, st.sqn, st.A, st.K, st.M, st.fs, st.ist, 2, nb.MERGE, nb.RBF, 1.0, 3.0, 1.0,
-        nb.PROJECT_RIDGE, 2, nb.NEAR, cfg.T,
-    )  # fmt: skip
+    nb.sgd_chunk(X, (X[:, 0] > 0).astype(np.int64), np.ones(16), st, cfg)
+    nb.reduce_to(st, cfg._replace(budget=2, search=nb.NEAR))
     return os.getpid()
 
 
@@ -372,9 +370,9 @@ def section_tree(args) -> dict:
     X = rng.normal(size=(n, d))
     yi = (X[:, 0] > 0).astype(np.int64)
     st = nb.new_state(B, d, 1, nb.MERGE)
-    nb.sgd_chunk(X[: B + 500], yi[: B + 500], np.ones(B + 500), *st, *cfg)  # fill the budget
+    nb.sgd_chunk(X[: B + 500], yi[: B + 500], np.ones(B + 500), st, cfg)  # fill the budget
     t0 = time.perf_counter()
-    nb.sgd_chunk(X, yi, np.ones(n), *st, *cfg)
+    nb.sgd_chunk(X, yi, np.ones(n), st, cfg)
     t_row = (time.perf_counter() - t0) / n
     return {"B": B, "d": d, "t_node_s": t_node, "t_row_s": t_row}
 

@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.kernels import _kernels as nb
 from dkernel.kernels import (
+    KERNEL_CODES,
     _pairwise,
     estimate_gamma,
     kernel_diag,
     kernel_matrix,
+    kval,
+    pair_matrix,
     pairwise_kernels,
     resolve_kernel,
 )
+from dkernel.kernels import _kernels as nb
 from dkernel.kernels._pairwise import effective_n_jobs, pairwise_from_spec
 
 KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
@@ -49,6 +52,18 @@ def numpy_kernel(X, Y, kernel, gamma=0.3, degree=3, coef0=0.5):
         den = np.outer(nx, ny)
         return np.divide(G, den, out=np.zeros_like(G), where=den > 0)
     raise AssertionError(kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_pair_kernels_match_numpy(rng, kernel):
+    """The numba pair kernels (one value at a time: BSGD's loop) against the reference."""
+    X, Y = rng.normal(size=(9, 4)), rng.normal(size=(6, 4))
+    code = KERNEL_CODES[kernel]
+    ref = numpy_kernel(X, Y, kernel, **PARAMS)
+    args = (code, PARAMS["gamma"], float(PARAMS["degree"]), PARAMS["coef0"])
+    np.testing.assert_allclose(pair_matrix(X, Y, *args), ref, rtol=1e-12, atol=1e-14)
+    one = kval(args[0], *args[1:], X[2], X[2] @ X[2], Y[4], Y[4] @ Y[4])
+    assert one == pytest.approx(ref[2, 4], rel=1e-12, abs=1e-14)
 
 
 def _tol(dtype):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dkernel.kernels import pairwise_kernels
+from dkernel.kernels import KERNEL_CODES, pair_matrix, pairwise_kernels
 from dkernel.svm import _budget as nb
+
+RBF = KERNEL_CODES["rbf"]
 
 
 def _rbf(X, Y, gamma):
@@ -34,25 +36,9 @@ def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
 
 
 def _maintain(st, maint, gamma=0.5, search=nb.GOLDEN):
-    B = st[0].shape[0] - 1
-    return nb.maintain(
-        *st[:5],
-        st.fs,
-        st.ist,
-        st.Abar,
-        st.sref,
-        False,
-        maint,
-        nb.RBF,
-        gamma,
-        3.0,
-        1.0,
-        nb.PROJECT_RIDGE,
-        2,
-        search,
-        np.zeros((2, 2)),
-        B,
-    )
+    B = st.SV.shape[0] - 1
+    cfg = _cfg(B, nb.AVG_OFF, 0, maint=maint, gamma=gamma)._replace(search=search)
+    return nb.maintain(st, cfg, False)
 
 
 def _wnorm_diff(X0, A0, X1, A1, gamma):
@@ -65,8 +51,8 @@ def _wnorm_diff(X0, A0, X1, A1, gamma):
 def test_kernel_values_match_pairwise(rng):
     X = rng.normal(size=(7, 3))
     Y = rng.normal(size=(5, 3))
-    for name, code in nb.KERNEL_CODES.items():
-        got = nb.kernel_matrix(X, Y, code, 0.3, 3.0, 1.0)
+    for name, code in KERNEL_CODES.items():
+        got = pair_matrix(X, Y, code, 0.3, 3.0, 1.0)
         ref = pairwise_kernels(X, Y, kernel=name, gamma=0.3, degree=3, coef0=1.0)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12, err_msg=name)
 
@@ -183,9 +169,9 @@ def _run(X, yi, c, lam, maint, B=8):
         X,
         yi,
         np.ones(len(X)),
-        *st,
-        *nb.BSGDConfig(
-            nb.RBF,
+        st,
+        nb.BSGDConfig(
+            RBF,
             1.0,
             3.0,
             1.0,
@@ -204,8 +190,7 @@ def _run(X, yi, c, lam, maint, B=8):
             0,
         ),
     )
-    SV, sqn, A, b, fs, ist = st.SV, st.sqn, st.A, st.b, st.fs, st.ist
-    return nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, 1.0, 3.0, 1.0), st
+    return nb.decision(X, st, _cfg(B, nb.AVG_OFF, 0, gamma=1.0)), st
 
 
 @pytest.mark.parametrize("maint", [nb.REMOVE, nb.PROJECT, nb.MERGE])
@@ -245,9 +230,9 @@ def test_sgd_step_matches_numpy_reference(rng):
         X,
         (y > 0).astype(np.int64),
         w,
-        *st,
-        *nb.BSGDConfig(
-            nb.RBF,
+        st,
+        nb.BSGDConfig(
+            RBF,
             gamma,
             3.0,
             1.0,
@@ -266,8 +251,8 @@ def test_sgd_step_matches_numpy_reference(rng):
             0,
         ),
     )
-    SV, sqn, A, b, fs, ist = st.SV, st.sqn, st.A, st.b, st.fs, st.ist
-    got = nb.decision(X, SV, sqn, A, b, fs[0], 1.0, ist[1], nb.RBF, gamma, 3.0, 1.0)[:, 0]
+    ist = st.ist
+    got = nb.decision(X, st, _cfg(100, nb.AVG_OFF, 0, gamma=gamma))[:, 0]
     np.testing.assert_allclose(got, K @ alpha + bias, rtol=1e-9, atol=1e-9)
     assert ist[nb.IS_NMAINT] == 0
 
@@ -281,9 +266,9 @@ def test_radius_projection_bounds_norm(rng):
         X,
         yi,
         np.ones(400),
-        *st,
-        *nb.BSGDConfig(
-            nb.RBF,
+        st,
+        nb.BSGDConfig(
+            RBF,
             1.0,
             3.0,
             1.0,
@@ -309,9 +294,9 @@ def test_radius_projection_bounds_norm(rng):
     assert norm2 <= 4.0 * (1 + 1e-6)
 
 
-def _cfg(B, mode, start, maint=nb.MERGE, alpha=0.01, algo=nb.PEGASOS):
+def _cfg(B, mode, start, maint=nb.MERGE, alpha=0.01, algo=nb.PEGASOS, gamma=0.5):
     return nb.BSGDConfig(
-        nb.RBF, 0.5, 3.0, 1.0, algo, alpha, 1.0, 0.0, maint, 1.0, nb.PROJECT_RIDGE, 2,
+        RBF, gamma, 3.0, 1.0, algo, alpha, 1.0, 0.0, maint, 1.0, nb.PROJECT_RIDGE, 2,
         nb.GOLDEN, np.zeros((2, 2)), B, mode, start,
     )  # fmt: skip
 
@@ -330,7 +315,7 @@ def test_lazy_average_equals_explicit_average(rng, mode):
     rescaled = False
     for i in range(300):
         before = st.fs[nb.FS_SCALE]
-        nb.sgd_chunk(X[i : i + 1], yi[i : i + 1], np.ones(1), *st, *cfg)
+        nb.sgd_chunk(X[i : i + 1], yi[i : i + 1], np.ones(1), st, cfg)
         rescaled |= st.fs[nb.FS_SCALE] > before
         t = st.ist[nb.IS_T]
         if t >= 50:
@@ -353,10 +338,7 @@ def test_maintenance_edits_the_average_like_the_iterate(rng, maint):
     st.fs[nb.FS_SCALE] = 1.0
     st.Abar[:] = st.A
     st.fs[nb.FS_WSUM] = 1.0
-    nb.maintain(
-        *st[:5], st.fs, st.ist, st.Abar, st.sref, True, maint, nb.RBF, 0.5, 3.0, 1.0,
-        nb.PROJECT_RIDGE, 2, nb.GOLDEN, np.zeros((2, 2)), 12,
-    )  # fmt: skip
+    nb.maintain(st, _cfg(12, nb.AVG_OFF, 0, maint=maint), True)
     assert st.n_sv == 12
     np.testing.assert_allclose(st.Abar[:12], st.A[:12], rtol=1e-12)
     assert not st.Abar[12:].any()
@@ -365,9 +347,6 @@ def test_maintenance_edits_the_average_like_the_iterate(rng, maint):
 def test_reduce_to_keeps_kernel_matrix_and_budget(rng):
     st = _state(rng, 29, 2, 1, nb.MERGE)  # 30 SVs
     K, M = st.K.copy(), st.M
-    dg, dg2 = nb.reduce_to(
-        st.SV, st.sqn, st.A, K, M, st.fs, st.ist, 10, nb.MERGE, nb.RBF, 0.5, 3.0, 1.0,
-        nb.PROJECT_RIDGE, 2, nb.GOLDEN, np.zeros((2, 2)),
-    )  # fmt: skip
+    dg, dg2 = nb.reduce_to(st._replace(K=K, M=M), _cfg(10, nb.AVG_OFF, 0))
     assert st.n_sv == 10 and dg > 0 and dg2 > 0
     np.testing.assert_allclose(K[:10, :10], _rbf(st.SV[:10], st.SV[:10], 0.5), atol=1e-12)

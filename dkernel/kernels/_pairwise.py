@@ -215,18 +215,7 @@ def pairwise_from_spec(
     """
     k = spec.kernel
     if callable(k):
-        K = np.asarray(k(X, X if Y is None else Y, **spec.params))
-        shape = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
-        if K.shape != shape:
-            raise DKernelError(
-                f"the callable kernel {getattr(k, '__name__', k)!r} returned shape {K.shape} "
-                f"for {shape[0]} and {shape[1]} rows; it must return {shape}"
-            )
-        if not np.isfinite(K).all():
-            raise DKernelError(
-                f"the callable kernel {getattr(k, '__name__', k)!r} returned NaN or inf values"
-            )
-        return K
+        return _callable_kernel(X, Y, spec)
     if k == "precomputed":
         return X
     symmetric = Y is None
@@ -251,60 +240,103 @@ def pairwise_from_spec(
         tile = m
     tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
     threads = effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
-
-    # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its diagonal
-    # block and the upper triangle right of it) and mirrors them into the lower triangle.
-    # For narrow rows the strided mirror costs more than the half product it saves.
-    half = symmetric and not whole and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
     if k == "laplacian":
-        Xc = np.ascontiguousarray(X)
-        YT = np.ascontiguousarray(Y.T)
-
-        def work(r0, r1):  # O(d) per entry: the mirror always pays
-            c0 = r0 if symmetric else 0
-            _nb.laplacian_tile(Xc, YT, spec.gamma, out, r0, r1, c0)
-            if symmetric:
-                _nb.mirror_tile(out, r0, r1)
+        work = _laplacian_work(X, Y, spec, out, symmetric)
     else:
-        prepared = x_sq is not None or y_sq is not None
-        if k == "rbf" and dt == np.float32 and min(m, n) >= _CENTRE_MIN_ROWS and not prepared:
-            # ||x - y||^2 = ||x||^2 + ||y||^2 - 2 <x, y> cancels when the norms are large
-            # next to the distance; centring (distances unchanged) cuts float32's error
-            # several-fold for an O((m + n) d) copy (skipped for a few rows against many,
-            # e.g. one SGD step, where the copy would cost as much as the kernel).
-            mu = X.mean(axis=0, dtype=np.float64).astype(dt)
-            X = X - mu
-            Y = X if symmetric else Y - mu
-        YT = Y.T
-        if k in ("rbf", "cosine"):
-            xx = _nb.row_sq_norms(np.ascontiguousarray(X)) if x_sq is None else x_sq
-            if symmetric:
-                yy = xx
-            else:
-                yy = _nb.row_sq_norms(np.ascontiguousarray(Y)) if y_sq is None else y_sq
-            xx, yy = xx.astype(dt, copy=False), yy.astype(dt, copy=False)
-            if k == "cosine":
-                xx, yy = np.sqrt(xx), np.sqrt(yy)
-        degree = float(spec.degree)
-
-        def work(r0, r1):
-            c0 = r0 if half else 0
-            np.matmul(X[r0:r1], YT[:, c0:], out=out[r0:r1, c0:])
-            if k == "rbf":
-                _nb.rbf_from_gram(out, xx, yy, spec.gamma, r0, r1, c0)
-            elif k == "polynomial":
-                _nb.poly_from_gram(out, spec.gamma, spec.coef0, degree, r0, r1, c0)
-            elif k == "sigmoid":
-                _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1, c0)
-            elif k == "cosine":
-                _nb.cosine_from_gram(out, xx, yy, r0, r1, c0)
-            if half or whole:  # exactly symmetric, whatever the transform's rounding
-                _nb.mirror_tile(out, r0, r1)
-
+        # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its
+        # diagonal block and the upper triangle right of it) and mirrors them into the lower
+        # triangle. For narrow rows the strided mirror costs more than the half product
+        # it saves.
+        half = symmetric and not whole and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
+        work = _gram_work(X, Y, spec, out, symmetric, whole or half, half, x_sq, y_sq)
     run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
     if symmetric and k in ("rbf", "laplacian"):
         np.fill_diagonal(out, 1.0)
     return out
+
+
+def _callable_kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np.ndarray:
+    """K(X, Y) of a user's kernel function, its shape and values checked."""
+    k = spec.kernel
+    assert callable(k)
+    K = np.asarray(k(X, X if Y is None else Y, **spec.params))
+    shape = (X.shape[0], X.shape[0] if Y is None else Y.shape[0])
+    if K.shape != shape:
+        raise DKernelError(
+            f"the callable kernel {getattr(k, '__name__', k)!r} returned shape {K.shape} "
+            f"for {shape[0]} and {shape[1]} rows; it must return {shape}"
+        )
+    if not np.isfinite(K).all():
+        raise DKernelError(
+            f"the callable kernel {getattr(k, '__name__', k)!r} returned NaN or inf values"
+        )
+    return K
+
+
+def _laplacian_work(X, Y, spec: KernelSpec, out: np.ndarray, symmetric: bool):
+    """The per-tile work of the laplacian kernel (no BLAS product: O(d) per entry, so a
+    symmetric K always computes the upper triangle only and mirrors it)."""
+    Xc = np.ascontiguousarray(X)
+    YT = np.ascontiguousarray(Y.T)
+
+    def work(r0, r1):
+        _nb.laplacian_tile(Xc, YT, spec.gamma, out, r0, r1, r0 if symmetric else 0)
+        if symmetric:
+            _nb.mirror_tile(out, r0, r1)
+
+    return work
+
+
+def _gram_work(X, Y, spec, out, symmetric, mirror, half, x_sq, y_sq):
+    """The per-tile work of the dot-product kernels: the tile's BLAS product (columns r0..
+    only with ``half``) transformed in place, mirrored with ``mirror``."""
+    k = spec.kernel
+    dt = X.dtype
+    prepared = x_sq is not None or y_sq is not None
+    if k == "rbf" and dt == np.float32 and min(len(X), len(Y)) >= _CENTRE_MIN_ROWS and not prepared:
+        # ||x - y||^2 = ||x||^2 + ||y||^2 - 2 <x, y> cancels when the norms are large
+        # next to the distance; centring (distances unchanged) cuts float32's error
+        # several-fold for an O((m + n) d) copy (skipped for a few rows against many,
+        # e.g. one SGD step, where the copy would cost as much as the kernel).
+        mu = X.mean(axis=0, dtype=np.float64).astype(dt)
+        X = X - mu
+        Y = X if symmetric else Y - mu
+    YT = Y.T
+    xx = yy = None
+    if k in ("rbf", "cosine"):
+        xx, yy = _norms(X, Y, symmetric, x_sq, y_sq, cosine=k == "cosine")
+    degree = float(spec.degree)
+
+    def work(r0, r1):
+        c0 = r0 if half else 0
+        np.matmul(X[r0:r1], YT[:, c0:], out=out[r0:r1, c0:])
+        if k == "rbf":
+            _nb.rbf_from_gram(out, xx, yy, spec.gamma, r0, r1, c0)
+        elif k == "polynomial":
+            _nb.poly_from_gram(out, spec.gamma, spec.coef0, degree, r0, r1, c0)
+        elif k == "sigmoid":
+            _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1, c0)
+        elif k == "cosine":
+            _nb.cosine_from_gram(out, xx, yy, r0, r1, c0)
+        if mirror:  # exactly symmetric, whatever the transform's rounding
+            _nb.mirror_tile(out, r0, r1)
+
+    return work
+
+
+def _norms(X, Y, symmetric, x_sq, y_sq, *, cosine: bool):
+    """Squared row norms of X and Y in X's dtype (the caller's when given); their square
+    roots for cosine."""
+    dt = X.dtype
+    xx = _nb.row_sq_norms(np.ascontiguousarray(X)) if x_sq is None else x_sq
+    if symmetric:
+        yy = xx
+    else:
+        yy = _nb.row_sq_norms(np.ascontiguousarray(Y)) if y_sq is None else y_sq
+    xx, yy = xx.astype(dt, copy=False), yy.astype(dt, copy=False)
+    if cosine:
+        xx, yy = np.sqrt(xx), np.sqrt(yy)
+    return xx, yy
 
 
 def _in_parallel_context() -> bool:

@@ -11,6 +11,7 @@ import numbers
 import os
 import sys
 import warnings
+from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
@@ -33,7 +34,7 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, open_dataset, take_rows
-from ..kernels import KernelSpec, check_kernel_scale
+from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram, sq_norms
 from ..runtime import (
     load_checkpoint,
     named_worker_errors,
@@ -63,9 +64,8 @@ _PREDICT_ROWS = 8192
 #: How merge screens partners: "golden" (a golden-section search per partner) or "lookup"
 #: (a precomputed table of the binary argmax h(m, k), bilinear interpolation; multi-class
 #: models always use golden section). Either way the chosen partner's h is refined by golden
-#: section to ~1e-9. Measured on checkerboard 1e5 (benchmarks/results/bsgd.md): lookup
-#: trains 1.8-2.1x faster at B=500 and B=100 with the same test accuracy, so it is the
-#: default.
+#: section to ~1e-9. The table saves most of the screening's exp calls at the same accuracy
+#: (benchmarks/results/bsgd_notes.md), so it is the default.
 _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row.
@@ -82,6 +82,31 @@ _STREAM_ALPHA = 1e-4
 #: many rows (two parameters per score column need few; the rest train the model).
 _CALIBRATION_SHARE = 0.1
 _CALIBRATION_ROWS = 50_000
+
+
+class _FitPlan(NamedTuple):
+    """What :meth:`BudgetedSVC.fit` resolves once before training (see ``_fit_plan``)."""
+
+    X: Any
+    y: Any
+    w: Any
+    weighted: bool
+    is_dask: bool
+    classes: np.ndarray
+    held: tuple | None
+    n: int
+    d: int
+    n_cols: int
+    alpha: float
+    seed: int
+    use_dist: bool
+    client: Any
+    ckpt: _Checkpoint | None
+    saved: dict | None
+    y_map: Any
+    scaler: Standardizer | None
+    head: tuple | None
+    spec: KernelSpec
 
 
 def _active_client():
@@ -131,9 +156,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         all dkernel estimators share; a sequential fit takes the sample from its first block
         (read once, also trained on), a distributed one samples 1000 rows. ``1 /
         n_features`` with ``standardize=True`` (the same rule on standardised data).
-        Measured (``benchmarks/results/bsgd_defaults.md``, 20000 rows, defaults otherwise)
-        against the former ``1 / n_features``: ijcnn1 92.8 -> 97.9 %, a9a 85.1 -> 84.1 %,
-        letter 94.0 -> 91.3 %, usps 92.0 -> 94.3 % (mean +0.9).
         Callables and ``precomputed`` are not supported (the loop is compiled).
     fit_intercept : bool, default=False
         Learn an intercept as the weight of a constant feature of value 1 appended to phi(x)
@@ -141,23 +163,17 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         touches it). Off by default, as in the paper and its C++ toolbox: in one pass of
         Pegasos the constant feature (worth ``k = 1`` against every example, where RBF values
         between standardised points are far smaller) takes a step of ``eta_t`` on every
-        margin violation and costs accuracy; measured one-pass pegasos+merge, 3-5 seeds,
-        intercept on -> off: usps B=100 86.9 -> 91.0, a9a 81.4 -> 84.1, dna 81.9 -> 88.7,
-        letter B=500 79.5 -> 81.7 (see ``benchmarks/results/bsgd.md``).
+        margin violation and costs accuracy (benchmarks/results/bsgd_notes.md).
     standardize : bool, default=False
         Standardise every feature, ``(x - mean) / std`` (std 0 -> 1), with statistics from
         one pass over the training data in :meth:`fit` (blockwise for dask and store input;
         the first batch in a first :meth:`partial_fit`), stored in ``feature_mean_`` and
         ``feature_scale_`` and applied to every block read in training and prediction (the
         support vectors are in standardised units). Turn it on when features have unequal or
-        small scales. Measured with the other defaults (gamma 1/d, 5 epochs, B=500, seed 0,
-        at most 20000 training rows), raw -> standardised test accuracy: ijcnn1 92.8 ->
-        98.5 %, a9a 85.1 -> 83.8 %, letter 94.0 -> 92.5 %, usps 92.0 -> 93.6 % (the median
-        heuristic instead of 1/d: raw 97.0 / 84.5 / 90.3 / 94.1 %, standardised 97.1 /
-        83.9 / 90.4 / 93.7 %). Off by default: it helps most on badly scaled data but costs
-        accuracy where features are already comparable (a9a's 0/1 indicators, letter's
-        integer grid), and no cheap statistic of the data told the two apart (the median
-        squared distance times 1/d is 0.12-0.23 on ijcnn1, a9a and usps alike).
+        small scales. Off by default: it helps most on badly scaled data but costs accuracy
+        where features are already comparable (a9a's 0/1 indicators, letter's integer grid),
+        and no cheap statistic of the data told the two apart
+        (benchmarks/results/bsgd_notes.md).
     max_iter : int, default=5
         Epochs (passes over the data) in :meth:`fit`, as ``SGDClassifier``'s ``max_iter``;
         1 for the one-pass streaming algorithm of the paper.
@@ -313,7 +329,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     True
     """
 
-    _supported_kernels = frozenset(nb.KERNEL_CODES)
+    _supported_kernels = frozenset(KERNEL_CODES)
     _gamma_rule = "scale"
     #: The learner's state after a fit (None after ``load``: rebuilt from ``_raw``).
     _state: nb.BSGDState | None = None
@@ -470,7 +486,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         else:
             avg_mode, avg_start = nb.AVG_LINEAR, int(self.average)
         return nb.BSGDConfig(
-            kind=nb.KERNEL_CODES[str(spec.kernel)],
+            kind=KERNEL_CODES[str(spec.kernel)],
             gamma=float(spec.gamma or 0.0),
             degree=float(spec.degree),
             coef0=float(spec.coef0),
@@ -593,6 +609,43 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self
         """
         self._check_params()
+        plan = self._fit_plan(X, y, sample_weight)
+        if plan.use_dist:
+            state, cfg = self._fit_distributed(plan)
+        else:
+            state, cfg = self._fit_sequential(plan)
+        _check_trained(state, plan.w if plan.weighted else None)
+        check_kernel_scale(
+            state.SV[: state.n_sv], plan.spec, where="on the support vectors the SGD passes chose: "
+        )
+        coef = None
+        client = plan.client
+        if self.refit:
+            if not plan.use_dist and plan.is_dask and self.distributed == "auto":
+                client = _active_client()  # the rows stay on the workers
+            w = plan.w if plan.weighted else None
+            coef = self._refit(plan.X, plan.y, w, state, plan.classes, plan.spec, cfg,
+                               plan.scaler, client)  # fmt: skip
+        # everything succeeded: only now replace the fitted attributes
+        self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
+        self._set_scaler(plan.scaler)
+        if coef is not None:
+            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
+        self.distributed_ = bool(plan.use_dist)
+        if plan.use_dist:
+            self.t_ = plan.n * int(self.max_iter)
+        self.probA_ = self.probB_ = None
+        if plan.held is not None:
+            self._calibrate(*plan.held, weighted=plan.weighted)
+        if plan.ckpt is not None:
+            plan.ckpt.remove()
+        return self
+
+    def _fit_plan(self, X, y, sample_weight) -> _FitPlan:
+        """Everything a fit decides before training, once: the checked data, the classes,
+        the held-out calibration rows, alpha, the seed (a checkpoint's when resuming),
+        distributed or not, the scaler, the kernel with gamma resolved and, sequentially,
+        the first block read up front."""
         X, is_dask, y, w, classes = self._prepare(X, y, sample_weight, reset=True)
         if classes is None:
             classes = self._classes_of(y)
@@ -609,7 +662,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
-        level = logging.INFO if self.verbose else logging.DEBUG
         ckpt = _Checkpoint.of(self, n=n, d=d, classes=classes, distributed=use_dist)
         saved = ckpt.load() if ckpt is not None else None
         if saved is not None:
@@ -629,126 +681,86 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         spec = self._resolve_spec(X, sample=None if head is None else head[0])
         if head is not None:
             check_kernel_scale(head[0], spec)  # a width off X's scale: say so before training
+        return _FitPlan(
+            X=X, y=y, w=w, weighted=sample_weight is not None, is_dask=is_dask,
+            classes=classes, held=held, n=n, d=d, n_cols=n_cols, alpha=alpha, seed=seed,
+            use_dist=use_dist, client=client, ckpt=ckpt, saved=saved, y_map=y_map,
+            scaler=scaler, head=head, spec=spec,
+        )  # fmt: skip
+
+    def _fit_distributed(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
+        """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`)."""
+        level = logging.INFO if self.verbose else logging.DEBUG
+        n_shards = int(self.n_shards or _DEFAULT_SHARDS)
+        # the merged model's clock advances by the mean shard's rows per epoch
+        k = len(dist.plan_shards(plan.n, n_shards).starts)
+        cfg = self._config(plan.spec, plan.alpha, max(1, round(plan.n / k)))
+        start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
+        if plan.saved is not None:
+            start, first = _partial_of(plan.saved), tuple(plan.saved["position"])
+        n_rounds = int(self.n_rounds)
+        ckpt, show = plan.ckpt, progress_enabled(self.verbose)
+        with (
+            timer("bsgd distributed fit", logger, level),
+            progress(
+                int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
+            ) as bar,
+        ):
+            bar.update(first[0] * n_rounds + first[1])
+
+            def on_round(epoch: int, rnd: int, part) -> None:
+                """After each round; ``part`` is the merged model when it was fetched."""
+                pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
+                if ckpt is not None and part is not None:
+                    ckpt.save(pos, plan.seed, _partial_arrays(part))
+                shown = {} if part is None else {"SVs": len(part.SV)}
+                bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
+
+            # numba compiles on the workers before the first round, under its own note
+            with bar.compiling("bsgd"):
+                dist.compile_kernels(plan.client, cfg, plan.d, plan.n_cols)
+            part = dist.fit_rounds(
+                plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
+                cfg=cfg, start=start, n_shards=n_shards, n_rounds=n_rounds,
+                n_epochs=int(self.max_iter), split_every=int(self.split_every),
+                seed=plan.seed, shuffle=bool(self.shuffle), client=plan.client,
+                log=logger.info if self.verbose else None, first=first, on_round=on_round,
+                fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
+                standardize=plan.scaler,
+            )  # fmt: skip
+        return dist.state_from_partial(part, cfg), cfg
+
+    def _fit_sequential(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
+        """``max_iter`` epochs of blocks in a seeded order through the numba loop, here."""
+        level = logging.INFO if self.verbose else logging.DEBUG
+        n = plan.n
+        cfg = self._config(plan.spec, plan.alpha, n)
+        state = nb.new_state(int(self.budget), plan.d, plan.n_cols, cfg.maint)
+        epoch0, block0 = 0, 0
+        if plan.saved is not None:
+            state = nb.BSGDState(*(plan.saved[f"state_{f}"] for f in nb.BSGDState._fields))
+            epoch0, block0 = (int(v) for v in plan.saved["position"])
         show = progress_enabled(self.verbose)
-        if use_dist:
-            n_shards = int(self.n_shards or _DEFAULT_SHARDS)
-            # the merged model's clock advances by the mean shard's rows per epoch
-            k = len(dist.plan_shards(n, n_shards).starts)
-            cfg = self._config(spec, alpha, max(1, round(n / k)))
-            start, first = dist.empty_partial(d, n_cols), (0, 0)
-            if saved is not None:
-                start, first = _partial_of(saved), tuple(saved["position"])
-            n_rounds = int(self.n_rounds)
-            done = first[0] * n_rounds + first[1]
-            with (
-                timer("bsgd distributed fit", logger, level),
-                progress(
-                    int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
-                ) as bar,
-            ):
-                bar.update(done)
-
-                def on_round(epoch: int, rnd: int, part) -> None:
-                    """After each round; ``part`` is the merged model when it was fetched."""
-                    pos = (epoch, rnd + 1) if rnd + 1 < n_rounds else (epoch + 1, 0)
-                    if ckpt is not None and part is not None:
-                        ckpt.save(pos, seed, _partial_arrays(part))
-                    shown = {} if part is None else {"SVs": len(part.SV)}
-                    bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
-
-                # numba compiles on the workers before the first round, under its own note
-                with bar.compiling("bsgd"):
-                    dist.compile_kernels(client, cfg, d, n_cols)
-                part = dist.fit_rounds(
-                    X,
-                    y,
-                    None if sample_weight is None else w,
-                    classes=classes,
-                    cfg=cfg,
-                    start=start,
-                    n_shards=n_shards,
-                    n_rounds=n_rounds,
-                    n_epochs=int(self.max_iter),
-                    split_every=int(self.split_every),
-                    seed=seed,
-                    shuffle=bool(self.shuffle),
-                    client=client,
-                    log=logger.info if self.verbose else None,
-                    first=first,
-                    on_round=on_round,
-                    fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                    standardize=scaler,
-                )
-            state = dist.state_from_partial(part, cfg)
-        else:
-            cfg = self._config(spec, alpha, n)
-            state = nb.new_state(int(self.budget), d, n_cols, cfg.maint)
-            epoch0, block0 = 0, 0
-            if saved is not None:
-                state = nb.BSGDState(*(saved[f"state_{f}"] for f in nb.BSGDState._fields))
-                epoch0, block0 = (int(v) for v in saved["position"])
-            with progress(
-                int(self.max_iter) * n,
-                "BudgetedSVC",
-                enabled=show,
-                unit="rows",
-                unit_scale=True,
-            ) as bar:
-                for epoch in range(epoch0, int(self.max_iter)):
-                    plan = block_plan(
-                        n,
-                        seed=seed,
-                        epoch=epoch,
-                        shuffle=bool(self.shuffle),
-                        block_rows=int(self._block_rows),
+        with progress(
+            int(self.max_iter) * n, "BudgetedSVC", enabled=show, unit="rows", unit_scale=True
+        ) as bar:
+            for epoch in range(epoch0, int(self.max_iter)):
+                blocks = block_plan(n, seed=plan.seed, epoch=epoch, shuffle=bool(self.shuffle),
+                                    block_rows=int(self._block_rows))  # fmt: skip
+                skip = block0 if epoch == epoch0 else 0
+                bar.update(epoch * n + sum(t.stop - t.start for t in blocks[:skip]) - bar.n)
+                after = None
+                if plan.ckpt is not None:
+                    after = functools.partial(
+                        _save_block, plan.ckpt, state, plan.seed, epoch, len(blocks), skip
                     )
-                    skip = block0 if epoch == epoch0 else 0
-                    bar.update(epoch * n + sum(t.stop - t.start for t in plan[:skip]) - bar.n)
-
-                    after = None
-                    if ckpt is not None:
-                        after = functools.partial(
-                            _save_block, ckpt, state, seed, epoch, len(plan), skip
-                        )
-                    with timer(f"bsgd epoch {epoch}", logger, level):
-                        self._run(
-                            plan,
-                            X,
-                            y,
-                            w,
-                            y_map,
-                            state,
-                            cfg,
-                            bar=bar,
-                            first=skip,
-                            after=after,
-                            scaler=scaler,
-                            head=head if epoch == 0 and skip == 0 else None,
-                        )
-        _check_trained(state, w if sample_weight is not None else None)
-        check_kernel_scale(
-            state.SV[: state.n_sv], spec, where="on the support vectors the SGD passes chose: "
-        )
-        coef = None
-        if self.refit:
-            if not use_dist and is_dask and self.distributed == "auto":
-                client = _active_client()  # the rows stay on the workers
-            coef = self._refit(X, y, None if sample_weight is None else w, state, classes,
-                               spec, cfg, scaler, client)  # fmt: skip
-        # everything succeeded: only now replace the fitted attributes
-        self._finish(state, classes, spec, cfg, n_iter=int(self.max_iter), d=d)
-        self._set_scaler(scaler)
-        if coef is not None:
-            self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
-        self.distributed_ = bool(use_dist)
-        if use_dist:
-            self.t_ = n * int(self.max_iter)
-        self.probA_ = self.probB_ = None
-        if held is not None:
-            self._calibrate(*held, weighted=sample_weight is not None)
-        if ckpt is not None:
-            ckpt.remove()
-        return self
+                with timer(f"bsgd epoch {epoch}", logger, level):
+                    self._run(
+                        blocks, plan.X, plan.y, plan.w, plan.y_map, state, cfg, bar=bar,
+                        first=skip, after=after, scaler=plan.scaler,
+                        head=plan.head if epoch == 0 and skip == 0 else None,
+                    )  # fmt: skip
+        return state, cfg
 
     def _hold_out(self, X, y, w, is_dask: bool):
         """``(X, y, w)`` of the training rows and ``(X, y, w)`` of the calibration rows.
@@ -855,9 +867,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
             if bar is not None:
                 with bar.compiling("bsgd"):
-                    nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+                    nb.sgd_chunk(Xb, yi, wb, state, cfg)
             else:
-                nb.sgd_chunk(Xb, yi, wb, *state, *cfg)
+                nb.sgd_chunk(Xb, yi, wb, state, cfg)
             if after is not None:
                 after(i)
             if bar is not None:
@@ -988,7 +1000,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         n_sv, d = SV0.shape
         state = nb.new_state(B, d, self.dual_coef_.shape[1], cfg.maint)
         state.SV[:n_sv] = SV0
-        state.sqn[:n_sv] = np.einsum("ij,ij->i", SV0, SV0)
+        state.sqn[:n_sv] = sq_norms(SV0)
         state.A[:n_sv] = raw["coef_unscaled"]
         state.b[:] = raw["bias_unscaled"]
         state.Abar[:n_sv] = raw["coef_average_sum"]
@@ -997,8 +1009,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         state.fs[nb.FS_WSUM] = float(raw["average_weight"])
         state.fs[nb.FS_SACC] = float(raw["average_offset"])
         state.sref[:n_sv] = float(raw["average_offset"])  # the saved sums are flushed
-        state.K[:n_sv, :n_sv] = nb.kernel_matrix(
-            SV0, SV0, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0
+        state.K[:n_sv, :n_sv] = pair_gram(
+            SV0, state.sqn[:n_sv], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0
         )
         if cfg.maint == nb.PROJECT:
             nb.refresh_inverse(state.K, state.M, n_sv, cfg.ridge)
@@ -1016,8 +1028,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """The learner's own representation (iterate unscaled, global scale, averaged sums),
         saved so that a loaded model continues like the original (Pegasos gives every SV the
         same unscaled |alpha|, so the removal candidate is often decided by a tie that
-        rounding must not change; the rebuilt kernel matrix may differ in the last bits:
-        scores agree to ~1e-9 after more training, ``tests/test_svm_io.py``)."""
+        rounding must not change). The kernel matrix is rebuilt with the loop's own pair
+        arithmetic (:func:`dkernel.kernels.pair_gram`), so it equals the one in memory;
+        projection's inverse is recomputed from scratch and may differ in the last bits."""
         st = getattr(self, "_state", None)
         if st is None:
             return dict(self._raw)
@@ -1216,7 +1229,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         try:
             est = cls(**params)
             est._check_params()
-            if fitted["kernel"] not in nb.KERNEL_CODES:
+            if fitted["kernel"] not in KERNEL_CODES:
                 raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
         except (TypeError, DKernelError) as exc:
             raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
@@ -1581,8 +1594,6 @@ def _feature_stats(X) -> Standardizer:
 
 
 def _default_alpha(n: int) -> float:
-    """``alpha=None``: ``1 / (4 n)`` (C = 4 in SVC's terms). Measured with the default five
-    epochs and last-epoch averaging, B=500, seed 0, 1/(4n) vs 1/n: letter (gamma 1/16)
-    92.75 vs 91.35, pendigits 98.17 vs 98.28, usps 93.47 vs 93.97; letter seeds 0-2 at
-    1/(4n): 92.75, 92.40, 92.60 (Nystroem(500) + SGD(alpha 1e-5): 92.05 at 2.5x the CPU)."""
+    """``alpha=None``: ``1 / (4 n)`` (C = 4 in SVC's terms), chosen with the default five
+    epochs and last-epoch averaging (benchmarks/results/bsgd_notes.md)."""
     return 0.25 / n

@@ -34,16 +34,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-# kernel codes
-RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
-KERNEL_CODES = {
-    "rbf": RBF,
-    "laplacian": LAPLACIAN,
-    "linear": LINEAR,
-    "polynomial": POLYNOMIAL,
-    "sigmoid": SIGMOID,
-    "cosine": COSINE,
-}
+from ..kernels import kval
+
 # learning-rate families
 PEGASOS, NORMA, PERCEPTRON = 0, 1, 2
 ALGORITHM_CODES = {"pegasos": PEGASOS, "norma": NORMA, "perceptron": PERCEPTRON}
@@ -74,8 +66,8 @@ IS_T, IS_NSV, IS_NMAINT, IS_SINCE, IS_VIOL = 0, 1, 2, 3, 4
 
 
 class BSGDState(NamedTuple):
-    """The learner's arrays (see the module docstring); passed to the numba functions as
-    ``*state`` in this order."""
+    """The learner's arrays (see the module docstring); the numba functions take it whole
+    and update it in place."""
 
     SV: np.ndarray
     sqn: np.ndarray
@@ -98,7 +90,11 @@ class BSGDState(NamedTuple):
 
 
 class BSGDConfig(NamedTuple):
-    """Scalar settings of :func:`sgd_chunk`, in its argument order (``*config``)."""
+    """Settings of the numba loop (:func:`sgd_chunk`, :func:`maintain`): the kernel (its code
+    in :data:`dkernel.kernels.KERNEL_CODES` and parameters), the learning-rate family and
+    its ``alpha``/``eta0``, the radius (0: none), the maintenance and its ridge, merge
+    exponent ``pw``, search and lookup table ``T``, the budget, the intercept feature's
+    value ``icpt`` and the averaging mode and first averaged step."""
 
     kind: int
     gamma: float
@@ -137,46 +133,6 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         bbar=np.zeros(n_cols),
         sref=np.zeros(B1),
     )
-
-
-# ----------------------------------------------------------------------------- kernels
-@njit(cache=True, nogil=True)
-def kval(kind, gamma, degree, coef0, x, xsq, z, zsq):
-    """One kernel value k(x, z) (squared norms given)."""
-    d = x.shape[0]
-    if kind == LAPLACIAN:
-        s = 0.0
-        for k in range(d):
-            s += abs(x[k] - z[k])
-        return np.exp(-gamma * s)
-    dot = 0.0
-    for k in range(d):
-        dot += x[k] * z[k]
-    if kind == RBF:
-        d2 = xsq + zsq - 2.0 * dot
-        if d2 < 0.0:
-            d2 = 0.0
-        return np.exp(-gamma * d2)
-    if kind == LINEAR:
-        return dot
-    if kind == POLYNOMIAL:
-        return (gamma * dot + coef0) ** degree
-    if kind == SIGMOID:
-        return np.tanh(gamma * dot + coef0)
-    den = np.sqrt(xsq) * np.sqrt(zsq)  # cosine
-    return dot / den if den > 0.0 else 0.0
-
-
-@njit(cache=True, nogil=True)
-def kernel_matrix(X, Y, kind, gamma, degree, coef0):
-    """Plain k(X, Y) with the same arithmetic as the SGD loop (tests and state rebuilds)."""
-    n, m = X.shape[0], Y.shape[0]
-    out = np.empty((n, m))
-    for i in range(n):
-        xsq = np.dot(X[i], X[i])
-        for j in range(m):
-            out[i, j] = kval(kind, gamma, degree, coef0, X[i], xsq, Y[j], np.dot(Y[j], Y[j]))
-    return out
 
 
 # ----------------------------------------------------------------------------- merging
@@ -242,7 +198,7 @@ _LOOKUP_CACHE: dict[int, np.ndarray] = {}
 
 def lookup_table(pw: int) -> np.ndarray:
     """The merge lookup table for exponent ``pw`` (2: rbf, 1: laplacian), built once per
-    process (tens of milliseconds) and cached."""
+    process and cached."""
     if pw not in _LOOKUP_CACHE:
         _LOOKUP_CACHE[pw] = build_lookup(pw)
     return _LOOKUP_CACHE[pw]
@@ -395,16 +351,17 @@ def _joint(A, Abar, sref, fs, n_sv):
 
 
 @njit(cache=True, nogil=True)
-def _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg):
+def _swap_remove(st, p, n_sv, has_M, avg):
     """Remove SV ``p`` by moving the last one into its slot. Returns the new count."""
+    SV, A, K, M, Abar = st.SV, st.A, st.K, st.M, st.Abar
     last = n_sv - 1
     if p != last:
         SV[p, :] = SV[last, :]
-        sqn[p] = sqn[last]
+        st.sqn[p] = st.sqn[last]
         A[p, :] = A[last, :]
         if avg:
             Abar[p, :] = Abar[last, :]
-            sref[p] = sref[last]
+            st.sref[p] = st.sref[last]
         for j in range(n_sv):
             K[p, j] = K[last, j]
         for j in range(n_sv):
@@ -463,28 +420,7 @@ def _inverse_add(M, K, n, kxx, ridge):
 
 # ----------------------------------------------------------------------------- maintenance
 @njit(cache=True, nogil=True)
-def maintain(
-    SV,
-    sqn,
-    A,
-    K,
-    M,
-    fs,
-    ist,
-    Abar,
-    sref,
-    avg,
-    maint,
-    kind,
-    gamma,
-    degree,
-    coef0,
-    ridge,
-    pw,
-    search,
-    T,
-    budget,
-):
+def maintain(st, cfg, avg):
     """Bring the model from B+1 back to B SVs; return ||Delta||^2 in true units.
 
     With ``avg`` true the averaged sums ``Abar`` get the same edit (merge weights,
@@ -497,70 +433,114 @@ def maintain(
     merging: p = m as above; partner n and h from :func:`merge_partner`. O(B) (+ O(B d)
     for the kernel row of the merged point).
     """
-    n_sv = ist[IS_NSV]
-    s = fs[FS_SCALE]
-    c = A.shape[1]
-    has_M = maint == PROJECT
-    if maint == MERGE:
-        if avg and fs[FS_WSUM] > 0.0:
-            # choose on the iterate and the averaged model together (true units)
-            C = _joint(A, Abar, sref, fs, n_sv)
-            m, _ = _smallest(C, K, n_sv)
-            n, h, dg = merge_partner(C, K, n_sv, m, pw, NEAR if search == NEAR else GOLDEN, T)
-            dg /= s * s
-        else:
-            m, _ = _smallest(A, K, n_sv)
-            n, h, dg = merge_partner(A, K, n_sv, m, pw, search, T)
-        k = max(K[m, n], 1e-300)
-        L = np.log(k)
-        u = 1.0 - h
-        e1, e2 = _merge_weights(L, pw, h)
-        az = np.empty(c)
-        for i in range(c):
-            az[i] = A[m, i] * e1 + A[n, i] * e2
-        azbar = np.empty(c)
-        if avg:
-            _flush(m, A, Abar, sref, fs[FS_SACC])
-            _flush(n, A, Abar, sref, fs[FS_SACC])
-            for i in range(c):
-                azbar[i] = Abar[m, i] * e1 + Abar[n, i] * e2
-        z = h * SV[m] + u * SV[n]
-        last = n_sv - 1
-        n_sv = _swap_remove(n, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
-        if m == last:
-            m = n
-        SV[m, :] = z
-        zsq = np.dot(z, z)
-        sqn[m] = zsq
-        for i in range(c):
-            A[m, i] = az[i]
-        if avg:
-            for i in range(c):
-                Abar[m, i] = azbar[i]
-            sref[m] = fs[FS_SACC]
-        for j in range(n_sv):
-            kz = kval(kind, gamma, degree, coef0, z, zsq, SV[j], sqn[j])
-            K[m, j] = kz
-            K[j, m] = kz
-        K[m, m] = kval(kind, gamma, degree, coef0, z, zsq, z, zsq)
-        ist[IS_NSV] = n_sv
-        return dg * s * s
-    if avg and fs[FS_WSUM] > 0.0 and maint == REMOVE:
-        p, v = _smallest(_joint(A, Abar, sref, fs, n_sv), K, n_sv)
+    if cfg.maint == MERGE:
+        return _merge_step(st, cfg, avg)
+    if cfg.maint == REMOVE:
+        return _remove_step(st, avg)
+    return _project_step(st, cfg, avg)
+
+
+@njit(cache=True, nogil=True)
+def _remove_step(st, avg):
+    """Removal: drop the SV of least ||a_j||^2 k_jj (chosen on the iterate and the averaged
+    model together when averaging has started)."""
+    n_sv = st.ist[IS_NSV]
+    s = st.fs[FS_SCALE]
+    if avg and st.fs[FS_WSUM] > 0.0:
+        p, v = _smallest(_joint(st.A, st.Abar, st.sref, st.fs, n_sv), st.K, n_sv)
         v /= s * s
     else:
-        p, v = _smallest(A, K, n_sv)
-    if maint == REMOVE:
-        ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
-        return v * s * s
+        p, v = _smallest(st.A, st.K, n_sv)
+    st.ist[IS_NSV] = _swap_remove(st, p, n_sv, False, avg)
+    return v * s * s
+
+
+@njit(cache=True, nogil=True)
+def _merge_choice(st, cfg, avg):
+    """The SV m to merge away, its partner n, the merge weight h and the degradation^2 in
+    unscaled units (chosen on the iterate and the averaged model together, in true units,
+    once averaging has started)."""
+    n_sv = st.ist[IS_NSV]
+    s = st.fs[FS_SCALE]
+    if avg and st.fs[FS_WSUM] > 0.0:
+        C = _joint(st.A, st.Abar, st.sref, st.fs, n_sv)
+        m, _ = _smallest(C, st.K, n_sv)
+        search = NEAR if cfg.search == NEAR else GOLDEN
+        n, h, dg = merge_partner(C, st.K, n_sv, m, cfg.pw, search, cfg.T)
+        return m, n, h, dg / (s * s)
+    m, _ = _smallest(st.A, st.K, n_sv)
+    n, h, dg = merge_partner(st.A, st.K, n_sv, m, cfg.pw, cfg.search, cfg.T)
+    return m, n, h, dg
+
+
+@njit(cache=True, nogil=True)
+def _merge_step(st, cfg, avg):
+    """Merging: SVs m and n become z = h x_m + (1 - h) x_n in m's slot (n's slot is freed),
+    with the coefficients of the closest point of the pair's span (for the iterate and,
+    with ``avg``, the averaged sums); z's kernel row is recomputed."""
+    m, n, h, dg = _merge_choice(st, cfg, avg)
+    SV, A, Abar, K, fs = st.SV, st.A, st.Abar, st.K, st.fs
+    s = fs[FS_SCALE]
+    c = A.shape[1]
+    e1, e2 = _merge_weights(np.log(max(K[m, n], 1e-300)), cfg.pw, h)
+    az = np.empty(c)
+    for i in range(c):
+        az[i] = A[m, i] * e1 + A[n, i] * e2
+    azbar = np.empty(c)
+    if avg:
+        _flush(m, A, Abar, st.sref, fs[FS_SACC])
+        _flush(n, A, Abar, st.sref, fs[FS_SACC])
+        for i in range(c):
+            azbar[i] = Abar[m, i] * e1 + Abar[n, i] * e2
+    z = h * SV[m] + (1.0 - h) * SV[n]
+    last = st.ist[IS_NSV] - 1
+    n_sv = _swap_remove(st, n, st.ist[IS_NSV], False, avg)
+    if m == last:
+        m = n
+    SV[m, :] = z
+    zsq = np.dot(z, z)
+    st.sqn[m] = zsq
+    A[m, :] = az
+    if avg:
+        Abar[m, :] = azbar
+        st.sref[m] = fs[FS_SACC]
+    for j in range(n_sv):
+        kz = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, z, zsq, SV[j], st.sqn[j])
+        K[m, j] = kz
+        K[j, m] = kz
+    K[m, m] = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, z, zsq, z, zsq)
+    st.ist[IS_NSV] = n_sv
+    return dg * s * s
+
+
+@njit(cache=True, nogil=True)
+def _project_step(st, cfg, avg):
+    """Projection: the SV of least ||a_j||^2 k_jj is projected onto the span of the others
+    (the maintained inverse is refreshed when stale or unusable), then removed."""
+    n_sv = st.ist[IS_NSV]
+    K, M, ist = st.K, st.M, st.ist
+    p, _ = _smallest(st.A, K, n_sv)
     mpp = M[p, p]
-    if not (mpp > 0.0) or ist[IS_SINCE] >= budget:
-        refresh_inverse(K, M, n_sv, ridge)
+    if not (mpp > 0.0) or ist[IS_SINCE] >= cfg.budget:
+        refresh_inverse(K, M, n_sv, cfg.ridge)
         ist[IS_SINCE] = 0
         mpp = M[p, p]
     ist[IS_SINCE] += 1
     if avg:
-        flush_average(A, Abar, sref, fs, n_sv)
+        flush_average(st.A, st.Abar, st.sref, st.fs, n_sv)
+    d2 = _project_coefs(st, p, mpp, n_sv, cfg.ridge, avg)
+    _downdate_inverse(M, p, mpp, n_sv)
+    ist[IS_NSV] = _swap_remove(st, p, n_sv, True, avg)
+    s = st.fs[FS_SCALE]
+    return d2 * s * s
+
+
+@njit(cache=True, nogil=True)
+def _project_coefs(st, p, mpp, n_sv, ridge, avg):
+    """a_j += a_p d_j for every j != p (and the same for the averaged sums); returns
+    ||Delta||^2 in unscaled units."""
+    A, Abar, K, M = st.A, st.Abar, st.K, st.M
+    c = A.shape[1]
     dk = 0.0
     dd = 0.0
     a2 = 0.0
@@ -580,6 +560,12 @@ def maintain(
     res = K[p, p] - dk - ridge * dd
     if res < 0.0:
         res = 0.0
+    return a2 * res
+
+
+@njit(cache=True, nogil=True)
+def _downdate_inverse(M, p, mpp, n_sv):
+    """M <- the inverse without row and column p (Schur complement on p, in place)."""
     for i in range(n_sv):
         if i == p:
             continue
@@ -589,8 +575,6 @@ def maintain(
         for j in range(n_sv):
             if j != p:
                 M[i, j] -= f * M[p, j]
-    ist[IS_NSV] = _swap_remove(p, SV, sqn, A, K, M, n_sv, has_M, Abar, sref, avg)
-    return a2 * res * s * s
 
 
 @njit(cache=True, nogil=True)
@@ -615,255 +599,217 @@ def exact_wnorm2(A, K, b, fs, n_sv, icpt):
 
 # ----------------------------------------------------------------------------- the SGD loop
 @njit(cache=True, nogil=True)
-def sgd_chunk(
-    X,
-    yi,
-    w,
-    SV,
-    sqn,
-    A,
-    K,
-    M,
-    b,
-    fs,
-    ist,
-    Abar,
-    bbar,
-    sref,
-    kind,
-    gamma,
-    degree,
-    coef0,
-    algo,
-    alpha,
-    eta0,
-    radius,
-    maint,
-    icpt,
-    ridge,
-    pw,
-    search,
-    T,
-    budget,
-    avg_mode,
-    avg_start,
-):
+def sgd_chunk(X, yi, w, st, cfg):
     """One pass over the rows of X in the given order (the whole per-example loop).
 
     ``yi`` holds class indices (binary: 0 -> -1, 1 -> +1); ``w`` the sample weights (a
-    weight scales the step). Per example: scores from the SVs (O(B d)), the shrink
+    weight scales the step); ``st`` (:class:`BSGDState`) is updated in place under ``cfg``
+    (:class:`BSGDConfig`). Per example: scores from the SVs (O(B d)), the shrink
     ``s <- (1 - eta alpha) s`` (O(1)), an SV added when the hinge is violated, budget
     maintenance at B + 1, the optional projection onto ``||w|| <= radius``, and, from step
     ``avg_start`` on, the O(1) update of the averaged iterate (``avg_mode > 0``).
     """
-    n = X.shape[0]
-    c = A.shape[1]
-    avg = avg_mode != AVG_OFF
-    krow = np.empty(budget + 1)
+    c = st.A.shape[1]
+    avg = cfg.avg_mode != AVG_OFF
+    krow = np.empty(cfg.budget + 1)
     f = np.empty(c)
-    for ii in range(n):
+    for ii in range(X.shape[0]):
         x = X[ii]
         xsq = np.dot(x, x)
-        ist[IS_T] += 1
-        t = ist[IS_T]
-        if algo == PEGASOS:
-            eta = 1.0 / (alpha * t)
-        elif algo == NORMA:
-            eta = eta0 / np.sqrt(t)
-        else:
-            eta = eta0
-        n_sv = ist[IS_NSV]
-        s = fs[FS_SCALE]
-        for i in range(c):
-            f[i] = b[i] * icpt
-        for j in range(n_sv):
-            kj = kval(kind, gamma, degree, coef0, x, xsq, SV[j], sqn[j])
-            krow[j] = kj
-            for i in range(c):
-                f[i] += A[j, i] * kj
-        for i in range(c):
-            f[i] *= s
+        st.ist[IS_T] += 1
+        t = st.ist[IS_T]
+        eta = _step_size(cfg, t)
+        _scores(st, cfg, x, xsq, krow, f)
         y = yi[ii]
-        r = -1
-        yy = 1.0
-        if c == 1:
-            yy = 1.0 if y == 1 else -1.0
-            viol = yy * f[0] < 1.0
-        else:
-            best = -np.inf
-            for i in range(c):
-                if i != y and f[i] > best:
-                    best = f[i]
-                    r = i
-            viol = f[y] - best < 1.0
-        # shrink w <- (1 - eta alpha) w through the global scale
-        if algo != PERCEPTRON and alpha > 0.0:
-            fac = 1.0 - eta * alpha
-            if fac <= 0.0:
-                A[:n_sv, :] = 0.0
-                b[:] = 0.0
-                if avg:  # the dropped SVs leave the average too (only at t = 1 for pegasos)
-                    Abar[:n_sv, :] = 0.0
-                n_sv = 0
-                ist[IS_NSV] = 0
-                s = 1.0
-                fs[FS_WNORM2] = 0.0
-                f[:] = 0.0
-            else:
-                s *= fac
-                fs[FS_WNORM2] *= fac * fac
-                for i in range(c):
-                    f[i] *= fac
-                if s < _MIN_SCALE:
-                    if avg:
-                        flush_average(A, Abar, sref, fs, n_sv)
-                    A[:n_sv, :] *= s
-                    b[:] *= s
-                    s = 1.0
-            fs[FS_SCALE] = s
+        viol, r, yy = _hinge(f, y)
+        _shrink(st, cfg, eta, f, avg)
         if viol:
-            ist[IS_VIOL] += 1
+            st.ist[IS_VIOL] += 1
         if viol and w[ii] > 0.0:
-            beta = eta * w[ii] / s
-            SV[n_sv, :] = x
-            sqn[n_sv] = xsq
-            A[n_sv, :] = 0.0
+            _add_sv(st, cfg, x, xsq, y, r, yy, eta * w[ii] / st.fs[FS_SCALE], krow, f, avg)
+        if avg and t >= cfg.avg_start:
+            _average_step(st, cfg, t)
+
+
+# The per-row steps below are inlined into sgd_chunk at numba's IR level ("always"), so the
+# loop compiles to one body, as if written out in place.
+@njit(cache=True, nogil=True, inline="always")
+def _step_size(cfg, t):
+    """eta_t of the learning-rate family."""
+    if cfg.algo == PEGASOS:
+        return 1.0 / (cfg.alpha * t)
+    if cfg.algo == NORMA:
+        return cfg.eta0 / np.sqrt(t)
+    return cfg.eta0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scores(st, cfg, x, xsq, krow, f):
+    """f <- s (sum_j a_j k(x, x_j) + icpt b); krow <- the kernel values k(x, x_j)."""
+    A, SV, sqn = st.A, st.SV, st.sqn
+    c = A.shape[1]
+    for i in range(c):
+        f[i] = st.b[i] * cfg.icpt
+    for j in range(st.ist[IS_NSV]):
+        kj = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, x, xsq, SV[j], sqn[j])
+        krow[j] = kj
+        for i in range(c):
+            f[i] += A[j, i] * kj
+    s = st.fs[FS_SCALE]
+    for i in range(c):
+        f[i] *= s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hinge(f, y):
+    """(violated?, runner-up class r, binary sign yy) of class y under the scores f."""
+    c = f.shape[0]
+    if c == 1:
+        yy = 1.0 if y == 1 else -1.0
+        return yy * f[0] < 1.0, -1, yy
+    r = -1
+    best = -np.inf
+    for i in range(c):
+        if i != y and f[i] > best:
+            best = f[i]
+            r = i
+    return f[y] - best < 1.0, r, 1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shrink(st, cfg, eta, f, avg):
+    """w <- (1 - eta alpha) w through the global scale (the scores f with it); a factor
+    <= 0 empties the model, a tiny scale is folded into the coefficients."""
+    if cfg.algo == PERCEPTRON or not cfg.alpha > 0.0:
+        return
+    A, fs = st.A, st.fs
+    n_sv = st.ist[IS_NSV]
+    s = fs[FS_SCALE]
+    fac = 1.0 - eta * cfg.alpha
+    if fac <= 0.0:
+        A[:n_sv, :] = 0.0
+        st.b[:] = 0.0
+        if avg:  # the dropped SVs leave the average too (only at t = 1 for pegasos)
+            st.Abar[:n_sv, :] = 0.0
+        st.ist[IS_NSV] = 0
+        s = 1.0
+        fs[FS_WNORM2] = 0.0
+        f[:] = 0.0
+    else:
+        s *= fac
+        fs[FS_WNORM2] *= fac * fac
+        for i in range(f.shape[0]):
+            f[i] *= fac
+        if s < _MIN_SCALE:
             if avg:
-                Abar[n_sv, :] = 0.0
-                sref[n_sv] = fs[FS_SACC]
-            if c == 1:
-                A[n_sv, 0] = yy * beta
-                b[0] += yy * beta * icpt
-                gain = yy * f[0]
-            else:
-                A[n_sv, y] = beta
-                A[n_sv, r] = -beta
-                b[y] += beta * icpt
-                b[r] -= beta * icpt
-                gain = f[y] - f[r]
-            kxx = kval(kind, gamma, degree, coef0, x, xsq, x, xsq)
-            for j in range(n_sv):
-                K[n_sv, j] = krow[j]
-                K[j, n_sv] = krow[j]
-            K[n_sv, n_sv] = kxx
-            if radius > 0.0:
-                bt = beta * s
-                nb = 1.0 if c == 1 else 2.0
-                fs[FS_WNORM2] += 2.0 * bt * gain + nb * bt * bt * (kxx + icpt * icpt)
-            ok = True
-            if maint == PROJECT:
-                if n_sv == 0:
-                    M[0, 0] = 1.0 / (kxx + ridge)
-                else:
-                    ok = _inverse_add(M, K, n_sv, kxx, ridge)
-            n_sv += 1
-            ist[IS_NSV] = n_sv
-            if not ok:
-                refresh_inverse(K, M, n_sv, ridge)
-                ist[IS_SINCE] = 0
-            if n_sv > budget:
-                d2 = maintain(
-                    SV,
-                    sqn,
-                    A,
-                    K,
-                    M,
-                    fs,
-                    ist,
-                    Abar,
-                    sref,
-                    avg,
-                    maint,
-                    kind,
-                    gamma,
-                    degree,
-                    coef0,
-                    ridge,
-                    pw,
-                    search,
-                    T,
-                    budget,
-                )
-                fs[FS_DEGR] += np.sqrt(d2)
-                fs[FS_DEGR2] += d2
-                ist[IS_NMAINT] += 1
-                if radius > 0.0:
-                    fs[FS_WNORM2] = exact_wnorm2(A, K, b, fs, ist[IS_NSV], icpt)
-            if radius > 0.0 and fs[FS_WNORM2] > radius * radius:
-                fs[FS_SCALE] *= radius / np.sqrt(fs[FS_WNORM2])
-                fs[FS_WNORM2] = radius * radius
-        if avg and t >= avg_start:
-            om = 1.0 if avg_mode == AVG_UNIFORM else float(t - avg_start + 1)
-            sc = om * fs[FS_SCALE]
-            fs[FS_SACC] += sc
-            fs[FS_WSUM] += om
-            if icpt > 0.0:
-                for i in range(c):
-                    bbar[i] += sc * b[i]
+                flush_average(A, st.Abar, st.sref, fs, n_sv)
+            A[:n_sv, :] *= s
+            st.b[:] *= s
+            s = 1.0
+    fs[FS_SCALE] = s
 
 
 @njit(cache=True, nogil=True)
-def reduce_to(
-    SV, sqn, A, K, M, fs, ist, target, maint, kind, gamma, degree, coef0, ridge, pw, search, T
-):
-    """Budget maintenance until at most ``target`` SVs are left (the combine step of the
-    distributed fit: a union of partial models brought down to B).
+def _add_sv(st, cfg, x, xsq, y, r, yy, beta, krow, f, avg):
+    """x joins the SVs with step beta (unscaled) for class y (against r, multi-class);
+    then the inverse grows (projection), the budget is restored and ||w|| is bounded."""
+    SV, A, K, fs = st.SV, st.A, st.K, st.fs
+    n_sv = st.ist[IS_NSV]
+    c = A.shape[1]
+    s = fs[FS_SCALE]
+    SV[n_sv, :] = x
+    st.sqn[n_sv] = xsq
+    A[n_sv, :] = 0.0
+    if avg:
+        st.Abar[n_sv, :] = 0.0
+        st.sref[n_sv] = fs[FS_SACC]
+    if c == 1:
+        A[n_sv, 0] = yy * beta
+        st.b[0] += yy * beta * cfg.icpt
+        gain = yy * f[0]
+    else:
+        A[n_sv, y] = beta
+        A[n_sv, r] = -beta
+        st.b[y] += beta * cfg.icpt
+        st.b[r] -= beta * cfg.icpt
+        gain = f[y] - f[r]
+    kxx = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, x, xsq, x, xsq)
+    for j in range(n_sv):
+        K[n_sv, j] = krow[j]
+        K[j, n_sv] = krow[j]
+    K[n_sv, n_sv] = kxx
+    if cfg.radius > 0.0:
+        bt = beta * s
+        n_terms = 1.0 if c == 1 else 2.0  # coefficients the step touched
+        fs[FS_WNORM2] += 2.0 * bt * gain + n_terms * bt * bt * (kxx + cfg.icpt * cfg.icpt)
+    ok = True
+    if cfg.maint == PROJECT:
+        if n_sv == 0:
+            st.M[0, 0] = 1.0 / (kxx + cfg.ridge)
+        else:
+            ok = _inverse_add(st.M, K, n_sv, kxx, cfg.ridge)
+    st.ist[IS_NSV] = n_sv + 1
+    if not ok:
+        refresh_inverse(K, st.M, n_sv + 1, cfg.ridge)
+        st.ist[IS_SINCE] = 0
+    if n_sv + 1 > cfg.budget:
+        _over_budget(st, cfg, avg)
+    if cfg.radius > 0.0 and fs[FS_WNORM2] > cfg.radius * cfg.radius:
+        fs[FS_SCALE] *= cfg.radius / np.sqrt(fs[FS_WNORM2])
+        fs[FS_WNORM2] = cfg.radius * cfg.radius
 
-    ``K`` must hold the kernel matrix of the ``ist[IS_NSV]`` SVs (and ``M`` its ridge inverse
-    for projection). Returns the sum of ||Delta|| and of ||Delta||^2 over the steps.
+
+@njit(cache=True, nogil=True)
+def _over_budget(st, cfg, avg):
+    """One maintenance step and its statistics (||w||^2 recomputed under a radius)."""
+    d2 = maintain(st, cfg, avg)
+    st.fs[FS_DEGR] += np.sqrt(d2)
+    st.fs[FS_DEGR2] += d2
+    st.ist[IS_NMAINT] += 1
+    if cfg.radius > 0.0:
+        st.fs[FS_WNORM2] = exact_wnorm2(st.A, st.K, st.b, st.fs, st.ist[IS_NSV], cfg.icpt)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _average_step(st, cfg, t):
+    """The O(1) update of the averaged iterate at step t (see the module docstring)."""
+    om = 1.0 if cfg.avg_mode == AVG_UNIFORM else float(t - cfg.avg_start + 1)
+    sc = om * st.fs[FS_SCALE]
+    st.fs[FS_SACC] += sc
+    st.fs[FS_WSUM] += om
+    if cfg.icpt > 0.0:
+        for i in range(st.b.shape[0]):
+            st.bbar[i] += sc * st.b[i]
+
+
+@njit(cache=True, nogil=True)
+def reduce_to(st, cfg):
+    """Budget maintenance until at most ``cfg.budget`` SVs are left (the combine step of the
+    distributed fit: a union of partial models brought down to B), without averaging.
+
+    ``st.K`` must hold the kernel matrix of the ``st.ist[IS_NSV]`` SVs (and ``st.M`` room
+    for its ridge inverse for projection). Returns the sum of ||Delta|| and of ||Delta||^2
+    over the steps.
     """
     dg = 0.0
     dg2 = 0.0
-    Abar = np.zeros((1, 1))
-    sref = np.zeros(1)
-    if maint == PROJECT:
-        refresh_inverse(K, M, ist[IS_NSV], ridge)
-        ist[IS_SINCE] = 0
-    while ist[IS_NSV] > target:
-        d2 = maintain(
-            SV,
-            sqn,
-            A,
-            K,
-            M,
-            fs,
-            ist,
-            Abar,
-            sref,
-            False,
-            maint,
-            kind,
-            gamma,
-            degree,
-            coef0,
-            ridge,
-            pw,
-            search,
-            T,
-            target,
-        )
+    if cfg.maint == PROJECT:
+        refresh_inverse(st.K, st.M, st.ist[IS_NSV], cfg.ridge)
+        st.ist[IS_SINCE] = 0
+    while st.ist[IS_NSV] > cfg.budget:
+        d2 = maintain(st, cfg, False)
         dg += np.sqrt(d2)
         dg2 += d2
     return dg, dg2
 
 
 @njit(cache=True, nogil=True)
-def decision(X, SV, sqn, A, b, s, icpt, n_sv, kind, gamma, degree, coef0):
+def decision(X, st, cfg):
     """Scores s (sum_j a_j k(x, x_j) + icpt b) for the rows of X (the loop's arithmetic)."""
-    n = X.shape[0]
-    c = A.shape[1]
-    out = np.empty((n, c))
-    for ii in range(n):
-        x = X[ii]
-        xsq = np.dot(x, x)
-        for i in range(c):
-            out[ii, i] = b[i] * icpt
-        for j in range(n_sv):
-            kj = kval(kind, gamma, degree, coef0, x, xsq, SV[j], sqn[j])
-            for i in range(c):
-                out[ii, i] += A[j, i] * kj
-        for i in range(c):
-            out[ii, i] *= s
+    out = np.empty((X.shape[0], st.A.shape[1]))
+    krow = np.empty(st.SV.shape[0])
+    for ii in range(X.shape[0]):
+        _scores(st, cfg, X[ii], np.dot(X[ii], X[ii]), krow, out[ii])
     return out
 
 
@@ -872,7 +818,7 @@ def weighted_colsums(X, G, square):
     """``X^T G`` (``(X * X)^T G`` when ``square``), shape (d, c): the rows added in their
     order, each column of the result an axpy over the rows (no reassociation), so the sums
     are the same bits wherever and however often they are computed (BLAS's transposed
-    products were not, on Dask workers). Rows whose weights are all zero are skipped."""
+    products depend on its threads and blocking). Rows whose weights are all zero are skipped."""
     n, d = X.shape
     c = G.shape[1]
     out = np.zeros((c, d))

@@ -26,15 +26,9 @@ combined clock is the weighted mean (the average of K shards that each took H st
 Pegasos iterate at ``t0 + H`` with K-row mini-batch gradients). The tree's merges screen
 only the 32 partners nearest in feature space (``NEAR`` search).
 
-Measured (seed 0, B=500 unless said): one pass on checkerboard 2e5 (B=200) the averaged
-rounds beat the sequential stream (99.27 vs 98.61 %); on ijcnn1 they trail it (one pass
-95.8 vs 97.9 %, 5 epochs 97.6 vs 98.3 %), on letter more (89.2 vs 92.6 %): averaging does
-not remove the bias of the smaller clock (Zinkevich et al.), and more rounds barely help
-(ijcnn1, one pass, 8 / 16 / 32 rounds: 95.8 / 95.6 / 96.0 %). Tried and dropped: summing
-the shards' *new* parts with Pegasos' exact clock weights (start model frozen in the
-shards, ``(t0/T) w0 + sum_k (t0+H_k)/T N_k``): without a budget it registered 3.4x the
-sequential's margin violations (shards judge their rows against a model that has not seen
-the other shards' rows) and scored 97.0 vs 99.0 % on 8000 ijcnn1 rows; with B=500, 53 %.
+Averaging the shards' models does not remove the bias of the smaller clock (Zinkevich et
+al.), so the rounds can trail the sequential stream in accuracy; the measurements and the
+variants tried are in benchmarks/results/bsgd_notes.md.
 """
 
 from __future__ import annotations
@@ -47,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..kernels import pair_gram, sq_norms
 from ..runtime import TreeNode, timer, tree_reduce
 from . import _budget as nb
 from ._stream import Standardizer, load_ranges, row_parts
@@ -120,7 +115,7 @@ def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
     c = p.A.shape[1]
     st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
     st.SV[:m] = p.SV
-    st.sqn[:m] = np.einsum("ij,ij->i", p.SV, p.SV)
+    st.sqn[:m] = sq_norms(p.SV)
     st.A[:m] = p.A
     st.b[:] = p.b
     st.Abar[:m] = p.Abar
@@ -132,7 +127,7 @@ def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
     st.ist[nb.IS_NSV] = m
     st.ist[nb.IS_NMAINT] = p.n_maint
     if m:
-        st.K[:m, :m] = _gram(p.SV, st.sqn[:m], cfg)
+        st.K[:m, :m] = pair_gram(p.SV, st.sqn[:m], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
     if cfg.maint == nb.PROJECT:
         nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
     if cfg.radius > 0:
@@ -179,7 +174,7 @@ def shard_round(
         st.ist[nb.IS_NMAINT] = 0
     if len(idx):
         Xr = np.ascontiguousarray(Xk[idx])
-        nb.sgd_chunk(Xr, yk[idx], wk[idx], *st, *cfg)
+        nb.sgd_chunk(Xr, yk[idx], wk[idx], st, cfg)
     return partial_from_state(st, n=len(idx))
 
 
@@ -219,17 +214,9 @@ def combine(children: list[Partial], node: TreeNode | None, *, cfg: nb.BSGDConfi
         wn = W if W > 0 else 1.0
         C = np.ascontiguousarray(np.hstack([A, Abar / wn]))
         SVc = np.ascontiguousarray(SV)
-        sqn = np.einsum("ij,ij->i", SVc, SVc)
-        K = _gram(SVc, sqn, cfg)
-        M = np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1))
-        fs = np.zeros(6)
-        fs[nb.FS_SCALE] = 1.0
-        ist = np.zeros(5, dtype=np.int64)
-        ist[nb.IS_NSV] = m
-        dg, dg2 = nb.reduce_to(
-            SVc, sqn, C, K, M, fs, ist, B, cfg.maint, cfg.kind, cfg.gamma, cfg.degree,
-            cfg.coef0, cfg.ridge, cfg.pw, nb.NEAR, cfg.T,
-        )  # fmt: skip
+        st = _union_state(SVc, C, cfg)
+        # the tree's merges screen only the nearest partners (NEAR)
+        dg, dg2 = nb.reduce_to(st, cfg._replace(search=nb.NEAR))
         SV, A, Abar = SVc[:B].copy(), C[:B, :c].copy(), C[:B, c:] * wn
         n_maint += m - B
         degr += dg
@@ -271,14 +258,28 @@ def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: in
     client.gather(futures)
 
 
-def _gram(SV: np.ndarray, sqn: np.ndarray, cfg: nb.BSGDConfig) -> np.ndarray:
-    """Kernel matrix of the SVs (RBF through BLAS: a model's K is rebuilt every round)."""
-    if cfg.kind == nb.RBF:
-        D = sqn[:, None] + sqn[None, :] - 2.0 * (SV @ SV.T)
-        np.maximum(D, 0.0, out=D)
-        np.fill_diagonal(D, 0.0)
-        return np.ascontiguousarray(np.exp(-cfg.gamma * D))
-    return nb.kernel_matrix(SV, SV, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+def _union_state(SV: np.ndarray, C: np.ndarray, cfg: nb.BSGDConfig) -> nb.BSGDState:
+    """The learner state of a union of SVs with coefficients C (no averaged sums: the
+    averaged model is a block of C's columns), scale 1, for :func:`~._budget.reduce_to`."""
+    m = len(SV)
+    sqn = sq_norms(SV)
+    fs = np.zeros(6)
+    fs[nb.FS_SCALE] = 1.0
+    ist = np.zeros(5, dtype=np.int64)
+    ist[nb.IS_NSV] = m
+    return nb.BSGDState(
+        SV=SV,
+        sqn=sqn,
+        A=C,
+        K=pair_gram(SV, sqn, cfg.kind, cfg.gamma, cfg.degree, cfg.coef0),
+        M=np.zeros((m, m)) if cfg.maint == nb.PROJECT else np.zeros((1, 1)),
+        b=np.zeros(C.shape[1]),
+        fs=fs,
+        ist=ist,
+        Abar=np.zeros((1, 1)),
+        bbar=np.zeros(1),
+        sref=np.zeros(1),
+    )
 
 
 def _sum_rows(V: np.ndarray, inv: np.ndarray, m: int) -> np.ndarray:

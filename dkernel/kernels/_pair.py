@@ -1,0 +1,117 @@
+"""numba pair kernels: one kernel value ``k(x, z)`` at a time, for loops that visit one
+example at a time (the budgeted SGD step, budget maintenance, its scoring).
+
+Each kernel has an integer code (:data:`KERNEL_CODES`), so that a jitted loop takes the
+kernel as a plain argument and :func:`kval` dispatches on it. :func:`pair_gram` builds the
+kernel matrix of a point set with exactly the arithmetic of :func:`kval` (the same dot
+product summed in the same order, the same closing formula), so a matrix rebuilt from the
+points (after ``load``, after a distributed round) equals the one the loop grew entry by
+entry. The BLAS tile kernels of :mod:`._kernels` serve whole blocks instead
+(:func:`~dkernel.kernels.pairwise_kernels`); they round differently.
+
+Nothing here imports dask; every function trusts its input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
+#: The kernels a pair loop knows, by name (the names of :func:`~dkernel.kernels.resolve_kernel`).
+KERNEL_CODES = {
+    "rbf": RBF,
+    "laplacian": LAPLACIAN,
+    "linear": LINEAR,
+    "polynomial": POLYNOMIAL,
+    "sigmoid": SIGMOID,
+    "cosine": COSINE,
+}
+
+
+@njit(cache=True, nogil=True)
+def from_dot(kind, gamma, degree, coef0, dot, xsq, zsq):
+    """``k(x, z)`` of a dot-product kernel (every kind but laplacian) from ``<x, z>`` and
+    the squared norms."""
+    if kind == RBF:
+        d2 = xsq + zsq - 2.0 * dot
+        if d2 < 0.0:
+            d2 = 0.0
+        return np.exp(-gamma * d2)
+    if kind == LINEAR:
+        return dot
+    if kind == POLYNOMIAL:
+        return (gamma * dot + coef0) ** degree
+    if kind == SIGMOID:
+        return np.tanh(gamma * dot + coef0)
+    den = np.sqrt(xsq) * np.sqrt(zsq)  # cosine
+    return dot / den if den > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def kval(kind, gamma, degree, coef0, x, xsq, z, zsq):
+    """One kernel value k(x, z) (squared norms given; the sums run over k = 0, 1, ...)."""
+    d = x.shape[0]
+    if kind == LAPLACIAN:
+        s = 0.0
+        for k in range(d):
+            s += abs(x[k] - z[k])
+        return np.exp(-gamma * s)
+    dot = 0.0
+    for k in range(d):
+        dot += x[k] * z[k]
+    return from_dot(kind, gamma, degree, coef0, dot, xsq, zsq)
+
+
+@njit(cache=True, nogil=True)
+def sq_norms(X):
+    """Squared row norms as the pair loops compute them (``np.dot(x, x)``)."""
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        out[i] = np.dot(X[i], X[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def pair_matrix(X, Y, kind, gamma, degree, coef0):
+    """``k(X, Y)`` entry by entry through :func:`kval` (the reference of the loops)."""
+    n, m = X.shape[0], Y.shape[0]
+    xsq = sq_norms(X)
+    ysq = sq_norms(Y)
+    out = np.empty((n, m))
+    for i in range(n):
+        for j in range(m):
+            out[i, j] = kval(kind, gamma, degree, coef0, X[i], xsq[i], Y[j], ysq[j])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def pair_gram(X, sqn, kind, gamma, degree, coef0):
+    """``k(X, X)`` equal bit for bit to :func:`kval` of every pair (``sqn``: the squared
+    row norms). Row i's sums run over the features in order like :func:`kval`'s, but
+    for all partners j >= i at once (independent sums, so the inner loop vectorises
+    without reordering any of them); the upper triangle is mirrored."""
+    n, d = X.shape
+    XT = np.ascontiguousarray(X.T)
+    out = np.empty((n, n))
+    acc = np.empty(n)
+    lap = kind == LAPLACIAN
+    for i in range(n):
+        acc[i:] = 0.0
+        for k in range(d):
+            xk = X[i, k]
+            row = XT[k]
+            if lap:
+                for j in range(i, n):
+                    acc[j] += abs(xk - row[j])
+            else:
+                for j in range(i, n):
+                    acc[j] += xk * row[j]
+        for j in range(i, n):
+            if lap:
+                v = np.exp(-gamma * acc[j])
+            else:
+                v = from_dot(kind, gamma, degree, coef0, acc[j], sqn[i], sqn[j])
+            out[i, j] = v
+            out[j, i] = v
+    return out

@@ -1,0 +1,86 @@
+"""One kernel registry: BSGD's training loop, its Gram rebuilds and its prediction all go
+through dkernel.kernels (the pair kernels against NumPy: tests/test_kernels.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from dkernel import kernels
+from dkernel.data import make_checkerboard
+from dkernel.kernels import KERNEL_CODES, pair_gram, pair_matrix, pairwise_kernels, sq_norms
+from dkernel.svm import BudgetedSVC, _bsgd, _budget, _distributed
+
+
+@pytest.mark.parametrize("d", [1, 3, 40])
+@pytest.mark.parametrize("kernel", sorted(KERNEL_CODES))
+def test_pair_gram_equals_the_pair_function_bit_for_bit(rng, kernel, d):
+    X = rng.normal(size=(23, d)) + 1.0
+    args = (KERNEL_CODES[kernel], 0.3, 3.0, 1.0)
+    K = pair_gram(X, sq_norms(X), *args)
+    np.testing.assert_array_equal(K, pair_matrix(X, X, *args))
+    np.testing.assert_array_equal(K, K.T)
+
+
+def test_svm_uses_the_registry_objects():
+    """The loop, the rebuilds and the config read the kernels package's objects; no kernel
+    is defined inside dkernel.svm."""
+    assert _budget.kval is kernels.kval
+    assert _bsgd.KERNEL_CODES is kernels.KERNEL_CODES
+    assert _bsgd.pair_gram is kernels.pair_gram and _distributed.pair_gram is kernels.pair_gram
+    assert _bsgd.sq_norms is kernels.sq_norms and _distributed.sq_norms is kernels.sq_norms
+    for mod in (_budget, _bsgd, _distributed):
+        for name, obj in vars(mod).items():
+            func = getattr(obj, "py_func", obj)
+            if inspect.isfunction(func) and func.__module__ == mod.__name__:
+                assert name not in {"kval", "kernel_matrix", "_gram", "pair_gram", "pair_matrix"}
+
+
+def _board(n=600):
+    X, y = make_checkerboard(n, n_cells=2, random_state=0)
+    return X - 1.0, y
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "polynomial", "cosine"])
+def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
+    X, y = _board()
+    maint = "merge" if kernel in ("rbf", "laplacian") else "remove"
+    clf = BudgetedSVC(
+        budget=20, maintenance=maint, kernel=kernel, gamma=2.0, max_iter=1, refit=False,
+        average=False, distributed=False, random_state=0,
+    ).fit(X, y)  # fmt: skip
+    st = clf._state
+    n = st.n_sv
+    cfg = clf._config(clf._spec, clf.alpha_, len(X))
+    args = (cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+    SV = st.SV[:n]
+    # training: the K the loop grew entry by entry is the pair function's
+    np.testing.assert_array_equal(st.K[:n, :n], pair_matrix(SV, SV, *args))
+    # rebuilds: after load (from the saved arrays) and after a distributed round
+    clf.save(tmp_path / "m.npz")
+    rebuilt = BudgetedSVC.load(tmp_path / "m.npz")._current_state(cfg)
+    np.testing.assert_array_equal(rebuilt.K[:n, :n], st.K[:n, :n])
+    np.testing.assert_array_equal(rebuilt.sqn[:n], st.sqn[:n])
+    part = _distributed.partial_from_state(st.copy())
+    np.testing.assert_array_equal(
+        _distributed.state_from_partial(part, cfg).K[:n, :n], st.K[:n, :n]
+    )
+    # prediction: the registry's block kernel over the support vectors
+    want = pairwise_kernels(X, SV, kernel=kernel, gamma=2.0) @ clf.dual_coef_ + clf.intercept_
+    np.testing.assert_array_equal(clf.decision_function(X), want[:, 0])
+
+
+@pytest.mark.parametrize("maintenance", ["remove", "merge"])
+def test_a_loaded_model_continues_like_the_original(tmp_path, maintenance):
+    """The rebuilt state equals the one in memory, so more training gives the same bits."""
+    X, y = _board(900)
+    kw = dict(budget=25, maintenance=maintenance, gamma=2.0, max_iter=1, refit=False,
+              distributed=False, random_state=1)  # fmt: skip
+    a = BudgetedSVC(**kw).fit(X[:600], y[:600])
+    a.save(tmp_path / "m.npz")
+    b = BudgetedSVC.load(tmp_path / "m.npz")
+    a.partial_fit(X[600:], y[600:])
+    b.partial_fit(X[600:], y[600:])
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
