@@ -153,10 +153,9 @@ def _train(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every,
     )
-    clf._check_params()
+    clf.check_params()  # parameter and kernel errors before a cluster starts
     if args.checkpoint is not None:
         clf.set_params(checkpoint=check_output_file(args.checkpoint, "checkpoint", remote=True))
-    clf._resolve_spec(ds.X, resolve=False)  # kernel errors before starting a cluster
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
         clf.fit(ds)

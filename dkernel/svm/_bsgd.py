@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import _BaseKernelEstimator
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._model_io import load_model as _load_any
+from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_table
 from .._validation import (
     DKernelError,
     check_sample_weight,
@@ -394,24 +395,39 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ validation
-    def _check_params(self) -> None:
-        check_scalar(self.budget, "budget", kind=numbers.Integral, low=2)
-        for name, choices in (
-            ("maintenance", nb.MAINTENANCE_CODES),
-            ("algorithm", nb.ALGORITHM_CODES),
-        ):
+    _parameter_table = {
+        "budget": {"kind": numbers.Integral, "low": 2},
+        "alpha": {**NON_NEGATIVE, "allow_none": True},
+        "eta0": {"low": 0.0, "low_inclusive": False},
+        "radius": {"low": 0.0, "low_inclusive": False, "allow_none": True},
+        "max_iter": POSITIVE_INT,
+        "n_shards": POSITIVE_INT_OR_NONE,
+        "n_rounds": POSITIVE_INT,
+        "split_every": {"kind": numbers.Integral, "low": 2},
+        "checkpoint_every": POSITIVE_INT,
+    }
+    _choices = {
+        "maintenance": tuple(nb.MAINTENANCE_CODES),
+        "algorithm": tuple(nb.ALGORITHM_CODES),
+    }
+    _flags = ("fit_intercept", "standardize", "shuffle", "refit", "probability")
+
+    def check_params(self) -> None:
+        """Check the parameters, before any data is read.
+
+        ``fit`` and ``partial_fit`` call this first; the CLI calls it before it starts a
+        cluster. Raises a :class:`~dkernel.DKernelError` naming the first bad parameter.
+        """
+        for name, choices in self._choices.items():
             v = getattr(self, name)
             if not isinstance(v, str) or v not in choices:
                 raise DKernelError(f"{name} must be one of {', '.join(choices)}; got {v!r}")
-        check_scalar(self.alpha, "alpha", low=0.0, allow_none=True)
+        check_table(self, self._parameter_table)
         if self.algorithm == "pegasos" and self.alpha is not None and self.alpha <= 0:
             raise DKernelError(
                 "alpha must be > 0 for algorithm='pegasos' (its rate is 1/(alpha t))"
             )
-        check_scalar(self.eta0, "eta0", low=0.0, low_inclusive=False)
-        check_scalar(self.radius, "radius", low=0.0, low_inclusive=False, allow_none=True)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        for name in ("fit_intercept", "standardize", "shuffle", "refit", "probability"):
+        for name in self._flags:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise DKernelError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if not isinstance(self.average, (bool, np.bool_)):
@@ -420,10 +436,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             raise DKernelError(
                 f"distributed must be 'auto', True or False; got {self.distributed!r}"
             )
-        check_scalar(self.n_shards, "n_shards", kind=numbers.Integral, low=1, allow_none=True)
-        check_scalar(self.n_rounds, "n_rounds", kind=numbers.Integral, low=1)
-        check_scalar(self.split_every, "split_every", kind=numbers.Integral, low=2)
-        check_scalar(self.checkpoint_every, "checkpoint_every", kind=numbers.Integral, low=1)
         if self.checkpoint is not None and not isinstance(self.checkpoint, (str, os.PathLike)):
             raise DKernelError(
                 f"checkpoint must be a path or None; got {type(self.checkpoint).__name__}"
@@ -435,6 +447,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
                 "sigmoid, cosine); callables and 'precomputed' are not supported"
             )
+        self._check_merge_kernel(self._kernel_spec(None))  # unknown names raise here too
 
     def _check_state_memory(self, d: int, n_cols: int) -> None:
         """Refuse a budget whose model state (the (B+1)^2 kernel matrix of the support
@@ -460,19 +473,21 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         spec = self._kernel_spec(None)
         return spec.gamma is None and not self.standardize and spec.kernel in ("rbf", "laplacian")
 
-    def _resolve_spec(self, X, *, sample=None, resolve: bool = True) -> KernelSpec:
+    def _resolve_spec(self, X, *, sample=None) -> KernelSpec:
         """The kernel with gamma resolved (the base's rule, on ``sample`` when given;
-        ``1 / n_features`` on data that will be standardised) and the merge/radial check
-        (``resolve=False``: the check alone, reading nothing)."""
+        ``1 / n_features`` on data that will be standardised) and the merge/radial check."""
         spec = self._kernel_spec(X)
-        if resolve and self._samples_gamma():
+        if self._samples_gamma():
             spec = self._resolve_gamma(X, sample=sample)
+        self._check_merge_kernel(spec)
+        return spec
+
+    def _check_merge_kernel(self, spec: KernelSpec) -> None:
         if self.maintenance == "merge" and not spec.is_radial:
             raise DKernelError(
                 f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
                 f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
             )
-        return spec
 
     def _config(self, spec: KernelSpec, alpha: float, n: int) -> nb.BSGDConfig:
         algo = nb.ALGORITHM_CODES[self.algorithm]
@@ -608,7 +623,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         -------
         self
         """
-        self._check_params()
+        self.check_params()
         plan = self._fit_plan(X, y, sample_weight)
         if plan.use_dist:
             state, cfg = self._fit_distributed(plan)
@@ -651,7 +666,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
-        self._resolve_spec(X, resolve=False)  # kernel errors before any read
         held = None
         if self.probability:  # Platt scaling is fitted on rows the model never saw
             X, y, w, held = self._hold_out(X, y, w, is_dask)
@@ -938,7 +952,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if first:
             if classes is None:
                 raise DKernelError("classes must be passed to the first call to partial_fit")
-            self._check_params()
+            self.check_params()
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise DKernelError(
                 f"classes {np.unique(classes).tolist()} differ from those of the "
@@ -1228,7 +1242,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         params, fitted = header["params"], header["fitted"]
         try:
             est = cls(**params)
-            est._check_params()
+            est.check_params()
             if fitted["kernel"] not in KERNEL_CODES:
                 raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
         except (TypeError, DKernelError) as exc:
