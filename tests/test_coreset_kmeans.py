@@ -87,15 +87,17 @@ def test_errors(rng):
 def test_beats_uniform_on_unbalanced_clusters(rng):
     """One blob holds 90 % of the rows, two small ones and a few outliers the rest: the
     coreset's full-data cost error for fixed centres is below a uniform sample's."""
-    X = np.vstack(
-        [
-            rng.normal(size=(1800, 2)),
-            [6.0, 0.0] + 0.5 * rng.normal(size=(100, 2)),
-            [0.0, 6.0] + 0.5 * rng.normal(size=(80, 2)),
-            rng.uniform(-12, 12, size=(20, 2)),
-        ]
+    X = _unbalanced(rng)
+    core, unif = _median_errors(
+        X, lambda s: kernel_kmeans_coreset(X, 100, 3, gamma=0.1, random_state=s), 60, rng
     )
-    n, m, g = len(X), 100, 0.1
+    assert core < 0.8 * unif, (core, unif)
+
+
+def _median_errors(X, build, draws, rng, m=100, g=0.1):
+    """Median full-data cost errors, over ``draws``, of ``build(seed)``'s coresets and of
+    uniform samples of m rows, for 4 sets of 3 fixed centres (rbf, gamma g)."""
+    n = len(X)
     centre_sets = [X[rng.choice(n, 3, replace=False)] for _ in range(4)]
     full = [_feature_cost(X, Y, np.ones(n), g) for Y in centre_sets]
 
@@ -103,12 +105,12 @@ def test_beats_uniform_on_unbalanced_clusters(rng):
         return np.mean([abs(_feature_cost(Z, Y, w, g) - f) / f for Y, f in zip(centre_sets, full)])
 
     core, unif = [], []
-    for s in range(60):
-        S = kernel_kmeans_coreset(X, m, 3, gamma=g, random_state=s)
+    for s in range(draws):
+        S = build(s)
         core.append(error(S.X, S.weight))
         idx = rng.choice(n, m)
         unif.append(error(X[idx], np.full(m, n / m)))
-    assert np.median(core) < 0.8 * np.median(unif), (np.median(core), np.median(unif))
+    return np.median(core), np.median(unif)
 
 
 def _unbalanced(rng):
@@ -157,22 +159,15 @@ def test_tree_build_beats_uniform_on_unbalanced_clusters(rng):
     import dask.array as da
 
     X = _unbalanced(rng)[rng.permutation(2000)]
-    n, m, g = len(X), 100, 0.1
-    centre_sets = [X[rng.choice(n, 3, replace=False)] for _ in range(4)]
-    full = [_feature_cost(X, Y, np.ones(n), g) for Y in centre_sets]
-
-    def error(Z, w):
-        return np.mean([abs(_feature_cost(Z, Y, w, g) - f) / f for Y, f in zip(centre_sets, full)])
-
-    core, unif = [], []
     Xd = da.from_array(X, chunks=500)
     with dask.config.set(scheduler="sync"):
-        for s in range(30):
-            S = kernel_kmeans_coreset(Xd, m, 3, gamma=g, leaf_size=256, random_state=s)
-            core.append(error(S.X, S.weight))
-            idx = rng.choice(n, m)
-            unif.append(error(X[idx], np.full(m, n / m)))
-    assert np.median(core) < 0.8 * np.median(unif), (np.median(core), np.median(unif))
+        core, unif = _median_errors(
+            X,
+            lambda s: kernel_kmeans_coreset(Xd, 100, 3, gamma=0.1, leaf_size=256, random_state=s),
+            30,
+            rng,
+        )
+    assert core < 0.8 * unif, (core, unif)
 
 
 def test_tree_build_checks(rng):
