@@ -199,9 +199,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         ``"auto"``: True for dask/zarr/store input of at least 1048576 rows when a
         distributed client is active, else False; either way the refit (``refit=True``)
         of dask/zarr/store input then runs on the workers. Below that size the sequential
-        stream chooses the better support: on 160000 rows of 20 features (four blobs,
-        B=200, standardised) the refit scored 90.75 % on the sequential support and
-        86.14 % on that of 8 shards x 8 rounds (without refit 72.24 vs 81.82 %).
+        stream chooses the better support (benchmarks/results/bsgd_notes.md).
     refit : bool, default=True
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
@@ -305,12 +303,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     ``n_k / sum n``, scale folded into the coefficients, identical SVs summed), then budget
     maintenance down to B; the root seeds the next round and the client waits only for the
     last one. Per round O(n_shards B d) floats travel (the models, never rows). Shards and
-    rounds trade accuracy for parallelism (checkerboard 2e5, B=200, one pass, seed 0;
-    sequential 98.61 %): 8 shards x 8 rounds 99.27 %, 8 x 4 98.35 %, 4 x 8 98.29 %,
-    16 x 8 99.23 %; on ijcnn1 (5 epochs) 2 / 4 / 8 shards 98.3 / 97.4 / 97.6 %, sequential
-    98.3 %: plain averaging of many shards costs accuracy on some data. Each round re-merges
-    (n_shards - 1) B support vectors in the tree, so small data sets train faster
-    sequentially.
+    rounds trade accuracy for parallelism: averaging many shards' models costs accuracy on
+    some data (benchmarks/results/bsgd_notes.md). Each round re-merges (n_shards - 1) B
+    support vectors in the tree, so small data sets train faster sequentially.
 
     References
     ----------
