@@ -27,6 +27,15 @@ tile
 batch
     The rows of one step of a streaming or mini-batch algorithm: a ``partial_fit`` call, a
     mini-batch of kernel k-means (``batch_size``), a stream's arrival.
+
+Randomness: an estimator's ``random_state`` (int, ``RandomState`` or None) goes through
+scikit-learn's ``check_random_state`` and seeds the draws made in one place, in order (the
+seeding sample, the gamma sample, the batch indices' own generator). Work split into tasks
+never shares a generator: each task's comes from ``numpy.random.SeedSequence`` keyed by
+the fit's seed and what the task covers (a distributed BSGD round: ``(seed, epoch,
+shard)``; a coreset leaf or tree node: ``(seed, first row, last row, kind)``; a generated
+or held-out block of rows: ``(seed, block)``), so results depend on the rows, never on the
+chunking, the workers or the order tasks run in.
 """
 
 __version__ = "0.1.0"
