@@ -7,8 +7,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel import DKernelError
-from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.cluster._blocks import NumericOracle
+from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans, NumericOracle
 from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
 from dkernel.coreset._kmeans import kernel_kmeans_sensitivity
 from dkernel.kernels import resolve_kernel

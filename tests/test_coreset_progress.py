@@ -9,7 +9,7 @@ import pytest
 
 from dkernel import DKernelError
 from dkernel.coreset import StreamingCoreset, distributed_coreset, svm_coreset
-from dkernel.runtime._progress import Progress
+from dkernel.runtime import Progress
 
 
 def _data(n=1200):

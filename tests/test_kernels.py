@@ -14,16 +14,17 @@ from dkernel import DKernelError
 from dkernel.kernels import (
     KERNEL_CODES,
     _pairwise,
+    effective_n_jobs,
     estimate_gamma,
     kernel_diag,
     kernel_matrix,
     kval,
     pair_matrix,
+    pairwise_from_spec,
     pairwise_kernels,
     resolve_kernel,
 )
 from dkernel.kernels import _kernels as nb
-from dkernel.kernels._pairwise import effective_n_jobs, pairwise_from_spec
 
 KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
 PSD_KERNELS = ["rbf", "laplacian", "linear", "polynomial", "cosine"]
