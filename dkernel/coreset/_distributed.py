@@ -486,14 +486,30 @@ def _node(children, draws, k, U_total, mix, seed, start, stop) -> Coreset:
     )
 
 
-def _combine(children, node: TreeNode, *, bounds, split_every, m, inner, k, U_total, mix, seed):
-    """The tree's combine: node (level, idx) covers leaves [idx f^level, (idx + 1) f^level),
-    whose row range seeds it; the root draws m, inner nodes ``inner``."""
+def _tree_shape(X, m: int, split_every: int):
+    """A merge-reduce tree over the blocks of X (its leaves): the blocks as delayed
+    objects, their row bounds, the tree's levels and the draws of its inner nodes."""
+    blocks = X.to_delayed().ravel()
+    bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
+    levels = tree_levels(len(blocks), split_every)
+    return blocks, bounds, levels, m * _INNER_FACTOR * max(levels, 1)
+
+
+def _node_rows(node: TreeNode, bounds, split_every: int, m: int, inner: int):
+    """Node (level, idx) covers leaves [idx f^level, (idx + 1) f^level): its rows
+    ``(start, stop)``, whose range seeds it, and its draws (the root m, inner nodes
+    ``inner``)."""
     n_leaves = len(bounds) - 1
     span = split_every**node.level
     first, last = node.idx * span, min((node.idx + 1) * span, n_leaves)
     draws = m if last - first == n_leaves else inner
-    return _node(children, draws, k, U_total, mix, seed, int(bounds[first]), int(bounds[last]))
+    return int(bounds[first]), int(bounds[last]), draws
+
+
+def _combine(children, node: TreeNode, *, bounds, split_every, m, inner, k, U_total, mix, seed):
+    """The tree's combine: the union of a node's children, resampled (:func:`_node_rows`)."""
+    start, stop, draws = _node_rows(node, bounds, split_every, m, inner)
+    return _node(children, draws, k, U_total, mix, seed, start, stop)
 
 
 class _CountLeaves(Callback):
@@ -513,11 +529,9 @@ class _CountLeaves(Callback):
 
 def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progress):
     n = int(X.shape[0])
-    xb, yb = X.to_delayed().ravel(), y.to_delayed().ravel()
-    bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
+    xb, bounds, levels, inner = _tree_shape(X, m, split_every)
+    yb = y.to_delayed().ravel()
     n_leaves = len(xb)
-    levels = tree_levels(n_leaves, split_every)
-    inner = m * _INNER_FACTOR * max(levels, 1)
     leaves = [
         _step(_leaf, "leaf")(
             a,

@@ -25,9 +25,18 @@ from .._validation import (
 from ..cluster import NumericOracle, kmeans_plusplus_oracle
 from ..data import Dataset, open_dataset
 from ..kernels import resolve_kernel
-from ..runtime import TreeNode, timer, tree_levels, tree_reduce
+from ..runtime import TreeNode, timer, tree_reduce
 from ._coreset import BETA, Coreset, _check_m, _draw, _exact, merge
-from ._distributed import _INNER_FACTOR, _LEAF, _NODE, _leaves, _node_rng, _step, default_leaf_size
+from ._distributed import (
+    _LEAF,
+    _NODE,
+    _leaves,
+    _node_rng,
+    _node_rows,
+    _step,
+    _tree_shape,
+    default_leaf_size,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -226,11 +235,7 @@ def _merge_reduce(X, m, k, *, kernel, sample_weight, beta, leaf_size, split_ever
     if sample_weight is not None:
         raise DKernelError("sample_weight is not supported for dask or store input")
     seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
-    grouped = _leaves(X, int(leaf))
-    blocks = grouped.to_delayed().ravel()
-    bounds = np.r_[0, np.cumsum(grouped.chunks[0])].astype(int)
-    levels = tree_levels(len(blocks), split_every)
-    inner = m * _INNER_FACTOR * max(levels, 1)
+    blocks, bounds, levels, inner = _tree_shape(_leaves(X, int(leaf)), m, split_every)
     cfg = _TreeConfig(m, inner, int(k), spec, beta, seed, bounds, split_every)
     leaves = [
         _step(_kkm_leaf, "kkm-leaf")(b, cfg, int(bounds[i]), int(bounds[i + 1]))
@@ -288,14 +293,10 @@ def _kkm_leaf(Xb, cfg: _TreeConfig, start, stop) -> Coreset:
 
 
 def _kkm_combine(children, node: TreeNode, *, cfg: _TreeConfig) -> Coreset:
-    """Node (level, idx) covers leaves [idx f^level, (idx + 1) f^level): the union of its
-    children, resampled to the root's m or the inner draws when it holds more rows."""
-    n_leaves = len(cfg.bounds) - 1
-    span = cfg.split_every**node.level
-    first, last = node.idx * span, min((node.idx + 1) * span, n_leaves)
-    draws = cfg.m if last - first == n_leaves else cfg.inner
+    """The union of a node's children, resampled to its draws (:func:`_node_rows`) when it
+    holds more rows."""
+    start, stop, draws = _node_rows(node, cfg.bounds, cfg.split_every, cfg.m, cfg.inner)
     union = functools.reduce(merge, children)
     if len(union) <= draws:
         return union
-    start, stop = int(cfg.bounds[first]), int(cfg.bounds[last])
     return _resample(union.X, union.weight, draws, cfg, start, stop, _NODE)
