@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from functools import partial
+from functools import partial, reduce
 from typing import Any, NamedTuple
 
 import dask
@@ -45,7 +45,7 @@ from .._validation import (
     report_nonfinite,
     unique_labels,
 )
-from ..data import ALIGN_ROWS, Dataset, RowSource, open_dataset, take_rows
+from ..data import ALIGN_ROWS, Dataset, RowSource, chunk_bounds, open_dataset, take_rows
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
@@ -403,9 +403,7 @@ def _two_pass(X, y, m, *, cfg: _TwoPassConfig, neg, bar: Progress) -> Coreset:
     """The two-pass build (see :func:`distributed_coreset`): a sample solve, then three
     rounds of one task per block."""
     X, y = dask.persist(X, y)
-    blocks = _Blocks(
-        X.to_delayed().ravel(), y.to_delayed().ravel(), np.r_[0, np.cumsum(X.chunks[0])]
-    )
+    blocks = _Blocks(X.to_delayed().ravel(), y.to_delayed().ravel(), chunk_bounds(X))
     # the sample's products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay,
     # and on a busy client the threads oversubscribe the cores and slow every product down
     with timer("two-pass: sample solve", logger), ONE_BLAS_THREAD:
@@ -473,10 +471,7 @@ def _leaf(Xb, yb, draws, C, k, U_total, classes, mix, seed, start, stop) -> Core
 def _node(children, draws, k, U_total, mix, seed, start, stop) -> Coreset:
     """Union of the children, resampled (sensitivities recomputed on the union) only when
     it holds more than ``draws`` rows."""
-    merged = children[0]
-    for c in children[1:]:
-        merged = merge(merged, c)
-    return merged.reduce(
+    return reduce(merge, children).reduce(
         draws,
         random_state=_node_rng(seed, start, stop, _NODE),
         total_weight=U_total,
@@ -490,15 +485,15 @@ def _tree_shape(X, m: int, split_every: int):
     """A merge-reduce tree over the blocks of X (its leaves): the blocks as delayed
     objects, their row bounds, the tree's levels and the draws of its inner nodes."""
     blocks = X.to_delayed().ravel()
-    bounds = np.r_[0, np.cumsum(X.chunks[0])].astype(int)
+    bounds = chunk_bounds(X)
     levels = tree_levels(len(blocks), split_every)
     return blocks, bounds, levels, m * _INNER_FACTOR * max(levels, 1)
 
 
 def _node_rows(node: TreeNode, bounds, split_every: int, m: int, inner: int):
-    """Node (level, idx) covers leaves [idx f^level, (idx + 1) f^level): its rows
-    ``(start, stop)``, whose range seeds it, and its draws (the root m, inner nodes
-    ``inner``)."""
+    """Node (level, idx) covers leaves [idx f^level, (idx + 1) f^level) (level 0: the leaf
+    idx): its rows ``(start, stop)``, whose range seeds it, and its draws (the root m,
+    every other node ``inner``)."""
     n_leaves = len(bounds) - 1
     span = split_every**node.level
     first, last = node.idx * span, min((node.idx + 1) * span, n_leaves)
@@ -532,22 +527,12 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progr
     xb, bounds, levels, inner = _tree_shape(X, m, split_every)
     yb = y.to_delayed().ravel()
     n_leaves = len(xb)
-    leaves = [
-        _step(_leaf, "leaf")(
-            a,
-            b,
-            inner if levels else m,
-            C,
-            k,
-            float(n),
-            (neg, pos),
-            mix,
-            seed,
-            int(bounds[i]),
-            int(bounds[i + 1]),
+    leaves = []
+    for i, (a, b) in enumerate(zip(xb, yb)):
+        start, stop, draws = _node_rows(TreeNode(0, i, seed), bounds, split_every, m, inner)
+        leaves.append(
+            _step(_leaf, "leaf")(a, b, draws, C, k, float(n), (neg, pos), mix, seed, start, stop)
         )
-        for i, (a, b) in enumerate(zip(xb, yb))
-    ]
 
     combine = partial(
         _combine,

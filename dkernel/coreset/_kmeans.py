@@ -13,7 +13,7 @@ import numpy as np
 from dask.base import tokenize
 from sklearn.utils import check_random_state
 
-from .._base import check_dask_2d
+from .._base import as_dask_or_numpy, check_dask_2d
 from .._validation import (
     DKernelError,
     check_finite_2d,
@@ -23,7 +23,6 @@ from .._validation import (
     report_nonfinite,
 )
 from ..cluster import NumericOracle, kmeans_plusplus_oracle
-from ..data import Dataset, open_dataset
 from ..kernels import resolve_kernel
 from ..runtime import TreeNode, timer, tree_reduce
 from ._coreset import BETA, Coreset, _check_m, _draw, _exact, merge
@@ -53,9 +52,11 @@ def kernel_kmeans_sensitivity(X, centers_idx, u, oracle):
     return gamma, labels
 
 
-def _sensitivity_parts(X, centers_idx, u, oracle):
-    """``kernel_kmeans_sensitivity`` and its cost part ``u D^2 / cost`` apart."""
-    diag = oracle.diag(X)
+def _sensitivity_parts(X, centers_idx, u, oracle, diag=None):
+    """``kernel_kmeans_sensitivity`` and its cost part ``u D^2 / cost`` apart (``diag``:
+    k(x, x) of the rows, when the caller has it)."""
+    if diag is None:
+        diag = oracle.diag(X)
     K = oracle.kernel(X, X[centers_idx])
     d2 = np.maximum(diag[:, None] - 2.0 * K + diag[centers_idx][None, :], 0.0)
     labels = np.argmin(d2, axis=1)
@@ -154,7 +155,8 @@ def kernel_kmeans_coreset(
     >>> len(S) <= 100, S.source_size
     (True, 1000)
     """
-    if _is_out_of_core(X):
+    X = as_dask_or_numpy(X)  # a store or zarr array: a row-chunked dask array
+    if is_dask_array(X):
         return _merge_reduce(
             X,
             m,
@@ -188,8 +190,9 @@ def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
     """The coreset of rows ``X`` with weights ``u`` (trusted input): k-means++ seeds,
     sensitivities, m draws from the mixture."""
     oracle = NumericOracle(spec)
-    seeds, _ = kmeans_plusplus_oracle(oracle, X, oracle.diag(X), u, k, rng)
-    gam, _, share = _sensitivity_parts(X, seeds, u, oracle)
+    diag = oracle.diag(X)
+    seeds, _ = kmeans_plusplus_oracle(oracle, X, diag, u, k, rng)
+    gam, _, share = _sensitivity_parts(X, seeds, u, oracle, diag)
     q = _mixture(gam - share, share, u, float(u.sum()), beta)
     idx, weight = _draw(q, u, m, np.random.default_rng(rng.randint(0, 2**31 - 1)))
     return Coreset(
@@ -213,16 +216,8 @@ def _mixture(cluster, share, u, U, beta):
 
 
 # ------------------------------------------------------------------------- merge-reduce
-def _is_out_of_core(X) -> bool:
-    return isinstance(X, (str, bytes, Dataset)) or hasattr(X, "__fspath__") or is_dask_array(X)
-
-
 def _merge_reduce(X, m, k, *, kernel, sample_weight, beta, leaf_size, split_every, random_state):
     """The tree build of :func:`kernel_kmeans_coreset` for dask and store input."""
-    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
-        X = open_dataset(X)
-    if isinstance(X, Dataset):
-        X = X.X
     check_dask_2d(X)
     n = int(X.shape[0])
     m = _check_m(m, n)
@@ -238,7 +233,9 @@ def _merge_reduce(X, m, k, *, kernel, sample_weight, beta, leaf_size, split_ever
     blocks, bounds, levels, inner = _tree_shape(_leaves(X, int(leaf)), m, split_every)
     cfg = _TreeConfig(m, inner, int(k), spec, beta, seed, bounds, split_every)
     leaves = [
-        _step(_kkm_leaf, "kkm-leaf")(b, cfg, int(bounds[i]), int(bounds[i + 1]))
+        _step(_kkm_leaf, "kkm-leaf")(
+            b, cfg, *_node_rows(TreeNode(0, i, seed), bounds, split_every, m, inner)
+        )
         for i, b in enumerate(blocks)
     ]
     with timer("kernel k-means coreset tree", logger):
@@ -283,10 +280,9 @@ def _resample(X, u, draws, cfg: _TreeConfig, start, stop, tag) -> Coreset:
     return _sample(X, u, draws, cfg.k, cfg.spec, cfg.beta, rng, source_size=stop - start)
 
 
-def _kkm_leaf(Xb, cfg: _TreeConfig, start, stop) -> Coreset:
+def _kkm_leaf(Xb, cfg: _TreeConfig, start, stop, draws) -> Coreset:
     Xb = np.asarray(Xb)
     report_nonfinite(Xb, name="X", row_offset=start)
-    draws = cfg.inner if len(cfg.bounds) > 2 else cfg.m
     if Xb.shape[0] <= draws:  # nothing to reduce: the rows themselves, unit weights
         return _exact(Xb, None, C=1.0, classes=())
     return _resample(Xb, np.ones(Xb.shape[0]), draws, cfg, start, stop, _LEAF)

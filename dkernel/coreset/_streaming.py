@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import numbers
 import os
@@ -366,9 +367,7 @@ class StreamingCoreset:
         if self._buffered:
             Xb, yb = np.concatenate(self._buf_X), np.concatenate(self._buf_y)
             parts.append(_exact(Xb, yb, C=float(self.C), classes=(neg, pos)))
-        out = parts[0]
-        for p in parts[1:]:
-            out = merge(out, p)
+        out = functools.reduce(merge, parts)
         if m is not None:
             check_scalar(m, "m", kind=numbers.Integral, low=1)
             out = out.reduce(
