@@ -23,7 +23,6 @@ from .._params import check_table
 from .._validation import (
     DKernelError,
     check_sample_weight,
-    check_scalar,
     checked_block,
     is_dask_array,
     report_nonfinite,
@@ -139,8 +138,8 @@ def _as_dtype(Xb, dtype):
     return np.asarray(Xb, dtype=dtype)
 
 
-def _check_max_data_bytes(value) -> None:
-    check_scalar(value, "max_data_bytes", kind=numbers.Integral, low=0)
+#: Fitted records a model file may carry (restored as they are).
+_RECORDED = ("inertia_", "n_iter_", "history_", "n_kernel_evals_", "timings_", "kernel_evals_")
 
 
 def _check_rate(learning_rate):
@@ -197,6 +196,7 @@ class _KernelCentersMixin:
     n_clusters: int
     init: Any
     _kernel_spec: Callable[..., Any]
+    _resolve_gamma: Callable[..., Any]
     _graph: Any
     _spec: Any
     _row_pass: Callable[..., Any]
@@ -267,6 +267,13 @@ class _KernelCentersMixin:
             )
         if not np.isfinite(Z).all():
             raise DKernelError("init contains NaN or inf")
+
+    def _fit_spec(self, X, rng, sample, rows) -> None:
+        """Resolve the kernel's gamma (from ``sample`` where the rule needs rows) and check
+        the width against ``rows``: a width off X's scale is named before any work."""
+        self._spec = self._resolve_gamma(X, rng, sample=sample)
+        check_kernel_scale(rows, self._spec)
+        self.gamma_ = self._spec.gamma
 
     def _graph_oracle(self, X_rows, n):
         """Build the graph kernel ("knn"/"heat") on the training rows."""
@@ -442,11 +449,9 @@ class _KernelCentersMixin:
         est.center_coef_ = arrays["center_coef"]
         est.center_norms_ = arrays["center_norms"]
         check_kernel_scale(est.center_support_, est._spec, where=f"{where!r} is corrupt: ")
-        for key in ("inertia_", "n_iter_", "history_", "n_kernel_evals_", "timings_"):
+        for key in _RECORDED:
             if key in fitted:
                 setattr(est, key, fitted[key])
-        if "kernel_evals_" in fitted:
-            est.kernel_evals_ = fitted["kernel_evals_"]
         est._loaded_sizes = [int(v) for v in fitted["cluster_sizes"]]
         return est
 

@@ -16,7 +16,6 @@ from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT
 from .._validation import checked_block
 from ..data import draw_indices, take_rows
 from ..kernels import (
-    check_kernel_scale,
     diag_from_spec,
     kernel_matrix,
     pairwise_from_spec,
@@ -189,7 +188,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
             idx = np.sort(draw_indices(n, size, rng, replace=False))
             sample = np.ascontiguousarray(take_rows(Xd, idx, name="kkmeans-sample"), dtype=dtype)
             sample_w = w[idx]
-            oracle, diag = self._numeric_oracle(Xd, rng, sample, dtype)
+            oracle, diag = self._numeric_oracle(Xd, rng, sample)
             Kop = _DaskProduct(Xd, self._spec, self.max_kernel_bytes)
         best = self._best_of_n_init(oracle, Kop, sample, sample_w, diag, w, rng, dtype)
         self.labels_ = best["labels"]
@@ -221,11 +220,9 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         _check_fits(X, dtype, self.max_data_bytes, "KernelKMeans (its support is every row)")
         return X.map_blocks(checked_block, _as_dtype, dtype, dtype=dtype).persist()
 
-    def _numeric_oracle(self, Xd, rng, sample, dtype):
+    def _numeric_oracle(self, Xd, rng, sample):
         """Resolve gamma from the sample, check the width; returns the oracle and k(x, x)."""
-        self._spec = self._resolve_gamma(Xd, rng, sample=sample)
-        check_kernel_scale(sample, self._spec)  # a width off X's scale: say so now
-        self.gamma_ = self._spec.gamma
+        self._fit_spec(Xd, rng, sample, sample)
         diag = Xd.map_blocks(
             _diag_block, self._spec, dtype=np.float64, drop_axis=1, meta=np.empty((0,))
         ).compute()

@@ -23,7 +23,7 @@ from .._base import _BaseKernelEstimator
 from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT_OR_NONE
 from .._validation import DKernelError
 from ..data import draw_indices
-from ..kernels import ONE_BLAS_THREAD, check_kernel_scale
+from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
     load_checkpoint,
@@ -470,11 +470,9 @@ class MiniBatchKernelKMeans(
     def _numeric_oracle(self, X, rng, sample, dtype):
         """Resolve gamma (from ``sample`` where the rule needs rows), check the width
         against the rows and centre the kernel calls on their mean."""
-        self._spec = self._resolve_gamma(X, rng, sample=sample)
         centre = sample if sample is not None else np.asarray(self.init, dtype)
-        check_kernel_scale(centre, self._spec)  # a width off X's scale: say so now
+        self._fit_spec(X, rng, sample, centre)
         self._mu = centre.mean(axis=0, dtype=np.float64).astype(dtype)
-        self.gamma_ = self._spec.gamma
         return NumericOracle(self._spec, self._mu)
 
     def _seed_centers(self, oracle, sample, w_sample, rng, dtype):
@@ -697,7 +695,7 @@ class MiniBatchKernelKMeans(
             a = self._rate(W[j], W_tot, win.seen)
             win.seen += W[j]
             m_drop = self._move_window(win, a, W[j], new, j, Kxs, ptr[j], Kjjs[j])
-            if inner_new is not None and Kbb is not None:
+            if inner_new is not None and Kbb is not None:  # both set when tol > 0
                 c, m_keep = win.c, len(win.c) - count[j]
                 cols = slice(ptr[j] + m_drop, ptr[j + 1])
                 inner_new[:, j] = Kxs[:, cols] @ c[:m_keep] + Kbb[:, new.rows(j)] @ c[m_keep:]
@@ -759,16 +757,15 @@ class MiniBatchKernelKMeans(
         for it in range(self.max_iter):
             idx, Xb = next(batches)
             wb, diag_b = w[idx], diag_all[idx]
-            f_before, W_tot = _assign(
-                diag_b, np.ascontiguousarray(P[idx]), st.norms, wb, labels, mind
-            )
-            self._recursive_step(oracle, X_all, st, idx, Xb, wb, W_tot, labels)
+            inner = np.ascontiguousarray(st.P[idx])
+            f_before, W_tot = _assign(diag_b, inner, st.norms, wb, labels, mind)
+            self._recursive_step(oracle, X_all, st, idx, Xb, inner, wb, W_tot, labels)
             self._record_iteration(it, f_before)
             bar.update(1, objective=f_before)
             below_tol = False
             if self.tol > 0:
                 f_after, _ = _assign(
-                    diag_b, np.ascontiguousarray(P[idx]), st.norms, wb, labels, mind
+                    diag_b, np.ascontiguousarray(st.P[idx]), st.norms, wb, labels, mind
                 )
                 below_tol = f_before - f_after < self.tol
             if below_tol or plateau(f_before):
@@ -779,15 +776,16 @@ class MiniBatchKernelKMeans(
         self._set_centers(oracle, points, np.hstack([st.A, st.AZ]), st.norms, X_rows)
         labels_all = np.empty(n, dtype=np.int64)
         dist_all = np.empty(n)
-        _nb.assign_nearest(diag_all, P, st.norms, labels_all, dist_all)
+        _nb.assign_nearest(diag_all, st.P, st.norms, labels_all, dist_all)
         return labels_all, dist_all
 
-    def _recursive_step(self, oracle, X_all, st, idx, Xb, wb, W_tot, labels):
-        """Move the centers towards the batch (its rows assigned to ``labels``): update
-        every row's inner products, the norms and the coefficients over the rows."""
+    def _recursive_step(self, oracle, X_all, st, idx, Xb, inner, wb, W_tot, labels):
+        """Move the centers towards the batch (its rows assigned to ``labels``, ``inner``
+        their inner products with the centers): update every row's inner products, the
+        norms and the coefficients over the rows."""
         k = self.n_clusters
         Kbb = oracle.kernel(Xb, Xb)
-        W, cross, selfk, count = _nb.batch_center_terms(Kbb, st.P[idx], labels, wb, k)
+        W, cross, selfk, count = _nb.batch_center_terms(Kbb, inner, labels, wb, k)
         self._wins += count
         a = np.zeros(k)
         for j in range(k):
