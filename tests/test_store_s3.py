@@ -154,6 +154,28 @@ def test_prefixes_a_dead_publish_left_are_removed_whoever_wrote_them(bucket, mon
     np.testing.assert_array_equal(open_dataset(url).X.compute(), X + 2)
 
 
+def test_write_array_removes_the_prefixes_a_dead_publish_retired(bucket, monkeypatch):
+    """The next writer may be ``write_array``: it reads the head's retired prefixes too."""
+    from dkernel.data import _remote
+
+    X, y = _data(300)
+    url = f"s3://{bucket}/r.zarr"
+    first = ingest(X, url, y=y, chunk_rows=100)
+    replaced = set(first.arrays.values())
+    monkeypatch.setattr(_remote, "remove_prefix", lambda loc: None)  # dies before deleting
+    ingest(X + 1, url, y=y, chunk_rows=100, overwrite=True)
+    monkeypatch.undo()
+    fs = open_dataset(url).location.fs
+
+    def names():
+        return {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/r.zarr", refresh=True)}
+
+    assert replaced <= names()
+    write_array(url, "labels", y)
+    assert not replaced & names()
+    np.testing.assert_array_equal(open_dataset(url).read("labels").compute(), y)
+
+
 def test_write_array_and_overwrite_publish_whole(bucket):
     X, y = _data(1000)
     url = f"s3://{bucket}/w.zarr"

@@ -21,6 +21,7 @@ import zarr
 
 from .. import __version__
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
+from ..runtime import distributed_client
 from . import _atomic, _remote
 from ._location import Location, as_location
 from ._verify import (
@@ -714,13 +715,8 @@ def _compute_all(tasks: list) -> tuple:
     import dask.threaded
     from dask.base import get_scheduler
 
-    get = get_scheduler(collections=tasks)
-    if get is dask.threaded.get:
-        workers = dask.config.get("num_workers", None) or os.cpu_count() or 1
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            return dask.compute(*tasks, pool=pool)
-    client = getattr(get, "__self__", None)
-    if client is not None and hasattr(client, "gather") and hasattr(client, "compute"):
+    client = distributed_client()
+    if client is not None:
         from distributed import wait
 
         futures = client.compute(tasks)
@@ -729,6 +725,10 @@ def _compute_all(tasks: list) -> tuple:
         except BaseException:
             wait(futures)
             raise
+    if get_scheduler(collections=tasks) is dask.threaded.get:
+        workers = dask.config.get("num_workers", None) or os.cpu_count() or 1
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            return dask.compute(*tasks, pool=pool)
     return dask.compute(*tasks)
 
 
@@ -789,8 +789,11 @@ def write_array(
     check_array_name(name)
     ds = open_dataset(loc)
     path = loc.url
-    # a remote store's head as just opened (the array table and the attributes)
+    # a remote store's head as it stands (the array table, the attributes and the prefixes
+    # it retired, whose deletion ``clean_debris`` finishes)
     head: dict[str, Any] = {"arrays": dict(ds.arrays), "attrs": dict(ds.attrs)}
+    if not loc.is_local:
+        head = _remote.read_head(loc) or head
     exists = os.path.lexists(os.path.join(path, name)) if loc.is_local else name in head["arrays"]
     if exists and not overwrite:
         raise DKernelError(f"store {path!r} already has an array {name!r}; pass overwrite=True")
@@ -1011,9 +1014,7 @@ def _ingest_file(path: str, dest: Location, format, *, dtype, text, common):
         return _ingest_arrays(
             X, y, dest, dtype=dtype, source=os.path.basename(path), extra=arrays, **common
         )
-    if fmt not in _TEXT_READERS:
-        raise DKernelError(f"unknown format {fmt!r}; use 'npz', 'csv' or 'svmlight'")
-    src = _TEXT_READERS[fmt](path, **text)
+    src = _TEXT_READERS[fmt](path, **text)  # ingest and guess_format allow no other format
     return write_arrays(
         dest,
         src.blocks,

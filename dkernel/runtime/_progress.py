@@ -302,7 +302,7 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
     with progress(
         len(blocks), f"{desc} ({len(blocks)} chunks)", enabled=True, unit="chunks"
     ) as bar:
-        client = _distributed_client()
+        client = distributed_client()
         if client is not None:
             from distributed import as_completed
 
@@ -325,7 +325,7 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
     return np.concatenate(parts, axis=0)
 
 
-def _distributed_client() -> Any:
+def distributed_client() -> Any:
     """The distributed client Dask would compute on now, if any."""
     from dask.base import get_scheduler
 
