@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import DKernelError
+from ._validation import DKernelError, json_value
 from .data import as_location, file_size, read_bytes, write_bytes
 from .kernels import KernelSpec
 
@@ -36,18 +36,9 @@ FORMATS = {
 
 
 def jsonable(v: Any) -> Any:
-    """``v`` as a JSON value (NumPy scalars become Python ones); anything else raises."""
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (str, int, float, bool, type(None))):
-        return v
-    if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":  # e.g. init points
-        return v.tolist()
-    if isinstance(v, (list, tuple)):
-        return [jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): jsonable(x) for k, x in v.items()}
-    raise DKernelError(f"parameter value {v!r} cannot be saved (not JSON)")
+    """``v`` as a JSON value (NumPy scalars and numeric arrays too); anything else raises."""
+    return json_value(v, lambda bad: f"parameter value {bad!r} cannot be saved (not JSON)",
+                      arrays=True)  # fmt: skip
 
 
 def header_params(est) -> dict[str, Any]:

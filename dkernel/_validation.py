@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -126,3 +126,20 @@ def unique_labels(y, *, token: str) -> np.ndarray:
         np.unique, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
     )
     return np.unique(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))
+
+
+def json_value(value, error: Callable[[object], str], *, arrays: bool = False):
+    """``value`` as a JSON value: NumPy scalars become Python ones, tuples lists and (with
+    ``arrays``) numeric arrays lists, recursively; anything else raises a ``DKernelError``
+    with ``error(the value)``."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if arrays and isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v, error, arrays=arrays) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v, error, arrays=arrays) for v in value]
+    raise DKernelError(error(value))

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._validation import DKernelError
+from .._validation import DKernelError, json_value
 
 #: Version of the checkpoint layout.
 CHECKPOINT_FORMAT = 1
@@ -46,17 +46,11 @@ _META = "__dkernel_meta__"
 
 def _jsonable(value: Any) -> Any:
     """``value`` with NumPy scalars (and tuples) made plain; raises on anything else."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise DKernelError(
-        f"checkpoint values must be NumPy arrays or JSON-like, got {type(value).__name__}"
-    )
+
+    def error(bad):
+        return f"checkpoint values must be NumPy arrays or JSON-like, got {type(bad).__name__}"
+
+    return json_value(value, error)
 
 
 def fingerprint(params: Mapping[str, Any]) -> str:
