@@ -34,7 +34,7 @@ from .._validation import (
     is_dask_array,
     unique_labels,
 )
-from ..data import Dataset, open_dataset, take_rows
+from ..data import Dataset, chunk_bounds, open_dataset, take_rows
 from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram, sq_norms
 from ..runtime import (
     load_checkpoint,
@@ -442,7 +442,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
                 "sigmoid, cosine); callables and 'precomputed' are not supported"
             )
-        self._check_merge_kernel(self._kernel_spec(None))  # unknown names raise here too
+        spec = self._kernel_spec(None)  # unknown names raise here
+        if self.maintenance == "merge" and not spec.is_radial:
+            raise DKernelError(
+                f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
+                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
+            )
 
     def _check_state_memory(self, d: int, n_cols: int) -> None:
         """Refuse a budget whose model state (the (B+1)^2 kernel matrix of the support
@@ -470,19 +475,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _resolve_spec(self, X, *, sample=None) -> KernelSpec:
         """The kernel with gamma resolved (the base's rule, on ``sample`` when given;
-        ``1 / n_features`` on data that will be standardised) and the merge/radial check."""
+        ``1 / n_features`` on data that will be standardised)."""
         spec = self._kernel_spec(X)
         if self._samples_gamma():
             spec = self._resolve_gamma(X, sample=sample)
-        self._check_merge_kernel(spec)
         return spec
-
-    def _check_merge_kernel(self, spec: KernelSpec) -> None:
-        if self.maintenance == "merge" and not spec.is_radial:
-            raise DKernelError(
-                f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
-                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
-            )
 
     def _config(self, spec: KernelSpec, alpha: float, n: int) -> nb.BSGDConfig:
         algo = nb.ALGORITHM_CODES[self.algorithm]
@@ -661,13 +658,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             classes = self._classes_of(y)
         if len(classes) < 2:
             raise DKernelError(f"y has one class only ({classes.tolist()}); need at least 2")
+        n_cols = 1 if len(classes) == 2 else len(classes)
+        self._check_state_memory(int(X.shape[1]), n_cols)  # before the held-out rows are read
         held = None
         if self.probability:  # Platt scaling is fitted on rows the model never saw
             X, y, w, held = self._hold_out(X, y, w, is_dask)
         n, d = int(X.shape[0]), int(X.shape[1])
         alpha = float(self.alpha) if self.alpha is not None else _default_alpha(n)
-        n_cols = 1 if len(classes) == 2 else len(classes)
-        self._check_state_memory(d, n_cols)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         use_dist, client = self._use_distributed(is_dask, n)
@@ -1423,7 +1420,7 @@ def _check_dask_weights(w) -> None:
     if not np.issubdtype(w.dtype, np.number):
         raise DKernelError(f"sample_weight must be numeric, got dtype {w.dtype}")
     stats = _per_block(_weight_stats, w, width=5, token="svm-weights")
-    starts = np.concatenate([[0], np.cumsum(w.chunks[0])[:-1]])
+    starts = chunk_bounds(w)[:-1]
     for col, what in ((0, "bad"), (2, "negative")):
         hit = np.flatnonzero(stats[:, col] >= 0)
         if hit.size:
@@ -1455,10 +1452,9 @@ def _without_rows(A, rows: np.ndarray):
     """Dask ``A`` without the sorted row positions ``rows``, dropped within each chunk (one
     named task per chunk; Dask's boolean indexing would shuffle the rows between tasks);
     ``rows`` travels once, as one key."""
-    import dask
     from dask.base import tokenize
 
-    starts = np.concatenate([[0], np.cumsum(A.chunks[0])])
+    starts = chunk_bounds(A)
     dropped = np.diff(np.searchsorted(rows, starts))
     chunks = (tuple(int(c) for c in np.asarray(A.chunks[0]) - dropped), *A.chunks[1:])
     ref = dask.delayed(rows, name=f"svm-held-out-{tokenize(rows)}", pure=True)

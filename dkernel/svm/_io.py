@@ -41,7 +41,6 @@ from .._model_io import (
     check_format,
     header_params,
     label_array,
-    read_npz,
     write_npz,
 )
 from .._validation import DKernelError, check_scalar
@@ -64,7 +63,7 @@ ARRAYS = ("support_vectors", "dual_coef", "intercept", *RAW_ARRAYS)
 #: Platt scaling of ``probability=True`` models: ``p = 1 / (1 + exp(a f + b))`` per column.
 PLATT_ARRAYS = ("platt_a", "platt_b")
 
-__all__ = ["MAX_MODEL_BYTES", "model_header", "read_model", "write_model"]
+__all__ = ["MAX_MODEL_BYTES", "check_model", "model_header", "write_model"]
 
 
 def model_header(est) -> dict[str, Any]:
@@ -96,19 +95,11 @@ def write_model(path, header: dict[str, Any], arrays: dict[str, np.ndarray], cla
     write_npz(path, header, {"classes": label_array(classes), **arrays})
 
 
-def read_model(
-    path, *, max_bytes: int = MAX_MODEL_BYTES
-) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
-    """``(header, arrays, classes)`` of a model file; foreign, old, corrupt or oversized
-    (above ``max_bytes`` on disk or uncompressed) files raise before their arrays are read."""
-    url, header, arrays = read_npz(path, max_bytes=max_bytes)
-    return check_model(url, header, arrays)
-
-
 def check_model(
     path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
-    """The checks of :func:`read_model` on a file's parts (``arrays`` without the header)."""
+    """``(header, arrays, classes)`` of a model file's parts (``arrays`` without the
+    header): foreign, old or corrupt files raise."""
     check_format(path, header, FORMAT, VERSION)
     if not {"support_vectors", "dual_coef", "intercept", "classes"} <= set(arrays):
         raise DKernelError(f"{path!r} is not a dkernel model file (arrays {sorted(arrays)})")
