@@ -10,6 +10,7 @@ check costs O(m^2 d) and names the problem instead.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import pdist
 
 from .._validation import DKernelError
 from ._pairwise import RADIAL_KERNELS, KernelSpec, pairwise_from_spec
@@ -42,8 +43,8 @@ def kernel_scale_problem(rows, spec: KernelSpec) -> str | None:
             if len(R) < 2:
                 return None
             p = 2 if spec.kernel == "rbf" else 1
-            far = np.array([_far_pair(R, i, p) for i in range(len(R))])
-            lo, hi = float(np.min(far[:, 0])), float(np.max(far[:, 1]))
+            D = pdist(R, "sqeuclidean" if p == 2 else "cityblock")
+            lo, hi = float(D.min()), float(D.max())
             what = "squared distance" if p == 2 else "L1 distance"
             if not np.isfinite(hi):
                 return (
@@ -80,14 +81,6 @@ def kernel_scale_problem(rows, spec: KernelSpec) -> str | None:
                 + (" or lower the degree" if extra else "")
             )
     return None
-
-
-def _far_pair(R: np.ndarray, i: int, p: int) -> tuple[float, float]:
-    """Smallest and largest distance (squared L2 or L1) from row i to the other rows."""
-    diff = R - R[i]
-    d = np.einsum("ij,ij->i", diff, diff) if p == 2 else np.abs(diff).sum(axis=1)
-    d = np.delete(d, i)
-    return float(d.min()), float(d.max())
 
 
 def check_kernel_scale(rows, spec: KernelSpec, *, where: str = "") -> None:
