@@ -115,11 +115,17 @@ class BSGDConfig(NamedTuple):
     avg_start: int
 
 
+def fresh_counters() -> tuple[np.ndarray, np.ndarray]:
+    """The float and integer counters ``(fs, ist)`` of a fresh state: scale 1, the rest 0."""
+    fs = np.zeros(6)
+    fs[FS_SCALE] = 1.0
+    return fs, np.zeros(5, dtype=np.int64)
+
+
 def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BSGDState:
     """Fresh, empty model state with room for ``budget + 1`` SVs (see the module docstring)."""
     B1 = budget + 1
-    fs = np.zeros(6)
-    fs[FS_SCALE] = 1.0
+    fs, ist = fresh_counters()
     return BSGDState(
         SV=np.zeros((B1, n_features)),
         sqn=np.zeros(B1),
@@ -128,7 +134,7 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         M=np.zeros((B1, B1)) if maintenance == PROJECT else np.zeros((1, 1)),
         b=np.zeros(n_cols),
         fs=fs,
-        ist=np.zeros(5, dtype=np.int64),
+        ist=ist,
         Abar=np.zeros((B1, n_cols)),
         bbar=np.zeros(n_cols),
         sref=np.zeros(B1),

@@ -263,9 +263,7 @@ def _union_state(SV: np.ndarray, C: np.ndarray, cfg: nb.BSGDConfig) -> nb.BSGDSt
     averaged model is a block of C's columns), scale 1, for :func:`~._budget.reduce_to`."""
     m = len(SV)
     sqn = sq_norms(SV)
-    fs = np.zeros(6)
-    fs[nb.FS_SCALE] = 1.0
-    ist = np.zeros(5, dtype=np.int64)
+    fs, ist = nb.fresh_counters()
     ist[nb.IS_NSV] = m
     return nb.BSGDState(
         SV=SV,
