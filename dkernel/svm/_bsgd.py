@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
+from sklearn.metrics import accuracy_score
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -1120,7 +1121,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def predict(self, X):
         """Class labels (``classes_`` values); dask/zarr/store input gives a lazy dask array."""
         check_is_fitted(self, "dual_coef_")
-        X, is_dask = self._validate_X(X, reset=False)
+        return self._predict_checked(*self._validate_X(X, reset=False))
+
+    def _predict_checked(self, X, is_dask):
+        """:meth:`predict` on input ``_validate_X`` has checked."""
         args = (*self._model_args(), self.classes_)
         return self._row_pass(
             X,
@@ -1136,7 +1140,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy of :meth:`predict` on ``(X, y)``, weighted by ``sample_weight``.
 
-        NumPy input: scikit-learn's ``ClassifierMixin.score``. Dask, zarr or store input
+        NumPy input: scikit-learn's ``accuracy_score`` of the predictions. Dask, zarr or store input
         (a store path or :class:`~dkernel.data.Dataset` supplies ``y`` when it is None): one
         pass on the workers that predicts each row chunk, compares it with its labels and
         sums, so each chunk of X and of y is read once and only two numbers come back.
@@ -1149,7 +1153,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if not is_dask:
             if is_dask_array(y) or is_dask_array(sample_weight):
                 y, sample_weight = da.compute(y, sample_weight)
-            return super().score(Xv, y, sample_weight)
+            pred = self._predict_checked(Xv, False)
+            return float(accuracy_score(y, pred, sample_weight=sample_weight))
         n = int(Xv.shape[0])
         y = _as_row_chunks(y, Xv.chunks[0], n, "y")
         kinds = (y.dtype.kind, self.classes_.dtype.kind)
@@ -1158,8 +1163,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 f"y has labels of dtype {y.dtype}, the model's classes are of dtype "
                 f"{self.classes_.dtype}: they cannot match"
             )
-        pred = self.predict(Xv)
-        parts = [pred, y]
+        parts = [self._predict_checked(Xv, True), y]
         if sample_weight is not None:
             parts.append(_as_row_chunks(sample_weight, Xv.chunks[0], n, "sample_weight"))
         num, den = _per_block(_score_block, *parts, width=2, token="svm-score").sum(axis=0)
