@@ -130,25 +130,31 @@ def test_each_pass_of_the_algorithms_is_one_get_per_chunk(s3, bucket, local_clus
         assert (gets("X") - x0, gets("y") - y0) == (8, 8)
 
 
-def test_prefixes_a_dead_publish_left_are_removed_whoever_wrote_them(bucket, monkeypatch):
-    """A writer dies after its head's PUT, before deleting the prefixes it replaced: those
-    prefixes are of this (live) process, which would mark them as a write in progress, but
-    the head names them retired, so the next writer deletes them."""
+def _dead_publish(bucket, name, monkeypatch):
+    """A store overwritten by a writer that died after its head's PUT, before deleting the
+    prefixes it replaced: ``(url, data, the replaced prefixes, a listing function)``."""
     from dkernel.data import _remote
 
     X, y = _data(300)
-    url = f"s3://{bucket}/p.zarr"
-    first = ingest(X, url, y=y, chunk_rows=100)
-    replaced = set(first.arrays.values())
+    url = f"s3://{bucket}/{name}"
+    replaced = set(ingest(X, url, y=y, chunk_rows=100).arrays.values())
     monkeypatch.setattr(_remote, "remove_prefix", lambda loc: None)  # dies before deleting
     ingest(X + 1, url, y=y, chunk_rows=100, overwrite=True)
     monkeypatch.undo()
     fs = open_dataset(url).location.fs
 
     def names():
-        return {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/p.zarr", refresh=True)}
+        return {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/{name}", refresh=True)}
 
     assert replaced <= names()  # left behind, unreferenced
+    return url, (X, y), replaced, names
+
+
+def test_prefixes_a_dead_publish_left_are_removed_whoever_wrote_them(bucket, monkeypatch):
+    """A writer dies after its head's PUT, before deleting the prefixes it replaced: those
+    prefixes are of this (live) process, which would mark them as a write in progress, but
+    the head names them retired, so the next writer deletes them."""
+    url, (X, y), _, names = _dead_publish(bucket, "p.zarr", monkeypatch)
     again = ingest(X + 2, url, y=y, chunk_rows=100, overwrite=True)
     assert names() == {"dkernel.json", *again.arrays.values()}
     np.testing.assert_array_equal(open_dataset(url).X.compute(), X + 2)
@@ -156,21 +162,7 @@ def test_prefixes_a_dead_publish_left_are_removed_whoever_wrote_them(bucket, mon
 
 def test_write_array_removes_the_prefixes_a_dead_publish_retired(bucket, monkeypatch):
     """The next writer may be ``write_array``: it reads the head's retired prefixes too."""
-    from dkernel.data import _remote
-
-    X, y = _data(300)
-    url = f"s3://{bucket}/r.zarr"
-    first = ingest(X, url, y=y, chunk_rows=100)
-    replaced = set(first.arrays.values())
-    monkeypatch.setattr(_remote, "remove_prefix", lambda loc: None)  # dies before deleting
-    ingest(X + 1, url, y=y, chunk_rows=100, overwrite=True)
-    monkeypatch.undo()
-    fs = open_dataset(url).location.fs
-
-    def names():
-        return {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/r.zarr", refresh=True)}
-
-    assert replaced <= names()
+    url, (_, y), replaced, names = _dead_publish(bucket, "r.zarr", monkeypatch)
     write_array(url, "labels", y)
     assert not replaced & names()
     np.testing.assert_array_equal(open_dataset(url).read("labels").compute(), y)
