@@ -36,7 +36,7 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, chunk_bounds, open_dataset, take_rows
-from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram, sq_norms
+from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram
 from ..runtime import (
     load_checkpoint,
     named_worker_errors,
@@ -1006,8 +1006,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         SV0 = np.asarray(self.support_vectors_, dtype=np.float64)
         n_sv, d = SV0.shape
         state = nb.new_state(B, d, self.dual_coef_.shape[1], cfg.maint)
-        state.SV[:n_sv] = SV0
-        state.sqn[:n_sv] = sq_norms(SV0)
+        nb.set_support(state, SV0)
         state.A[:n_sv] = raw["coef_unscaled"]
         state.b[:] = raw["bias_unscaled"]
         state.Abar[:n_sv] = raw["coef_average_sum"]
