@@ -524,24 +524,32 @@ def load_quality(data_dir: str, name: str):
     return np.ascontiguousarray(X, dtype=np.float32), y
 
 
+def quality_data(args, name):
+    """A quality set as the sections use it (``--quick``: its first 2000 rows), its k,
+    seeds and the estimator's default width ``1 / (d X.var())``, the same for every kernel
+    method."""
+    k, _, n_seeds = QUALITY_SETS[name]
+    X, y = load_quality(args.data_dir, name)
+    if args.quick:
+        X, y = X[:2000], y[:2000]
+    gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
+    seeds = 1 if args.quick else args.quality_seeds or n_seeds
+    return X, y, k, seeds, gamma
+
+
 def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_partial")):
     names = list(names)[:1] if args.quick else list(names)
     prev = out.get("quality") or {"gammas": {}, "rows": []}
     gammas = {g: v for g, v in prev["gammas"].items() if g not in names}
     rows = [r for r in prev["rows"] if r["dataset"] not in names]
     for name in names:
-        k, _, n_seeds = QUALITY_SETS[name]
-        X, y = load_quality(args.data_dir, name)
-        if args.quick:
-            X, y = X[:2000], y[:2000]
-        # the estimator's default width, the same for every kernel method
-        gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
+        X, y, k, seeds, gamma = quality_data(args, name)
         gammas[name] = {"gamma": gamma, "n": int(X.shape[0]), "d": int(X.shape[1]), "k": k}
         log(f"quality: {name} {X.shape}, k={k}, gamma 1/(d var) = {gamma:.4g}")
         methods = [m for m in QUALITY_METHODS if m != "full" or X.shape[0] <= FULL_BATCH_MAX_N]
         for method in methods:  # module loads and numba caches, untimed
             fit_method(method, X[:500], k, gamma, 0)
-        for seed in range(1 if args.quick else args.quality_seeds or n_seeds):
+        for seed in range(seeds):
             for method in methods:
                 labels, info = fit_method(method, X, k, gamma, seed)
                 r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
@@ -562,14 +570,10 @@ def section_reassignment(args, out):
     names = names[:1] if args.quick else names
     rows = []
     for name in names:
-        k, _, n_seeds = QUALITY_SETS[name]
-        X, y = load_quality(args.data_dir, name)
-        if args.quick:
-            X, y = X[:2000], y[:2000]
-        gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
+        X, y, k, seeds, gamma = quality_data(args, name)
         log(f"reassignment: {name} {X.shape}, k={k}, gamma {gamma:.4g}")
         for ratio in ratios:
-            for seed in range(1 if args.quick else args.quality_seeds or n_seeds):
+            for seed in range(seeds):
                 model = MiniBatchKernelKMeans(
                     k, gamma=gamma, random_state=seed, reassignment_ratio=ratio, **MBKK_KW
                 ).fit(X)
