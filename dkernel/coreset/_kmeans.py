@@ -201,8 +201,9 @@ def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
     seeds, _ = kmeans_plusplus_oracle(oracle, X, diag, u, k, rng)
     gam, labels, share = _sensitivity_parts(X, seeds, u, oracle, diag)
     q = _mixture(gam - share, share, u, float(u.sum()), beta)
-    # the rows listed cluster by cluster, each from its seed outwards (share ~ u D^2)
-    order = np.lexsort((share, labels))
+    # the rows listed cluster by cluster, each from its seed outwards (share / u ~ D^2)
+    dist = np.divide(share, u, out=np.zeros_like(share), where=u > 0)
+    order = np.lexsort((dist, labels))
     gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
     idx, weight = _draw_systematic(q, u, m, order, gen)
     return Coreset(
