@@ -349,3 +349,18 @@ def test_reduce_to_keeps_kernel_matrix_and_budget(rng):
     dg, dg2 = nb.reduce_to(st._replace(K=K, M=M), _cfg(10, nb.AVG_OFF, 0))
     assert st.n_sv == 10 and dg > 0 and dg2 > 0
     np.testing.assert_allclose(K[:10, :10], _rbf(st.SV[:10], st.SV[:10], 0.5), atol=1e-12)
+
+
+def test_nearest_partners_are_the_largest_kernel_values(rng):
+    """The NEAR screen's candidates: the k largest K[m, j], j != m (a partition, not a sort),
+    ties at the k-th value broken by index."""
+    X = rng.normal(size=(60, 3))
+    K = _rbf(X, X, 0.5)
+    for m in (0, 17, 59):
+        got = nb._nearest(K, m, 60, 8)
+        row = K[m].copy()
+        row[m] = -np.inf
+        assert sorted(got) == sorted(np.argsort(-row)[:8])
+        assert m not in got
+    K2 = np.ones((10, 10))  # all tied: the first k indices other than m
+    assert list(nb._nearest(K2, 2, 10, 4)) == [0, 1, 3, 4]
