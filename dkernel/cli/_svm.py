@@ -50,10 +50,18 @@ def _add_train(ssub: argparse._SubParsersAction) -> None:
         help="standardise every feature with the training data's mean and std (one extra "
         "pass; recommended when features have unequal or small scales)",
     )
-    t.add_argument(
+    refit = t.add_mutually_exclusive_group()
+    refit.add_argument(
         "--no-refit",
         action="store_true",
         help="keep the SGD coefficients (the paper's model) instead of the exact refit",
+    )
+    refit.add_argument(
+        "--refit",
+        choices=["ovr", "weston_watkins"],
+        default=None,
+        help="the refit's multi-class loss: one-vs-rest, or one joint Weston-Watkins "
+        "problem (default: the estimator's, refit=True)",
     )
     t.add_argument("--seed", type=int, default=0, help="random seed")
     _add_checkpoint_options(t)
@@ -148,7 +156,7 @@ def _train(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         max_iter=args.max_iter,
         standardize=args.standardize,
-        refit=not args.no_refit,
+        refit=False if args.no_refit else (args.refit or True),
         random_state=args.seed,
         checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every,
