@@ -106,7 +106,34 @@ def report(rows: list[dict], command: str, losses=LOSSES) -> str:
                 passes = np.mean([r[f"{k}_passes"] for r in rs])
                 cells += [acc([r[k] for r in rs]), f"{steps:.1f} / {passes:.1f}"]
             lines.append(f"| {name} | {variant} | " + " | ".join(cells) + " |")
+    if set(LOSSES) <= set(losses):
+        lines += ["", *verdict(rows)]
     return "\n".join(lines) + "\n"
+
+
+def verdict(rows: list[dict]) -> list[str]:
+    """The rule ``refit=True``'s loss is chosen by: Weston-Watkins only where it is more
+    accurate than one-vs-rest (mean over seeds) on at least 2 of the sets, at no more than
+    1.3x its passes, in each variant."""
+    out = []
+    for variant in VARIANTS:
+        wins, names = 0, []
+        for name in DATASETS:
+            rs = [r for r in rows if r["dataset"] == name and r["variant"] == variant]
+            if not rs:
+                continue
+            gain = np.mean([r["weston_watkins"] - r["ovr"] for r in rs])
+            ratio = np.sum([r["weston_watkins_passes"] for r in rs]) / np.sum(
+                [r["ovr_passes"] for r in rs]
+            )
+            won = gain > 0 and ratio <= 1.3
+            wins += won
+            names.append(f"{name} {gain:+.2f} points at {ratio:.2f}x the passes")
+        out.append(
+            f"- {variant}: WW - OvR: {'; '.join(names)}: WW wins on {wins} of {len(names)} "
+            f"sets -> {'weston_watkins' if wins >= 2 else 'ovr'}."
+        )
+    return out
 
 
 def main() -> None:
