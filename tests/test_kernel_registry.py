@@ -10,7 +10,14 @@ import pytest
 
 from dkernel import kernels
 from dkernel.data import make_checkerboard
-from dkernel.kernels import KERNEL_CODES, pair_gram, pair_matrix, pairwise_kernels, sq_norms
+from dkernel.kernels import (
+    KERNEL_CODES,
+    krow_into,
+    pair_gram,
+    pair_matrix,
+    pairwise_kernels,
+    sq_norms,
+)
 from dkernel.svm import BudgetedSVC, _bsgd, _budget, _distributed
 
 
@@ -24,13 +31,27 @@ def test_pair_gram_equals_the_pair_function_bit_for_bit(rng, kernel, d):
     np.testing.assert_array_equal(K, K.T)
 
 
+@pytest.mark.parametrize("kernel", sorted(KERNEL_CODES))
+def test_krow_into_equals_kval_bit_for_bit(kernel):
+    """The scoring loop's row of kernel values (points as columns) is kval of each pair."""
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(37, 5)) + 1.0
+    x = rng.normal(size=5)
+    args = (KERNEL_CODES[kernel], 0.3, 3.0, 1.0)
+    out = np.full(40, np.nan)
+    krow_into(*args, x, np.dot(x, x), np.ascontiguousarray(Z.T), sq_norms(Z), 30, out)
+    np.testing.assert_array_equal(out[:30], pair_matrix(x[None, :], Z[:30], *args)[0])
+    assert np.isnan(out[30:]).all()  # only the first n points are touched
+
+
 def test_svm_uses_the_registry_objects():
     """The loop, the rebuilds and the config read the kernels package's objects; no kernel
     is defined inside dkernel.svm."""
     assert _budget.kval is kernels.kval
     assert _bsgd.KERNEL_CODES is kernels.KERNEL_CODES
     assert _bsgd.pair_gram is kernels.pair_gram and _distributed.pair_gram is kernels.pair_gram
-    assert _bsgd.sq_norms is kernels.sq_norms and _distributed.sq_norms is kernels.sq_norms
+    assert _budget.sq_norms is kernels.sq_norms and _distributed.sq_norms is kernels.sq_norms
+    assert _budget.krow_into is kernels.krow_into
     for mod in (_budget, _bsgd, _distributed):
         for name, obj in vars(mod).items():
             func = getattr(obj, "py_func", obj)
@@ -56,6 +77,7 @@ def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
     cfg = clf._config(clf._spec, clf.alpha_, len(X))
     args = (cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
     SV = st.SV[:n]
+    np.testing.assert_array_equal(st.SVT[:, :n], SV.T)  # the scoring loop's copy
     # training: the K the loop grew entry by entry is the pair function's
     np.testing.assert_array_equal(st.K[:n, :n], pair_matrix(SV, SV, *args))
     # rebuilds: after load (from the saved arrays) and after a distributed round

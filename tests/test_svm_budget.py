@@ -19,10 +19,9 @@ def _rbf(X, Y, gamma):
 def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
     """A full model (B + 1 SVs) ready for one maintenance step."""
     st = nb.new_state(B, d, c, maint)
-    SV, sqn, A, K, M, fs, ist = st.SV, st.sqn, st.A, st.K, st.M, st.fs, st.ist
+    A, K, M, fs, ist = st.A, st.K, st.M, st.fs, st.ist
     X = rng.normal(size=(B + 1, d))
-    SV[:] = X
-    sqn[:] = (X * X).sum(1)
+    nb.set_support(st, X)
     if signs == "positive":
         A[:] = rng.uniform(0.1, 1.0, size=(B + 1, c))
     else:

@@ -214,3 +214,22 @@ def test_train_refit_loss(tmp_path, store, cluster_cfg, capsys):
     assert load_model(model).refit == "weston_watkins"
     assert main([*argv, *args, "--refit", "ovr", "--no-refit"]) == 2
     assert "not allowed with argument --refit" in capsys.readouterr().err
+
+
+def test_train_refit_rows_bounds_the_refit(tmp_path, store, cluster_cfg, capsys):
+    """--refit-rows is refit_rows: the saved model carries it, and its coefficients are the
+    API's fit with the same bound (the SGD's support vectors, a sampled refit)."""
+    from dkernel.svm import BudgetedSVC
+
+    model = str(tmp_path / "m.npz")
+    argv = ["--cluster", cluster_cfg, "svm", "train", store.path, model, "--budget", "30"]
+    args = ["--gamma", "2", "--max-iter", "1", "--seed", "0", "--refit-rows", "100"]
+    assert main([*argv, *args]) == 0
+    capsys.readouterr()
+    got = load_model(model)
+    assert got.refit_rows == 100
+    ref = BudgetedSVC(budget=30, gamma=2.0, max_iter=1, random_state=0, refit_rows=100)
+    ref.fit(store.X.compute(), store.y.compute())
+    np.testing.assert_allclose(got.dual_coef_, ref.dual_coef_, rtol=1e-8, atol=1e-10)
+    assert main([*argv, "--refit-rows", "0"]) == 2
+    assert "refit_rows" in capsys.readouterr().err

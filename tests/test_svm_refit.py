@@ -251,7 +251,7 @@ def _ww_part(n=400, seed=0):
     spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
     basis, _ = R.make_basis(X[:25], spec, 1.0)
     w = np.random.default_rng(seed).uniform(0.5, 2.0, size=n)
-    return R.make_part((X, y, w), basis, True), basis
+    return R.make_part([(X, y, w)], basis, True), basis
 
 
 def test_weston_watkins_gradient_hessian_and_line_match_the_loss():
@@ -316,7 +316,7 @@ def test_weston_watkins_newton_meets_its_stop_and_improves_the_warm_start():
     # the stop rule holds at the solution: every column's gradient norm below tol times
     # its norm at zero (computed here from the pass ops over all rows at once)
     basis, up = R.make_basis(Z, spec, 1.0)
-    part = R.make_part((X, y, np.ones(len(y))), basis, True)
+    part = R.make_part([(X, y, np.ones(len(y)))], basis, True)
     C = 1.0 / (alpha * len(y))
     V = np.vstack([up.T @ res.coef, res.intercept[None, :]])
     st = R.part_grad_ww(part, basis, V, True)
@@ -370,3 +370,62 @@ def test_weston_watkins_on_workers_same_as_here(local_cluster_client):
     np.testing.assert_array_equal(one.coef, two.coef)
     np.testing.assert_array_equal(one.intercept, two.intercept)
     np.testing.assert_allclose(two.coef, here.coef, rtol=1e-9, atol=1e-9)
+
+
+def test_sample_sizes_are_proportional_and_sum_to_m():
+    ranges = row_parts(1000, 7)
+    sizes = R.sample_sizes(ranges, 1000, 100)
+    assert sum(sizes) == 100
+    for (a, b), k in zip(ranges, sizes):
+        assert abs(k - (b - a) / 10) < 1
+
+
+def _solve_sampled(X, y, Z, client=None, seed=0, max_rows=3000):
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    return R.refit(
+        X, y, None, classes=np.array([-1, 1]), Z=Z, coef=np.zeros((len(Z), 1)),
+        intercept=np.zeros(1), spec=spec, icpt=0.0, scaler=None, alpha=1e-4, tol=1e-6,
+        max_iter=100, client=client, seed=seed, max_rows=max_rows,
+    )  # fmt: skip
+
+
+def test_refit_on_a_row_sample_depends_on_n_and_seed_only(local_cluster_client):
+    """Beyond max_rows the solve runs on a seeded uniform sample drawn per row range: the
+    same coefficients here, on one worker or two, and for any chunking of the rows."""
+    X, y = _board(5 * PART_ROWS // 2)
+    Z = X[:30]
+    here = _solve_sampled(X, y, Z)
+    assert here.n_rows == 3000
+    Xd, yd = da.from_array(X, chunks=(40000, 2)), da.from_array(y, chunks=40000)
+    one = _solve_sampled(Xd, yd, Z, client=_OneWorker(local_cluster_client))
+    Xd, yd = da.from_array(X, chunks=(25000, 2)), da.from_array(y, chunks=25000)
+    two = _solve_sampled(Xd, yd, Z, client=local_cluster_client)
+    np.testing.assert_array_equal(one.coef, two.coef)
+    np.testing.assert_allclose(two.coef, here.coef, rtol=1e-9, atol=1e-9)
+    other = _solve_sampled(X, y, Z, seed=1)
+    assert not np.allclose(other.coef, here.coef)
+    # the sample's solution is near the full one on every row (not fitted to its sample)
+    full = _solve_sampled(X, y, Z, max_rows=None)
+    assert full.n_rows == 256 * len(Z)  # the default: 256 rows per support vector
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    f = R._BaseKernelEstimator._kernel(X, Z, spec)
+    acc = [np.mean(np.sign(f @ r.coef[:, 0]) == y) for r in (here, full)]
+    assert acc[0] >= acc[1] - 0.01
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "all", None])
+def test_refit_rows_must_be_auto_or_a_positive_int(bad):
+    X, y = _board(100)
+    with pytest.raises(DKernelError, match="refit_rows"):
+        BudgetedSVC(refit_rows=bad, budget=10).fit(X, y)
+
+
+def test_refit_rows_bounds_the_rows_the_estimator_solves_over():
+    X, y = _board(4000)
+    kw = dict(budget=40, gamma=2.0, max_iter=1, random_state=0)
+    full = BudgetedSVC(**kw).fit(X, y)
+    part = BudgetedSVC(refit_rows=1000, **kw).fit(X, y)
+    np.testing.assert_array_equal(part.support_vectors_, full.support_vectors_)
+    assert not np.array_equal(part.dual_coef_, full.dual_coef_)
+    Xt, yt = _board(4000, seed=1)
+    assert part.score(Xt, yt) >= full.score(Xt, yt) - 0.02

@@ -35,7 +35,8 @@ def _add_train(ssub: argparse._SubParsersAction) -> None:
         help="train a budgeted kernel SVM on a store's X, y; save the model",
         description="Train BudgetedSVC on a store's X, y: --max-iter streaming passes (epochs) "
         "of budgeted SGD over the chunks choose the support vectors, then one exact solve of "
-        "their coefficients over every row (the refit; --no-refit keeps the SGD ones), on the "
+        "their coefficients over the rows (the refit, over a uniform sample beyond "
+        "--refit-rows; --no-refit keeps the SGD ones), on the "
         "cluster; save the model (.npz) and print a JSON summary (test accuracy when the "
         "store has a test split).",
     )
@@ -62,6 +63,13 @@ def _add_train(ssub: argparse._SubParsersAction) -> None:
         default=None,
         help="the refit's multi-class loss: one-vs-rest, or one joint Weston-Watkins "
         "problem (default: the estimator's, refit=True)",
+    )
+    t.add_argument(
+        "--refit-rows",
+        type=int,
+        default=None,
+        help="the refit solves over at most this many rows, a seeded uniform sample beyond "
+        "(default: 256 per support vector)",
     )
     t.add_argument("--seed", type=int, default=0, help="random seed")
     _add_checkpoint_options(t)
@@ -157,6 +165,7 @@ def _train(args: argparse.Namespace) -> int:
         max_iter=args.max_iter,
         standardize=args.standardize,
         refit=False if args.no_refit else (args.refit or True),
+        refit_rows="auto" if args.refit_rows is None else args.refit_rows,
         random_state=args.seed,
         checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every,

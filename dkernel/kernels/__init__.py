@@ -9,6 +9,7 @@ from ._blocks import kernel_matrix
 from ._graph import GraphKernel, HeatKernel, KNNKernel, heat_kernel, knn_kernel
 from ._kernels import row_sq_norms as row_sq_norms
 from ._pair import KERNEL_CODES as KERNEL_CODES
+from ._pair import krow_into as krow_into
 from ._pair import kval as kval
 from ._pair import pair_gram as pair_gram
 from ._pair import pair_matrix as pair_matrix

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._kernels import fast_exp
+
 RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
 #: The kernels a pair loop knows, by name (the names of :func:`~dkernel.kernels.resolve_kernel`).
 KERNEL_CODES = {
@@ -37,7 +39,7 @@ def from_dot(kind, gamma, degree, coef0, dot, xsq, zsq):
         d2 = xsq + zsq - 2.0 * dot
         if d2 < 0.0:
             d2 = 0.0
-        return np.exp(-gamma * d2)
+        return fast_exp(-gamma * d2)
     if kind == LINEAR:
         return dot
     if kind == POLYNOMIAL:
@@ -56,7 +58,7 @@ def kval(kind, gamma, degree, coef0, x, xsq, z, zsq):
         s = 0.0
         for k in range(d):
             s += abs(x[k] - z[k])
-        return np.exp(-gamma * s)
+        return fast_exp(-gamma * s)
     dot = 0.0
     for k in range(d):
         dot += x[k] * z[k]
@@ -109,9 +111,42 @@ def pair_gram(X, sqn, kind, gamma, degree, coef0):
                     acc[j] += xk * row[j]
         for j in range(i, n):
             if lap:
-                v = np.exp(-gamma * acc[j])
+                v = fast_exp(-gamma * acc[j])
             else:
                 v = from_dot(kind, gamma, degree, coef0, acc[j], sqn[i], sqn[j])
             out[i, j] = v
             out[j, i] = v
     return out
+
+
+@njit(cache=True, nogil=True)
+def krow_into(kind, gamma, degree, coef0, x, xsq, ZT, zsq, n, out):
+    """``out[j] = k(x, z_j)`` for the first ``n`` points, equal bit for bit to :func:`kval`
+    of each pair. ``ZT`` holds the points as columns (shape (d, >= n)): each sum runs over
+    the features in order like :func:`kval`'s, but for all points at once, so the inner
+    loops vectorise (the rows of a row-major point set would be read one point at a time)."""
+    d = x.shape[0]
+    out[:n] = 0.0
+    if kind == LAPLACIAN:
+        for k in range(d):
+            xk = x[k]
+            row = ZT[k]
+            for j in range(n):
+                out[j] += abs(xk - row[j])
+        for j in range(n):
+            out[j] = fast_exp(-gamma * out[j])
+        return
+    for k in range(d):
+        xk = x[k]
+        row = ZT[k]
+        for j in range(n):
+            out[j] += xk * row[j]
+    if kind == RBF:
+        for j in range(n):
+            d2 = xsq + zsq[j] - 2.0 * out[j]
+            if d2 < 0.0:
+                d2 = 0.0
+            out[j] = fast_exp(-gamma * d2)
+    else:
+        for j in range(n):
+            out[j] = from_dot(kind, gamma, degree, coef0, out[j], xsq, zsq[j])

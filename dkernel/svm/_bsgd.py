@@ -36,7 +36,7 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, chunk_bounds, open_dataset, take_rows
-from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram, sq_norms
+from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram
 from ..runtime import (
     load_checkpoint,
     named_worker_errors,
@@ -123,6 +123,14 @@ def _active_client():
         return mod.Client.current()
     except ValueError:
         return None
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_))
+
+
+def _is_auto(v) -> bool:
+    return isinstance(v, str) and v == "auto"
 
 
 class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
@@ -220,6 +228,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         benchmarks/results/bsgd_refit_cs.md). Binary problems have one solve either way.
         False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
         never refits.
+    refit_rows : int or "auto", default="auto"
+        The refit solves over at most this many rows: beyond, over a uniform random sample
+        of them (seeded by the fit's seed, drawn per row range, so it depends neither on
+        the workers nor on the chunking), each standing for ``n / refit_rows`` rows (the
+        regulariser stays ``alpha``'s). ``"auto"``: 256 per support vector (128,000 at
+        B = 500: every row of the shared benchmark sets). The sampled objective is an
+        unbiased estimate of the full one for every coefficient vector; a pass of the
+        solver costs O(rows x B).
     n_shards : int or None, default=None
         Shards of a distributed fit: ranges of consecutive rows of equal size, cut
         wherever the rows fall (a store of one chunk still gives every worker a shard).
@@ -364,6 +380,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         shuffle=True,
         distributed="auto",
         refit=True,
+        refit_rows="auto",
         n_shards=None,
         n_rounds=8,
         split_every=2,
@@ -391,6 +408,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.shuffle = shuffle
         self.distributed = distributed
         self.refit = refit
+        self.refit_rows = refit_rows
         self.n_shards = n_shards
         self.n_rounds = n_rounds
         self.split_every = split_every
@@ -418,6 +436,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         "algorithm": tuple(nb.ALGORITHM_CODES),
     }
     _flags = ("fit_intercept", "standardize", "shuffle", "probability")
+    #: Parameters that take an int of at least ``low``, or the other form named.
+    _int_or = {
+        "average": (_is_bool, 1),
+        "verbose": (_is_bool, 0),
+        "refit_rows": (_is_auto, 1),
+    }
 
     def check_params(self) -> None:
         """Check the parameters, before any data is read.
@@ -437,8 +461,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         for name in self._flags:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise DKernelError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        if not isinstance(self.average, (bool, np.bool_)):
-            check_scalar(self.average, "average", kind=numbers.Integral, low=1)
+        for name, (other_form, low) in self._int_or.items():
+            if not other_form(getattr(self, name)):
+                check_scalar(getattr(self, name), name, kind=numbers.Integral, low=low)
         if self.distributed not in ("auto", True, False):
             raise DKernelError(
                 f"distributed must be 'auto', True or False; got {self.distributed!r}"
@@ -447,8 +472,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             raise DKernelError(
                 f"checkpoint must be a path or None; got {type(self.checkpoint).__name__}"
             )
-        if not isinstance(self.verbose, (bool, np.bool_)):
-            check_scalar(self.verbose, "verbose", kind=numbers.Integral, low=0)
         if callable(self.kernel) or self.kernel == "precomputed":
             raise DKernelError(
                 "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
@@ -648,7 +671,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 client = _active_client()  # the rows stay on the workers
             w = plan.w if plan.weighted else None
             coef = self._refit(plan.X, plan.y, w, state, plan.classes, plan.spec, cfg,
-                               plan.scaler, client, plan=plan)  # fmt: skip
+                               plan.scaler, client, plan.seed, plan=plan)  # fmt: skip
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
         self._set_scaler(plan.scaler)
@@ -836,7 +859,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.probA_ = np.array([a for a, _ in fits])
         self.probB_ = np.array([b for _, b in fits])
 
-    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client, *, plan):
+    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client, seed, *, plan):
         """Exact coefficients over the support vectors BSGD chose (``refit=True``); with a
         checkpoint, the solver's state is saved after each Newton step (beside the SGD
         passes' model, which a resumed fit then skips) and resumed from."""
@@ -869,7 +892,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
                 spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
                     int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
-                on_step=on_step, multi_class=self._refit_loss(), start=start, on_save=on_save,
+                on_step=on_step, seed=seed,
+                max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
+                multi_class=self._refit_loss(), start=start, on_save=on_save,
             )  # fmt: skip
             bar.update(result.n_iter - bar.n)
             return result
@@ -1038,8 +1063,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         SV0 = np.asarray(self.support_vectors_, dtype=np.float64)
         n_sv, d = SV0.shape
         state = nb.new_state(B, d, self.dual_coef_.shape[1], cfg.maint)
-        state.SV[:n_sv] = SV0
-        state.sqn[:n_sv] = sq_norms(SV0)
+        nb.set_support(state, SV0)
         state.A[:n_sv] = raw["coef_unscaled"]
         state.b[:] = raw["bias_unscaled"]
         state.Abar[:n_sv] = raw["coef_average_sum"]

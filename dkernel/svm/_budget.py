@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..kernels import kval
+from ..kernels import krow_into, kval, sq_norms
 
 # learning-rate families
 PEGASOS, NORMA, PERCEPTRON = 0, 1, 2
@@ -80,6 +80,7 @@ class BSGDState(NamedTuple):
     Abar: np.ndarray
     bbar: np.ndarray
     sref: np.ndarray
+    SVT: np.ndarray
 
     @property
     def n_sv(self) -> int:
@@ -138,7 +139,26 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         Abar=np.zeros((B1, n_cols)),
         bbar=np.zeros(n_cols),
         sref=np.zeros(B1),
+        SVT=np.zeros((n_features, B1)),
     )
+
+
+def set_support(st: BSGDState, SV: np.ndarray) -> None:
+    """The first ``len(SV)`` support vectors and their squared norms (and the columns of
+    the scoring loop's transposed copy) from the rows of ``SV``."""
+    m = len(SV)
+    st.SV[:m] = SV
+    st.SVT[:, :m] = SV.T
+    st.sqn[:m] = sq_norms(st.SV[:m])
+
+
+@njit(cache=True, nogil=True)
+def _put_sv(st, j, x, xsq):
+    """Slot ``j`` holds the point x (with its squared norm): the row of ``SV`` and the
+    column of ``SVT``, the copy the scoring loop reads all points' k-th feature from."""
+    st.SV[j, :] = x
+    st.SVT[:, j] = x
+    st.sqn[j] = xsq
 
 
 # ----------------------------------------------------------------------------- merging
@@ -362,8 +382,7 @@ def _swap_remove(st, p, n_sv, has_M, avg):
     SV, A, K, M, Abar = st.SV, st.A, st.K, st.M, st.Abar
     last = n_sv - 1
     if p != last:
-        SV[p, :] = SV[last, :]
-        st.sqn[p] = st.sqn[last]
+        _put_sv(st, p, SV[last], st.sqn[last])
         A[p, :] = A[last, :]
         if avg:
             Abar[p, :] = Abar[last, :]
@@ -503,18 +522,17 @@ def _merge_step(st, cfg, avg):
     n_sv = _swap_remove(st, n, st.ist[IS_NSV], False, avg)
     if m == last:
         m = n
-    SV[m, :] = z
     zsq = np.dot(z, z)
-    st.sqn[m] = zsq
+    _put_sv(st, m, z, zsq)
     A[m, :] = az
     if avg:
         Abar[m, :] = azbar
         st.sref[m] = fs[FS_SACC]
+    kz = np.empty(n_sv)
+    krow_into(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, z, zsq, st.SVT, st.sqn, n_sv, kz)
     for j in range(n_sv):
-        kz = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, z, zsq, SV[j], st.sqn[j])
-        K[m, j] = kz
-        K[j, m] = kz
-    K[m, m] = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, z, zsq, z, zsq)
+        K[m, j] = kz[j]
+        K[j, m] = kz[j]
     st.ist[IS_NSV] = n_sv
     return dg * s * s
 
@@ -652,13 +670,14 @@ def _step_size(cfg, t):
 @njit(cache=True, nogil=True, inline="always")
 def _scores(st, cfg, x, xsq, krow, f):
     """f <- s (sum_j a_j k(x, x_j) + icpt b); krow <- the kernel values k(x, x_j)."""
-    A, SV, sqn = st.A, st.SV, st.sqn
+    A = st.A
     c = A.shape[1]
+    n_sv = st.ist[IS_NSV]
+    krow_into(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, x, xsq, st.SVT, st.sqn, n_sv, krow)
     for i in range(c):
         f[i] = st.b[i] * cfg.icpt
-    for j in range(st.ist[IS_NSV]):
-        kj = kval(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, x, xsq, SV[j], sqn[j])
-        krow[j] = kj
+    for j in range(n_sv):
+        kj = krow[j]
         for i in range(c):
             f[i] += A[j, i] * kj
     s = st.fs[FS_SCALE]
@@ -719,12 +738,11 @@ def _shrink(st, cfg, eta, f, avg):
 def _add_sv(st, cfg, x, xsq, y, r, yy, beta, krow, f, avg):
     """x joins the SVs with step beta (unscaled) for class y (against r, multi-class);
     then the inverse grows (projection), the budget is restored and ||w|| is bounded."""
-    SV, A, K, fs = st.SV, st.A, st.K, st.fs
+    A, K, fs = st.A, st.K, st.fs
     n_sv = st.ist[IS_NSV]
     c = A.shape[1]
     s = fs[FS_SCALE]
-    SV[n_sv, :] = x
-    st.sqn[n_sv] = xsq
+    _put_sv(st, n_sv, x, xsq)
     A[n_sv, :] = 0.0
     if avg:
         st.Abar[n_sv, :] = 0.0

@@ -114,8 +114,7 @@ def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
     m, d = p.SV.shape
     c = p.A.shape[1]
     st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
-    st.SV[:m] = p.SV
-    st.sqn[:m] = sq_norms(p.SV)
+    nb.set_support(st, p.SV)
     st.A[:m] = p.A
     st.b[:] = p.b
     st.Abar[:m] = p.Abar
@@ -277,6 +276,7 @@ def _union_state(SV: np.ndarray, C: np.ndarray, cfg: nb.BSGDConfig) -> nb.BSGDSt
         Abar=np.zeros((1, 1)),
         bbar=np.zeros(1),
         sref=np.zeros(1),
+        SVT=np.ascontiguousarray(SV.T),
     )
 
 

@@ -61,6 +61,8 @@ _TILE_ROWS = 8192
 #: Cached features of all parts together may take this many bytes; above it each pass
 #: recomputes them from the part's rows.
 _FEATURE_CACHE_BYTES = 2 << 30
+#: The refit's default row count per support vector (above it: a uniform sample).
+_ROWS_PER_SV = 256
 #: Eigenvalues of K_ZZ below this share of the largest are dropped.
 _EIG_FLOOR = 1e-10
 #: Line-search steps, all evaluated in one pass.
@@ -115,10 +117,29 @@ class Part(NamedTuple):
     cached: bool
 
 
-def make_part(rows, basis: Basis, cache: bool) -> Part:
-    """A part from its rows (featurised when ``cache``; runs where the part lives)."""
+def take_rows(rows, sample: tuple[int, int, int] | None):
+    """The rows a part keeps of a loaded range: all (``sample`` None), or for ``sample =
+    (seed, range index, m)`` a seeded uniform draw of m of them, in their order."""
+    if sample is None:
+        return rows
     Xb, yi, wb = rows
+    seed, k, m = sample
+    idx = np.sort(np.random.default_rng([seed, k]).choice(len(yi), m, replace=False))
+    return Xb[idx], yi[idx], wb[idx]
+
+
+def make_part(pieces: list, basis: Basis, cache: bool) -> Part:
+    """A part from the kept rows of its ranges, joined in order (featurised when
+    ``cache``; runs where the part lives)."""
+    Xb, yi, wb = (np.concatenate(a) for a in zip(*pieces)) if len(pieces) > 1 else pieces[0]
     return Part(features(Xb, basis) if cache else Xb, yi, wb, cache)
+
+
+def sample_sizes(ranges: list[tuple[int, int]], n: int, m: int) -> list[int]:
+    """Rows kept of each range when m of the n rows are kept, in proportion to the
+    ranges' sizes (summing to m exactly; depends on the ranges and m only)."""
+    cut = [e * m // n for _, e in ranges]
+    return [b - a for a, b in zip([0, *cut[:-1]], cut)]
 
 
 def _signs(yi: np.ndarray, c: int) -> np.ndarray:
@@ -414,11 +435,51 @@ def _pcg(
     return S
 
 
+def _build_parts(data, ranges, samples, groups, basis, cache, client, run, classes, scaler):
+    """The solver's parts (futures on the workers under a client) and the basis as the
+    passes take it. Part g joins the kept rows of the ranges ``groups[g]``."""
+    X, y, w = data
+
+    def kept(k: int):  # the rows of range k the refit keeps, read here
+        rows = load_ranges(X, y, w, [ranges[k]], classes=classes, scaler=scaler)[0]
+        return take_rows(rows, samples[k])
+
+    if client is None:  # one range at a time: only its raw rows are held beside the parts
+        return [make_part([kept(k) for k in range(a, b)], basis, cache) for a, b in groups], basis
+    # the basis (O(B^2)) travels once to every worker, not with every task (scattered as
+    # one value under its own key: a NamedTuple given alone would be scattered by field)
+    key = f"svm-refit-basis-{run}"
+    shared = client.scatter({key: basis}, broadcast=True)[key]
+    rows = load_ranges(
+        X, y, w, ranges, classes=classes, scaler=scaler, client=client,
+        name=f"svm-refit-rows-{run}",
+    )  # fmt: skip
+    if samples[0] is not None:
+        rows = [
+            client.submit(take_rows, r, sample, key=f"svm-refit-sample-{run}-{k}")
+            for k, (r, sample) in enumerate(zip(rows, samples))
+        ]
+    parts = [
+        client.submit(
+            make_part,
+            rows[a:b],
+            shared,
+            cache,
+            key=f"svm-refit-part-{run}-{g}",
+            workers=[who],
+            allow_other_workers=True,
+        )
+        for g, ((a, b), who) in enumerate(zip(groups, range_workers(client, len(groups))))
+    ]
+    return parts, shared  # the raw rows are dropped once the parts are built
+
+
 class RefitResult(NamedTuple):
     coef: np.ndarray
     intercept: np.ndarray
     n_iter: int
     n_passes: int
+    n_rows: int
 
 
 def refit(
@@ -438,6 +499,8 @@ def refit(
     max_iter: int,
     client: Any = None,
     on_step: Callable[[int, float], None] | None = None,
+    seed: int = 0,
+    max_rows: int | None = None,
     multi_class: str = "ovr",
     start: NewtonState | None = None,
     on_save: Callable[[NewtonState], None] | None = None,
@@ -446,56 +509,33 @@ def refit(
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
     weights); ``client``: parts in its workers' memory, else read here. ``multi_class``:
     "ovr" or "weston_watkins" (a key of ``OBJECTIVES``; one-column problems are binary
-    either way). ``start``, ``on_save``: see :func:`newton` (a checkpointed solve)."""
+    either way). ``start``, ``on_save``: see :func:`newton` (a checkpointed solve).
+
+    Over at most ``max_rows`` rows (default: ``_ROWS_PER_SV`` per support vector): beyond,
+    over a uniform sample of that many rows, drawn per row range (``seed``, the range's
+    index) so it depends on n and the seed only."""
     n = int(X.shape[0])
     c = coef.shape[1]
     basis, up = make_basis(Z, spec, icpt)
     V0 = up.T @ coef
     if icpt > 0:
         V0 = np.vstack([V0, np.asarray(intercept, dtype=np.float64)[None, :] / icpt])
-    cache = n * basis.width * 8 <= _FEATURE_CACHE_BYTES
     ranges = row_parts(n)
-
+    m = min(n, max_rows if max_rows is not None else _ROWS_PER_SV * len(Z))
+    cache = m * basis.width * 8 <= _FEATURE_CACHE_BYTES
+    samples: list = [None] * len(ranges)
+    groups = [(k, k + 1) for k in range(len(ranges))]
+    if m < n:  # the kept rows of consecutive ranges make a part of the sampled size
+        samples = [(seed, k, mk) for k, mk in enumerate(sample_sizes(ranges, n, m))]
+        groups = row_parts(len(ranges), len(row_parts(m)))
+        logger.info("refit on a uniform sample of %d of the %d rows", m, n)
     run = uuid.uuid4().hex  # this refit's id in its task keys
     with timer("bsgd refit parts", logger):
-        shared: Any = basis
-        if client is not None:
-            # the basis (O(B^2)) travels once to every worker, not with every task
-            # (scattered as one value under its own key: a NamedTuple given alone would be
-            # scattered field by field)
-            key = f"svm-refit-basis-{run}"
-            shared = client.scatter({key: basis}, broadcast=True)[key]
-            rows = load_ranges(
-                X,
-                y,
-                w,
-                ranges,
-                classes=classes,
-                scaler=scaler,
-                client=client,
-                name=f"svm-refit-rows-{run}",
-            )
-            parts: list = [
-                client.submit(
-                    make_part,
-                    r,
-                    shared,
-                    cache,
-                    key=f"svm-refit-part-{run}-{k}",
-                    workers=[who],
-                    allow_other_workers=True,
-                )
-                for k, (r, who) in enumerate(zip(rows, range_workers(client, len(rows))))
-            ]
-        else:  # one part at a time: only its raw rows are held beside the features
-            parts = [
-                make_part(
-                    load_ranges(X, y, w, [r], classes=classes, scaler=scaler)[0], basis, cache
-                )
-                for r in ranges
-            ]
+        parts, shared = _build_parts(
+            (X, y, w), ranges, samples, groups, basis, cache, client, run, classes, scaler
+        )
     passes = _Passes(parts, shared, client, run=run)
-    C = 1.0 / (alpha * n)
+    C = 1.0 / (alpha * m)  # the sample's losses stand for n / m rows each
     with timer("bsgd refit solve", logger):
         V, it = newton(
             passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step, start=start,
@@ -505,4 +545,4 @@ def refit(
     beta = basis.T @ V[:r]
     b = V[r] * icpt if icpt > 0 else np.zeros(c)
     logger.debug("refit: %d Newton steps, %d passes over %d parts", it, passes.count, len(parts))
-    return RefitResult(beta, b, it, passes.count)
+    return RefitResult(beta, b, it, passes.count, m)
