@@ -232,7 +232,7 @@ def _refit_cost(caplog) -> tuple[int, int]:
 
 @pytest.mark.parametrize(
     "distributed, refit, labels",
-    [(False, True, "two"), (False, "weston_watkins", "three"), (True, "ovr", "three")],
+    [(False, True, "two"), (False, "weston_watkins", "three"), (True, "crammer_singer", "three")],
 )
 def test_fit_stopped_in_the_refit_resumes_there(
     tmp_path, board, count_steps, caplog, distributed, refit, labels

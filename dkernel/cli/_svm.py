@@ -59,10 +59,10 @@ def _add_train(ssub: argparse._SubParsersAction) -> None:
     )
     refit.add_argument(
         "--refit",
-        choices=["ovr", "weston_watkins"],
+        choices=["ovr", "weston_watkins", "crammer_singer"],
         default=None,
-        help="the refit's multi-class loss: one-vs-rest, or one joint Weston-Watkins "
-        "problem (default: the estimator's, refit=True)",
+        help="the refit's multi-class loss: one-vs-rest, or one joint Weston-Watkins or "
+        "Crammer-Singer problem (default: the estimator's, refit=True)",
     )
     t.add_argument(
         "--refit-rows",

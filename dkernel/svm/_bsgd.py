@@ -211,23 +211,25 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         distributed client is active, else False; either way the refit (``refit=True``)
         of dask/zarr/store input then runs on the workers. Below that size the sequential
         stream chooses the better support (benchmarks/results/bsgd_notes.md).
-    refit : bool or {"ovr", "weston_watkins"}, default=True
+    refit : bool or {"ovr", "weston_watkins", "crammer_singer"}, default=True
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
         beta^T K_ZZ beta + 1/n sum_i w_i max(0, 1 - y_i f(x_i))^2`` (the squared hinge;
         the same ``alpha`` and RKHS norm as the SGD passes), by a truncated Newton method
         warm-started from the SGD coefficients, to a gradient norm ``1e-3`` of its value
-        at zero (see :mod:`dkernel.svm._refit`). Each solver step is one pass over the
-        rows; in a distributed fit the rows stay on the workers (features ``k(x, Z)``
-        cached there) and only vectors of size B x classes travel. Multi-class problems:
-        ``"ovr"`` solves one binary problem per class (its column against the others);
-        ``"weston_watkins"`` one joint problem whose loss per row sums the squared hinges
-        of the margins between the true class and each other class (the multi-class SVM
-        of Weston and Watkins; a smooth relative of the Crammer-Singer loss the SGD passes
-        take, which only counts the largest); True is ``"ovr"`` (see
-        benchmarks/results/bsgd_refit_cs.md). Binary problems have one solve either way.
-        False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
-        never refits.
+        at zero, 50 steps at most (see :mod:`dkernel.svm._refit`). Each solver step is
+        one pass over the rows; in a distributed fit the rows stay on the workers
+        (features ``k(x, Z)`` cached there) and only vectors of size B x classes travel.
+        Multi-class problems: ``"ovr"`` solves one binary problem per class (its column
+        against the others); ``"weston_watkins"`` one joint problem whose loss per row
+        sums the squared hinges of the margins between the true class and each other
+        class; ``"crammer_singer"`` one joint problem with only the largest of them (the
+        loss the SGD passes take), which is not smooth: its solve rarely meets the stop
+        and takes the 50 steps, several times the passes of the others. True is
+        ``"ovr"``: the joint losses were not more accurate on enough of the benchmark sets
+        to be worth their passes (benchmarks/results/bsgd_refit_cs.md). Binary problems
+        have one solve either way. False: the SGD coefficients (averaged or last), as in
+        the paper. ``partial_fit`` never refits.
     refit_rows : int or "auto", default="auto"
         The refit solves over at most this many rows: beyond, over a uniform random sample
         of them (seeded by the fit's seed, drawn per row range, so it depends neither on

@@ -12,22 +12,23 @@ SVM with the plain ``||v||^2`` regulariser::
 (the squared hinge of liblinear's primal solver; ``alpha`` BSGD's lambda, so the
 regulariser is the same ``alpha/2 ||w||^2`` BSGD optimises; ``n`` the number of rows). An
 intercept is the weight of a constant feature of value 1, regularised with the others, as
-in BSGD. Multi-class problems have one column per class, solved together, either
-one-vs-rest (each column the binary problem of its class against the others) or
+in BSGD. Multi-class problems have one column per class, solved together, and one of three
+losses. One-vs-rest: each column the binary problem of its class against the others.
 Weston-Watkins: with ``f_j(x) = phi(x)^T v_j``, one joint problem
 
     min_V  1/2 sum_j ||v_j||^2 + C sum_i w_i sum_{r != y_i} max(0, 1 - f_{y_i}(x_i) + f_r(x_i))^2
 
-(every other class held a margin below the true one). Its generalised Hessian couples, for
-each active (row, class r) pair, the true class's column and r's: ``2 w (e_y - e_r)(e_y -
-e_r)^T`` in score space, so its Newton system is solved for all columns jointly (one CG, one
-line search) where one-vs-rest solves each column on its own. The Crammer-Singer loss
-(only the largest of those slacks per row, the loss the SGD passes take) squared is not
-differentiable where two other classes tie with an active margin: Newton steps with it
-stalled at those kinks and never met the gradient stop (50 of 50 steps, several times the
-passes; benchmarks/results/bsgd_refit_cs.md), where the sum is continuously differentiable
-like the binary squared hinge and converges as one-vs-rest does. Binary problems have one
-column and no choice to make.
+(every other class held a margin below the true one). Crammer-Singer: the same with only
+the largest slack per row, ``max(0, 1 - f_y + max_{r != y} f_r)^2`` (the loss the SGD
+passes take, squared). The joint losses' generalised Hessians couple, for each active
+(row, class r) pair, the true class's column and r's: ``2 w (e_y - e_r)(e_y - e_r)^T`` in
+score space, so their Newton systems are solved for all columns at once (one CG, one line
+search) where one-vs-rest solves each column on its own. The Weston-Watkins loss is
+continuously differentiable, like the binary squared hinge, and its solve converges as
+one-vs-rest's does; the Crammer-Singer loss is not differentiable where two other classes
+tie for the largest active slack, so its gradient need not vanish at the optimum: its
+Newton steps slow down near those kinks and the gradient stop is rarely met (it then ends
+at the step cap). Binary problems have one column and no choice to make.
 
 The solver is a truncated Newton method (Keerthi & DeCoste 2005; liblinear's primal
 Newton): at each step, preconditioned conjugate gradients (Jacobi preconditioner) on the
@@ -264,6 +265,71 @@ def part_line_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.n
     return out
 
 
+def _runner_up(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of the scores ``M``: the row indices, the runner-up class ``r`` (the best
+    class other than ``yi``; ties to the lowest index) and the Crammer-Singer margin slack
+    ``1 - M[y] + M[r]``."""
+    rows = np.arange(len(yi))
+    other = M.copy()
+    other[rows, yi] = -np.inf
+    r = other.argmax(axis=1)
+    return rows, r, 1.0 - M[rows, yi] + other[rows, r]
+
+
+def part_grad_cs(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.ndarray:
+    """:func:`part_grad_ww` of the Crammer-Singer loss (the runner-up's slack only).
+    All scores tie at ``V = 0``: the gradient there (``[2]``) is the subgradient splitting
+    each row's runner-up share evenly over its c - 1 other classes."""
+    c = V.shape[1]
+    out = np.zeros((3, V.shape[0] + 1, c))
+    for F, yi, w in _tiles(part, basis):
+        rows, r, z = _runner_up(F @ V, yi)
+        wz = np.where(z > 0, z, 0.0) * w
+        G = np.zeros((len(yi), c))
+        G[rows, yi] = -wz
+        G[rows, r] = wz
+        out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
+        out[0, -1, 0] += (wz * np.where(z > 0, z, 0.0)).sum()
+        A = np.zeros((len(yi), c))
+        A[rows, yi] = A[rows, r] = np.where(z > 0, w, 0.0)
+        out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
+        if with_zero:
+            G0 = np.repeat(w[:, None] / (c - 1), c, axis=1)
+            G0[rows, yi] = -w
+            out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
+    return out
+
+
+def part_hess_cs(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The Crammer-Singer generalised Hessian times ``D``: each row with an active margin
+    at V adds ``2 w phi (e_y - e_r) (d_y - d_r)`` (``d = phi^T D``, r its runner-up)."""
+    c = V.shape[1]
+    out = np.zeros_like(D)
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, D])
+        rows, r, z = _runner_up(M[:, :c], yi)
+        u = np.where(z > 0, (M[rows, c + yi] - M[rows, c + r]) * w, 0.0)
+        Q = np.zeros((len(yi), c))
+        Q[rows, yi] = u
+        Q[rows, r] = -u
+        out += 2.0 * weighted_colsums(F, Q, False)
+    return out
+
+
+def part_line_cs(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Crammer-Singer loss at ``V + t S`` for every t of ``_STEPS`` in column 0 (the
+    runner-up chosen anew at each t), shape (len(_STEPS), c)."""
+    c = V.shape[1]
+    out = np.zeros((len(_STEPS), c))
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, S])
+        for k, t in enumerate(_STEPS):
+            _, _, z = _runner_up(M[:, :c] + t * M[:, c:], yi)
+            z = np.maximum(z, 0.0)
+            out[k, 0] += (w * z * z).sum()
+    return out
+
+
 class Objective(NamedTuple):
     """A multi-class loss as the solver sees it: its three pass ops, and whether its
     columns are coupled (``joint``: one Newton system and one step length for all
@@ -277,8 +343,9 @@ class Objective(NamedTuple):
 
 OVR = Objective(part_grad, part_hess, part_line, joint=False)
 WESTON_WATKINS = Objective(part_grad_ww, part_hess_ww, part_line_ww, joint=True)
+CRAMMER_SINGER = Objective(part_grad_cs, part_hess_cs, part_line_cs, joint=True)
 #: ``refit``'s spellings of the multi-class losses.
-OBJECTIVES = {"ovr": OVR, "weston_watkins": WESTON_WATKINS}
+OBJECTIVES = {"ovr": OVR, "weston_watkins": WESTON_WATKINS, "crammer_singer": CRAMMER_SINGER}
 
 
 def _grouped(x: np.ndarray, joint: bool) -> np.ndarray:
@@ -317,6 +384,9 @@ _STEP_NAMES = {
     "part_grad_ww": "grad",
     "part_hess_ww": "hess",
     "part_line_ww": "line",
+    "part_grad_cs": "grad",
+    "part_hess_cs": "hess",
+    "part_line_cs": "line",
 }
 
 
@@ -508,8 +578,9 @@ def refit(
     """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
     weights); ``client``: parts in its workers' memory, else read here. ``multi_class``:
-    "ovr" or "weston_watkins" (a key of ``OBJECTIVES``; one-column problems are binary
-    either way). ``start``, ``on_save``: see :func:`newton` (a checkpointed solve).
+    "ovr", "weston_watkins" or "crammer_singer" (a key of ``OBJECTIVES``; one-column
+    problems are binary either way). ``start``, ``on_save``: see :func:`newton` (a
+    checkpointed solve).
 
     Over at most ``max_rows`` rows (default: ``_ROWS_PER_SV`` per support vector): beyond,
     over a uniform sample of that many rows, drawn per row range (``seed``, the range's
