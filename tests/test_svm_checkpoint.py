@@ -219,6 +219,24 @@ def test_distributed_resume_on_a_client(tmp_path, board, local_cluster_client):
     _same(resumed, full)
 
 
+def _stop_in_refit(path, X, y, *, after_step, **kw):
+    """A fit stopped (by an exception) right after the refit saved its Newton step
+    ``after_step``."""
+    real = _bsgd._Checkpoint.save
+
+    def save(self, position, seed, arrays):
+        real(self, position, seed, arrays)
+        if arrays.get("stage") == "refit" and arrays["refit_steps"] == after_step:
+            raise KeyboardInterrupt
+
+    _bsgd._Checkpoint.save = save
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            BudgetedSVC(**kw, checkpoint=path).fit(X, y)
+    finally:
+        _bsgd._Checkpoint.save = real
+
+
 def _three_classes(X):
     """Three labels on the board's rows (diagonal stripes)."""
     return (np.floor(X[:, 0] * 1.5) + np.floor(X[:, 1] * 1.5)).astype(int) % 3
@@ -244,19 +262,7 @@ def test_fit_stopped_in_the_refit_resumes_there(
         y = _three_classes(X)
     kw = dict(PARAMS, distributed=distributed, refit=refit)
     path = str(tmp_path / "c.npz")
-    real = _bsgd._Checkpoint.save
-
-    def save(self, position, seed, arrays):
-        real(self, position, seed, arrays)
-        if arrays.get("stage") == "refit" and arrays["refit_steps"] == 2:
-            raise KeyboardInterrupt
-
-    _bsgd._Checkpoint.save = save
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            BudgetedSVC(**kw, checkpoint=path).fit(X, y)
-    finally:
-        _bsgd._Checkpoint.save = real
+    _stop_in_refit(path, X, y, after_step=2, **kw)
     est = BudgetedSVC(**kw, checkpoint=path)
     saved = _bsgd._Checkpoint.of(
         est, n=3000, d=2, classes=np.unique(y), distributed=distributed
@@ -273,4 +279,22 @@ def test_fit_stopped_in_the_refit_resumes_there(
     full = BudgetedSVC(**kw).fit(X, y)
     full_steps, full_passes = _refit_cost(caplog)
     assert steps == full_steps > 2 and passes < full_passes
+    _same(resumed, full)
+
+
+def test_refit_on_the_workers_resumes_there(tmp_path, board, local_cluster_client):
+    """Dask input under a client (the refit's parts in the workers' memory): stopped after
+    the refit's second Newton step, resumed to the uninterrupted model."""
+    import dask.array as da
+
+    X, _ = board
+    y = _three_classes(X)
+    Xd, yd = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    kw = dict(PARAMS, distributed=True, refit="weston_watkins")
+    path = str(tmp_path / "c.npz")
+    with local_cluster_client.as_current():
+        _stop_in_refit(path, Xd, yd, after_step=2, **kw)
+        resumed = BudgetedSVC(**kw, checkpoint=path).fit(Xd, yd)
+        full = BudgetedSVC(**kw).fit(Xd, yd)
+    assert not os.path.exists(path)
     _same(resumed, full)
