@@ -376,17 +376,10 @@ def _add(children: list, node=None) -> np.ndarray:
     return total
 
 
-#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``).
+#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``), by the name of
+#: its op (``part_<step>`` or ``part_<step>_<loss>``).
 _STEP_NAMES = {
-    "part_grad": "grad",
-    "part_hess": "hess",
-    "part_line": "line",
-    "part_grad_ww": "grad",
-    "part_hess_ww": "hess",
-    "part_line_ww": "line",
-    "part_grad_cs": "grad",
-    "part_hess_cs": "hess",
-    "part_line_cs": "line",
+    f"part_{step}{loss}": step for step in ("grad", "hess", "line") for loss in ("", "_ww", "_cs")
 }
 
 
