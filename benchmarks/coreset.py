@@ -28,7 +28,8 @@ Sections (``--part``), each merged into one JSON and rendered to ``coreset.md``:
 - ``kmeans``: ``kernel_kmeans_coreset`` vs a uniform sample of equal m in {500, 1000,
   2000}: relative error of the full-data kernel k-means cost of fixed centres (random
   rows and k-means++ seedings of a subsample; rbf, gamma = 1/d on standardised shuttle,
-  htru2, pendigits, usps, letter), median over 20 draws. Load-independent, ~3 min.
+  htru2, pendigits, usps, letter), median over 20 draws (``--kmeans-draws``).
+  Load-independent, ~3 min.
 - ``render``: rebuild ``coreset.md`` and ``coreset.png`` from the JSON.
 
     python benchmarks/coreset.py --part table --trials 40       # quality, ~25 min on 2 cores
@@ -579,7 +580,7 @@ def kmeans_table(args, log) -> dict:
 
     res: dict = {}
     names = ["htru2"] if args.quick else list(KMEANS_SETS)
-    draws = 3 if args.quick else 20
+    draws = 3 if args.quick else args.kmeans_draws
     for name in names:
         X, _ = load(name, args.data_dir, True, 3000 if args.quick else None)
         d = np.load(os.path.join(args.data_dir, f"{name}.npz"))
@@ -888,6 +889,7 @@ def main() -> int:
     p.add_argument("--tiled-variants", default=None, help="comma-separated subset")
     p.add_argument("--dist-seeds", type=int, default=2)
     p.add_argument("--beyond-trials", type=int, default=5)
+    p.add_argument("--kmeans-draws", type=int, default=20, help="draws per m of the kmeans part")
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--note", action="append", default=[], help="extra note for the .md")
     args = p.parse_args()

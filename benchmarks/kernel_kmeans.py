@@ -21,12 +21,17 @@ Sections (``--sections``, comma-separated; each adds its part to the one report)
   iterations. About 6 minutes on 2 idle cores.
 - ``quality_fashion``: the same on fashion-MNIST 70k (/255) without the full batch.
   About 6 minutes on 2 idle cores.
+- ``reassignment``: ``MiniBatchKernelKMeans`` with ``reassignment_ratio`` in
+  {0 (off), 0.01, 0.05} (``--ratios``), otherwise defaults, on the quality sets
+  (``--reassignment-sets``; data and gamma as ``quality``), 5 seeds: ARI, NMI, kernel
+  evaluations and iterations (no walls). About 3 minutes on 2 cores.
 
 Usage::
 
     python benchmarks/kernel_kmeans.py --sections headline,scaling   # ~6 min, 2 cores
     python benchmarks/kernel_kmeans.py --sections quality --merge          # ~6 min
     python benchmarks/kernel_kmeans.py --sections quality_fashion --merge  # ~6 min
+    python benchmarks/kernel_kmeans.py --sections reassignment --merge     # ~3 min
     python benchmarks/kernel_kmeans.py --quick                      # smoke run, seconds
 
 Results: ``benchmarks/results/kernel_kmeans.{json,md,png}`` (``_quick`` for --quick);
@@ -519,24 +524,32 @@ def load_quality(data_dir: str, name: str):
     return np.ascontiguousarray(X, dtype=np.float32), y
 
 
+def quality_data(args, name):
+    """A quality set as the sections use it (``--quick``: its first 2000 rows), its k,
+    seeds and the estimator's default width ``1 / (d X.var())``, the same for every kernel
+    method."""
+    k, _, n_seeds = QUALITY_SETS[name]
+    X, y = load_quality(args.data_dir, name)
+    if args.quick:
+        X, y = X[:2000], y[:2000]
+    gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
+    seeds = 1 if args.quick else args.quality_seeds or n_seeds
+    return X, y, k, seeds, gamma
+
+
 def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_partial")):
     names = list(names)[:1] if args.quick else list(names)
     prev = out.get("quality") or {"gammas": {}, "rows": []}
     gammas = {g: v for g, v in prev["gammas"].items() if g not in names}
     rows = [r for r in prev["rows"] if r["dataset"] not in names]
     for name in names:
-        k, _, n_seeds = QUALITY_SETS[name]
-        X, y = load_quality(args.data_dir, name)
-        if args.quick:
-            X, y = X[:2000], y[:2000]
-        # the estimator's default width, the same for every kernel method
-        gamma = float(1.0 / (X.shape[1] * X.astype(np.float64).var()))
+        X, y, k, seeds, gamma = quality_data(args, name)
         gammas[name] = {"gamma": gamma, "n": int(X.shape[0]), "d": int(X.shape[1]), "k": k}
         log(f"quality: {name} {X.shape}, k={k}, gamma 1/(d var) = {gamma:.4g}")
         methods = [m for m in QUALITY_METHODS if m != "full" or X.shape[0] <= FULL_BATCH_MAX_N]
         for method in methods:  # module loads and numba caches, untimed
             fit_method(method, X[:500], k, gamma, 0)
-        for seed in range(1 if args.quick else args.quality_seeds or n_seeds):
+        for seed in range(seeds):
             for method in methods:
                 labels, info = fit_method(method, X, k, gamma, seed)
                 r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
@@ -546,6 +559,39 @@ def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_part
                     f"wall {r['wall_s']:.1f} s CPU {r['cpu_s']:.1f} s peak {r['peak_rss_mib']:.0f} MiB"
                 )
     out["quality"] = {"gammas": gammas, "rows": rows}
+
+
+def section_reassignment(args, out):
+    """ARI/NMI and work of the defaults with each ``reassignment_ratio`` (quality only)."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    names = [s.strip() for s in args.reassignment_sets.split(",") if s.strip()]
+    ratios = [float(r) for r in args.ratios.split(",")]
+    names = names[:1] if args.quick else names
+    rows = []
+    for name in names:
+        X, y, k, seeds, gamma = quality_data(args, name)
+        log(f"reassignment: {name} {X.shape}, k={k}, gamma {gamma:.4g}")
+        for ratio in ratios:
+            for seed in range(seeds):
+                model = MiniBatchKernelKMeans(
+                    k, gamma=gamma, random_state=seed, reassignment_ratio=ratio, **MBKK_KW
+                ).fit(X)
+                r = {
+                    "dataset": name,
+                    "ratio": ratio,
+                    "seed": seed,
+                    **score(y, model.labels_),
+                    "kernel_evals": model.n_kernel_evals_,
+                    "n_iter": model.n_iter_,
+                    "inertia": model.inertia_,
+                }
+                rows.append(r)
+                log(
+                    f"  {name} ratio {ratio} seed {seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
+                    f"{r['n_iter']} it, {r['kernel_evals']:.3g} evals"
+                )
+    out["reassignment"] = {"ratios": ratios, "rows": rows}
 
 
 def section_quality_fashion(args, out):
@@ -707,6 +753,28 @@ def render(out: dict, stem: str) -> None:
                 f"- per-iteration time over n: {', '.join(f'{t:.1f}' for t in its)} ms (flat in n: max/min {max(its) / min(its):.2f})"
             )
         L.append("")
+    ra = out.get("reassignment")
+    if ra:
+        L.append(
+            "## Reassignment of starved centers: MiniBatchKernelKMeans defaults with each "
+            "`reassignment_ratio`, data and gamma as the quality section\n"
+        )
+        L.append(
+            "| dataset | ratio | seeds | ARI | NMI | iterations | kernel evals | evals vs off |"
+        )
+        L.append("|---|---|---|---|---|---|---|---|")
+        for name in dict.fromkeys(r["dataset"] for r in ra["rows"]):
+            off = [r for r in ra["rows"] if r["dataset"] == name and r["ratio"] == 0.0]
+            for ratio in ra["ratios"]:
+                rs = [r for r in ra["rows"] if r["dataset"] == name and r["ratio"] == ratio]
+                ev = mean_std(rs, "kernel_evals")[0]
+                rel = f"{ev / mean_std(off, 'kernel_evals')[0]:.3f}" if off else "n/a"
+                L.append(
+                    f"| {name} | {ratio:g} | {len(rs)} | {_f(mean_std(rs, 'ari'))} | "
+                    f"{_f(mean_std(rs, 'nmi'))} | {mean_std(rs, 'n_iter')[0]:.0f} | "
+                    f"{ev:.3g} | {rel} |"
+                )
+        L.append("")
     q = out.get("quality")
     if q:
         L.append("## Quality: shared datasets at the estimator's default gamma 1/(d X.var())\n")
@@ -841,6 +909,14 @@ def main(argv=None) -> int:
     p.add_argument(
         "--quality-seeds", type=int, default=None, help="seeds per quality set (default 5)"
     )
+    p.add_argument(
+        "--reassignment-sets",
+        default="pendigits,usps,letter,mnist_partial",
+        help="quality sets of the reassignment section",
+    )
+    p.add_argument(
+        "--ratios", default="0,0.01,0.05", help="reassignment_ratio values (comma-separated)"
+    )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scaling-workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--scaling-dir", default=None, help=argparse.SUPPRESS)
@@ -866,12 +942,13 @@ def main(argv=None) -> int:
         render(out, stem)
         return 0
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(wanted) - {"headline", "floor", "scaling", "quality", "quality_fashion"}
+    known = ("floor", "headline", "scaling", "quality", "quality_fashion", "reassignment")
+    unknown = set(wanted) - set(known)
     if unknown:
         p.error(f"unknown sections {sorted(unknown)}")
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    for name in ("floor", "headline", "scaling", "quality", "quality_fashion"):
+    for name in known:
         if name in wanted:
             log(f"section {name}")
             globals()[f"section_{name}"](args, out)

@@ -113,9 +113,10 @@ def _interrupted(X, ckpt, at, fit_kw=None, **kw):
         mb.MiniBatchKernelKMeans._window_step = orig
 
 
-@pytest.mark.parametrize("kind", ["float64-weights", "dask-tol"])
+@pytest.mark.parametrize("kind", ["float64-weights", "dask-tol", "reassignment"])
 def test_resume_variants(X, tmp_path, kind):
-    """Weights, float64 (no centring), dask input with prefetch and tol all resume exactly."""
+    """Weights, float64 (no centring), dask input with prefetch and tol, and re-seeding
+    (its draws from the saved generator) all resume exactly."""
     import dask.array as da
 
     ckpt = str(tmp_path / "c.npz")
@@ -126,9 +127,11 @@ def test_resume_variants(X, tmp_path, kind):
         data = X.astype(np.float64)
         fit_kw["sample_weight"] = np.random.default_rng(0).uniform(0.5, 2, len(X))
         kw["learning_rate"] = "sklearn"
-    else:
+    elif kind == "dask-tol":
         data = da.from_array(X, chunks=100)
         kw["tol"] = 1e-12
+    else:
+        kw["reassignment_ratio"] = 0.5
     _interrupted(data, ckpt, 16, fit_kw, **kw)
     assert os.path.exists(ckpt)
     a = MiniBatchKernelKMeans(**PARAMS, **kw, checkpoint=ckpt).fit(data, **fit_kw)

@@ -83,9 +83,10 @@ def test_window_truncation_invariant(digits):
     assert m.center_support_.shape[0] <= m.n_clusters * (tau + 64)
 
 
-def test_batch_objective_after_update_matches_centers(digits):
+@pytest.mark.parametrize("ratio", [0.0, 0.5])
+def test_batch_objective_after_update_matches_centers(digits, ratio):
     X, _ = digits
-    m = MiniBatchKernelKMeans(**_params(tau=30, tol=1e-12))
+    m = MiniBatchKernelKMeans(**_params(tau=30, tol=1e-12, reassignment_ratio=ratio))
     rng = np.random.RandomState(0)
     for _ in range(5):
         Xb = X[rng.randint(0, len(X), 64)]
@@ -179,6 +180,47 @@ def test_empty_cluster_keeps_center_and_warns(digits):
     assert not np.any(m.labels_ == 2)
 
 
+@pytest.mark.parametrize("tau", [30, None])
+def test_reassignment_reseeds_a_starved_center(digits, tau):
+    """The far initial center never wins a row: with reassignment_ratio it restarts as a
+    batch row (and wins rows), where without it it stays put (the test above)."""
+    X, _ = digits
+    far = np.full((1, X.shape[1]), 1e3)
+    Z = np.vstack([X[[0, 100]], far])
+    m = MiniBatchKernelKMeans(
+        3,
+        gamma=GAMMA,
+        init=Z,
+        batch_size=64,
+        tau=tau,
+        max_iter=5,
+        reassignment_ratio=0.01,
+        random_state=0,
+    ).fit(X)
+    assert not np.any(np.all(m.center_support_ == far, axis=1)[m.center_coef_[2] != 0])
+    assert np.any(m.labels_ == 2)
+    np.testing.assert_allclose(m.center_norms_, _direct_norms(m), atol=1e-12)
+    np.testing.assert_allclose(m.center_coef_.sum(axis=1), 1.0)
+
+
+def test_reassignment_is_seeded_and_skips_zero_weight_rows(digits):
+    """Re-seeding draws from random_state (the same model for any chunking), draws rows
+    in proportion to w D^2 (never a zero-weight row) and changes the fit when centers
+    starve."""
+    X, _ = digits
+    w = np.ones(len(X))
+    w[::2] = 0.0
+    kw = _params(tau=30, n_clusters=8, reassignment_ratio=0.5)
+    ref = MiniBatchKernelKMeans(**kw).fit(X, sample_weight=w)
+    off = MiniBatchKernelKMeans(**{**kw, "reassignment_ratio": 0.0}).fit(X, sample_weight=w)
+    assert ref.history_ != off.history_
+    support_rows = {tuple(r) for r in ref.center_support_[ref.center_coef_.sum(axis=0) > 0]}
+    assert support_rows <= {tuple(r) for r in X[1::2]}
+    m = MiniBatchKernelKMeans(**kw).fit(da.from_array(X, chunks=(77, -1)), sample_weight=w)
+    np.testing.assert_array_equal(m.labels_, ref.labels_)
+    np.testing.assert_array_equal(m.center_coef_, ref.center_coef_)
+
+
 def test_reproducible_and_seed_dependent(digits):
     X, _ = digits
     a = MiniBatchKernelKMeans(**_params(tau=30)).fit(X)
@@ -263,6 +305,8 @@ def test_heat_kernel_untruncated():
         ({"n_clusters": 501}, "n_clusters=501 must be <= n_samples=500"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"tau": 0}, "tau must be >= 1"),
+        ({"reassignment_ratio": -0.1}, "reassignment_ratio must be >= 0.0"),
+        ({"reassignment_ratio": 1.5}, "reassignment_ratio must be <= 1.0"),
         ({"learning_rate": "adam"}, "unknown learning_rate 'adam'"),
         ({"learning_rate": 1.5}, r"learning_rate must be 'beta', 'sklearn' or a float in \(0, 1\]"),
         ({"kernel": "nope"}, "unknown kernel 'nope'"),

@@ -9,7 +9,7 @@ from sklearn.metrics import adjusted_rand_score
 from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans, NumericOracle
 from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
-from dkernel.coreset._kmeans import kernel_kmeans_sensitivity
+from dkernel.coreset._kmeans import _draw_systematic, _inclusion, kernel_kmeans_sensitivity
 from dkernel.kernels import resolve_kernel
 
 
@@ -90,7 +90,52 @@ def test_beats_uniform_on_unbalanced_clusters(rng):
     core, unif = _median_errors(
         X, lambda s: kernel_kmeans_coreset(X, 100, 3, gamma=0.1, random_state=s), 60, rng
     )
-    assert core < 0.8 * unif, (core, unif)
+    assert core < 0.6 * unif, (core, unif)
+
+
+def test_systematic_draw_has_exact_inclusion_probabilities(rng):
+    """m distinct rows; each row drawn with probability pi = min(1, c q) (sum m), the
+    heavy rows always, zero-q rows never; along a grouped order every group gets its
+    sum of pi rows up to one (the stratification); the Horvitz-Thompson total is unbiased."""
+    q = np.array([0.0, 0.3, 0.02, 0.05, 0.01, 0.2, 0.04, 0.0, 0.08, 0.1, 0.03, 0.17])
+    u = rng.uniform(0.5, 2.0, len(q))
+    m = 5
+    pi = _inclusion(q, m)
+    assert pi.sum() == pytest.approx(m) and pi[1] == 1.0 and pi[0] == pi[7] == 0.0
+    assert np.all(pi <= 1.0)
+    group = np.arange(len(q)) % 3
+    order = np.lexsort((q, group))
+    band = [pi[group == g].sum() for g in range(3)]
+    gen = np.random.default_rng(0)
+    hits = np.zeros(len(q))
+    totals = []
+    for _ in range(4000):
+        idx, w = _draw_systematic(q, u, m, order, gen)
+        assert len(idx) == m and np.all(np.diff(idx) > 0)
+        for g in range(3):
+            assert np.floor(band[g] - 1e-9) <= np.sum(group[idx] == g) <= np.ceil(band[g] + 1e-9)
+        hits[idx] += 1
+        totals.append(w @ q[idx] * 10.0)  # estimates sum u q * 10
+    freq = hits / 4000
+    np.testing.assert_allclose(freq, pi, atol=4 * np.sqrt(0.25 / 4000))
+    np.testing.assert_allclose(w, u[idx] / pi[idx])
+    assert abs(np.mean(totals) - 10.0 * (u @ q)) < 4 * np.std(totals) / np.sqrt(len(totals))
+
+
+def test_coreset_has_m_distinct_rows_and_skips_zero_weights(rng):
+    X = _unbalanced(rng)
+    u = np.ones(len(X))
+    u[::3] = 0.0
+    S = kernel_kmeans_coreset(X, 150, 3, gamma=0.1, sample_weight=u, random_state=0)
+    assert len(S) == 150 and len(np.unique(S.X, axis=0)) == 150
+    rows = {tuple(r) for r in X[u > 0]}
+    assert all(tuple(r) in rows for r in S.X)
+    # fewer drawable rows than m: all of them, each standing for itself
+    few = np.zeros(len(X))
+    few[:40] = 2.0
+    T = kernel_kmeans_coreset(X, 150, 3, gamma=0.1, sample_weight=few, random_state=0)
+    np.testing.assert_array_equal(T.X, X[:40])
+    np.testing.assert_array_equal(T.weight, few[:40])
 
 
 def _median_errors(X, build, draws, rng, m=100, g=0.1):

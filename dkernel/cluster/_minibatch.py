@@ -182,6 +182,17 @@ class MiniBatchKernelKMeans(
         exponentially weighted average ``F_i = (1 - a) F_{i-1} + a f_B(C_i)`` with
         ``a = min(1, 2 b / (n + 1))``, so that the average spans about half an epoch.
         ``None`` runs ``max_iter`` iterations (unless ``tol`` stops earlier).
+    reassignment_ratio : float in [0, 1], default=0.0
+        Re-seed starved centers (scikit-learn's ``MiniBatchKMeans`` rule): after each
+        iteration, a center whose accumulated weight (the rows it has won, weighted)
+        is below ``reassignment_ratio`` times the largest center's restarts as a single
+        point of the batch, drawn without replacement in proportion to ``w D^2`` (its
+        weight times its feature-space distance to the nearest center, as k-means++
+        draws; scikit-learn draws uniformly), and its weight is set to the smallest
+        weight among the other centers so it is not re-seeded at once. At most half a
+        batch of centers are re-seeded per iteration. The draws come from
+        ``random_state``: the model stays the same for any input chunking. ``0``
+        turns it off.
     init : {"k-means++", "random"} or ndarray of shape (n_clusters, n_features)
         Initial centers as single points: k-means++ in feature space
         (:func:`kernel_kmeans_plusplus`) or random rows of an initial sample, or the
@@ -308,6 +319,7 @@ class MiniBatchKernelKMeans(
         max_iter=100,
         tol=0.0,
         max_no_improvement=10,
+        reassignment_ratio=0.0,
         init="k-means++",
         init_size=None,
         n_init=3,
@@ -330,6 +342,7 @@ class MiniBatchKernelKMeans(
         self.max_iter = max_iter
         self.tol = tol
         self.max_no_improvement = max_no_improvement
+        self.reassignment_ratio = reassignment_ratio
         self.init = init
         self.init_size = init_size
         self.n_init = n_init
@@ -347,6 +360,7 @@ class MiniBatchKernelKMeans(
         "max_iter": POSITIVE_INT,
         "tol": NON_NEGATIVE,
         "max_no_improvement": POSITIVE_INT_OR_NONE,
+        "reassignment_ratio": {"low": 0.0, "high": 1.0},
         "n_init": POSITIVE_INT,
         "init_size": POSITIVE_INT_OR_NONE,
         "verbose": NON_NEGATIVE_INT,
@@ -633,6 +647,27 @@ class MiniBatchKernelKMeans(
             return float(W_j / (seen + W_j))
         return lr
 
+    def _starved(self, seen, wb, mind):
+        """The centers to re-seed (``reassignment_ratio``) after an iteration: their
+        indices, the batch positions that seed them (drawn from ``self._rng`` in
+        proportion to ``wb * mind``, without replacement) and the accumulated weight
+        they restart from; None when there is nothing to re-seed."""
+        if not self.reassignment_ratio:
+            return None
+        seen = np.asarray(seen, dtype=np.float64)
+        starved = np.flatnonzero(seen < self.reassignment_ratio * seen.max())
+        p = wb * np.maximum(mind, 0.0)
+        # at most half a batch, and never more than the rows that can be drawn
+        limit = min(len(wb) // 2, int(np.count_nonzero(p > 0)))
+        if starved.size > limit:
+            starved = np.sort(starved[np.argsort(seen[starved], kind="stable")[:limit]])
+        if starved.size == 0:
+            return None
+        pos = self._rng.choice(len(wb), size=starved.size, replace=False, p=p / p.sum())
+        rest = np.delete(seen, starved)
+        logger.debug("re-seeding %d starved center(s): %s", starved.size, starved.tolist())
+        return starved, pos, float(rest.min())
+
     def _record_iteration(self, it, f_before):
         self.n_iter_ += 1
         self.history_.append(f_before)
@@ -699,6 +734,14 @@ class MiniBatchKernelKMeans(
                 c, m_keep = win.c, len(win.c) - count[j]
                 cols = slice(ptr[j] + m_drop, ptr[j + 1])
                 inner_new[:, j] = Kxs[:, cols] @ c[:m_keep] + Kbb[:, new.rows(j)] @ c[m_keep:]
+        plan = self._starved([win.seen for win in self._windows], wb, mind)
+        if plan is not None:
+            starved, pos, seen = plan
+            for j, p, win in zip(starved, pos, self._new_windows(oracle, Xb[pos])):
+                win.seen = seen
+                self._windows[j] = win
+                if inner_new is not None and Kbb is not None:
+                    inner_new[:, j] = Kbb[:, p]
         self._record_iteration(it, f_before)
         if inner_new is None:
             return False
@@ -760,6 +803,9 @@ class MiniBatchKernelKMeans(
             inner = np.ascontiguousarray(st.P[idx])
             f_before, W_tot = _assign(diag_b, inner, st.norms, wb, labels, mind)
             self._recursive_step(oracle, X_all, st, idx, Xb, inner, wb, W_tot, labels)
+            plan = self._starved(st.seen, wb, mind)
+            if plan is not None:
+                self._reseed_recursive(oracle, X_all, st, idx, diag_all, plan)
             self._record_iteration(it, f_before)
             bar.update(1, objective=f_before)
             below_tol = False
@@ -804,6 +850,20 @@ class MiniBatchKernelKMeans(
         st.P *= (1 - a)[None, :]
         for r0 in range(0, len(X_all), _TILE_ROWS):
             st.P[r0 : r0 + _TILE_ROWS] += oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xb) @ Wb
+
+    def _reseed_recursive(self, oracle, X_all, st, idx, diag_all, plan):
+        """The untruncated fit's re-seeding: each starved center becomes its single batch
+        row (coefficient 1 on that row, its inner products with every row recomputed)."""
+        starved, pos, seen = plan
+        rows = idx[pos]
+        Xr = X_all[rows]
+        for r0 in range(0, len(X_all), _TILE_ROWS):
+            st.P[r0 : r0 + _TILE_ROWS, starved] = oracle.kernel(X_all[r0 : r0 + _TILE_ROWS], Xr)
+        st.A[starved] = 0.0
+        st.A[starved, rows] = 1.0
+        st.AZ[starved] = 0.0
+        st.norms[starved] = diag_all[rows]
+        st.seen[starved] = seen
 
     # ------------------------------------------------------------ partial_fit
     @named_worker_errors

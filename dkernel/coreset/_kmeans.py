@@ -25,7 +25,7 @@ from .._validation import (
 from ..cluster import NumericOracle, kmeans_plusplus_oracle
 from ..kernels import resolve_kernel
 from ..runtime import TreeNode, timer, tree_reduce
-from ._coreset import BETA, Coreset, _check_m, _draw, _exact, merge
+from ._coreset import BETA, Coreset, _check_m, _exact, merge
 from ._distributed import (
     _LEAF,
     _NODE,
@@ -88,13 +88,18 @@ def kernel_kmeans_coreset(
 
     The kernel k-means++ seeding of ``n_clusters`` centres (an O(log k) approximation in
     expectation) gives every point a sensitivity bound: its share of the seeding's cost
-    plus one over its cluster's weight. The coreset is ``m`` draws from a mixture of
-    three parts: weight-proportional (share ``beta``), the cost shares and the clusters
-    (each cluster the same mass, spread by weight), ``(1 - beta) / 2`` each.
+    plus one over its cluster's weight. The coreset is ``m`` distinct rows drawn from a
+    mixture of three parts: weight-proportional (share ``beta``), the cost shares and the
+    clusters (each cluster the same mass, spread by weight), ``(1 - beta) / 2`` each.
     Sampling in proportion to the bound itself would give the cost part only
     ``1 / (1 + k)`` of the draws: the clusters' part alone is then close to a uniform
     sample on balanced data and misses the far points that carry the cost of other
-    centres. The weights count replicated rows, so
+    centres. The m rows are drawn without replacement by systematic sampling along the
+    rows listed cluster by cluster and, within a cluster, by distance to its seed: each
+    row is drawn with probability ``pi = min(1, c q)`` for its share q of the mixture
+    (``sum pi = m``), and every cluster and distance band gets its share of the m rows up
+    to one (a stratified sample, where i.i.d. draws leave those counts to chance). The
+    weights ``u / pi`` (Horvitz-Thompson) count replicated rows, so
     ``KernelKMeans`` and ``MiniBatchKernelKMeans`` fitted with ``sample_weight=weight``
     (:meth:`Coreset.fit`) minimise an unbiased estimate of the full-data cost.
 
@@ -103,7 +108,7 @@ def kernel_kmeans_coreset(
     reads its chunks) gets its own coreset, and each node of the tree (fan-in
     ``split_every``, :func:`dkernel.runtime.tree_reduce`) resamples the union of its
     children's weighted rows the same way, with their weights as ``sample_weight``; inner
-    nodes keep ``3 m L`` draws (L levels), the root ``m``. Coresets compose (a coreset of
+    nodes keep ``3 m L`` rows (L levels), the root ``m``. Coresets compose (a coreset of
     coresets is a coreset of the union, its error the sum of the levels'), so the result
     stands for all rows while no task holds more than a leaf. Leaves and seeds are a
     function of the rows, not of the storage chunks or the workers: the same
@@ -113,7 +118,7 @@ def kernel_kmeans_coreset(
     ----------
     X : array-like, dask array, or store (path, URL or Dataset), shape (n_samples, n_features)
     m : int
-        Draws (at most m distinct rows).
+        Rows of the coreset (all rows of positive weight when there are no more).
     n_clusters : int
         Clusters of the seeding (the k the coreset is built for).
     kernel, gamma, degree, coef0, kernel_params
@@ -138,13 +143,15 @@ def kernel_kmeans_coreset(
     Notes
     -----
     O(n k t) kernel evaluations for the seeding (t local trials) plus O(n k) for the
-    distances.
+    distances; O(n log n) to list the rows for the systematic draw.
 
     References
     ----------
     D. Feldman and M. Langberg, "A unified framework for approximating and clustering
     data", STOC 2011; O. Bachem, M. Lucic and A. Krause, "Practical coreset constructions
-    for machine learning", arXiv:1703.06476, 2017.
+    for machine learning", arXiv:1703.06476, 2017; C.-E. Särndal, B. Swensson and
+    J. Wretman, "Model Assisted Survey Sampling", Springer, 1992 (systematic pi-ps
+    sampling and the Horvitz-Thompson estimator).
 
     Examples
     --------
@@ -188,13 +195,17 @@ def _spec(kernel, gamma, degree, coef0, kernel_params, d):
 
 def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
     """The coreset of rows ``X`` with weights ``u`` (trusted input): k-means++ seeds,
-    sensitivities, m draws from the mixture."""
+    sensitivities, m rows drawn from the mixture, stratified by cluster and distance."""
     oracle = NumericOracle(spec)
     diag = oracle.diag(X)
     seeds, _ = kmeans_plusplus_oracle(oracle, X, diag, u, k, rng)
-    gam, _, share = _sensitivity_parts(X, seeds, u, oracle, diag)
+    gam, labels, share = _sensitivity_parts(X, seeds, u, oracle, diag)
     q = _mixture(gam - share, share, u, float(u.sum()), beta)
-    idx, weight = _draw(q, u, m, np.random.default_rng(rng.randint(0, 2**31 - 1)))
+    # the rows listed cluster by cluster, each from its seed outwards (share / u ~ D^2)
+    dist = np.divide(share, u, out=np.zeros_like(share), where=u > 0)
+    order = np.lexsort((dist, labels))
+    gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
+    idx, weight = _draw_systematic(q, u, m, order, gen)
     return Coreset(
         X=X[idx],
         y=None,
@@ -205,6 +216,45 @@ def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
         classes=(),
         info={"method": "kernel-kmeans", "n_clusters": k, "beta": beta},
     )
+
+
+def _inclusion(q, m):
+    """Inclusion probabilities ``pi = min(1, c q)`` with ``sum pi = m``, for ``q`` with at
+    least m positive entries: the rows that reach one are taken for sure and the others
+    share the rest of m in proportion to q."""
+    pi = np.zeros_like(q)
+    free = q > 0
+    while True:
+        left = m - np.count_nonzero(pi == 1.0)
+        pi[free] = left * q[free] / q[free].sum()
+        over = free & (pi >= 1.0)
+        if not over.any():
+            return pi
+        pi[over] = 1.0
+        free &= ~over
+
+
+def _draw_systematic(q, u, m, order, rng):
+    """m distinct rows, row i with probability ``pi_i = min(1, c q_i)`` (:func:`_inclusion`),
+    by systematic sampling along ``order``; returns (sorted indices, weights u / pi).
+
+    The rows are laid end to end in ``order``, row i an interval of length pi_i (m in
+    all), and the sample is the rows under the m points ``r, r + 1, ..., r + m - 1`` for
+    one uniform r in [0, 1): each row is drawn with probability exactly pi_i whatever the
+    order, so the Horvitz-Thompson weights make every cost estimate unbiased. Listing the
+    rows by cluster and by distance to their seed makes the sample a stratified one: each
+    cluster, and each distance band within it, gets its share of the m rows up to one,
+    where i.i.d. draws leave the counts to chance.
+    """
+    pos = np.flatnonzero(q > 0)
+    if len(pos) <= m:  # every row that can be drawn, each standing for itself
+        return pos, u[pos].astype(np.float64)
+    pi = _inclusion(q, m)
+    cum = np.cumsum(pi[order])
+    points = (rng.random() + np.arange(m)) * (cum[-1] / m)  # cum[-1] is m up to rounding
+    hit = np.minimum(np.searchsorted(cum, points, side="right"), len(q) - 1)
+    idx = np.unique(order[hit])
+    return idx, u[idx] / pi[idx]
 
 
 def _mixture(cluster, share, u, U, beta):

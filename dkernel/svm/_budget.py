@@ -490,11 +490,11 @@ def _merge_choice(st, cfg, avg):
     if avg and st.fs[FS_WSUM] > 0.0:
         C = _joint(st.A, st.Abar, st.sref, st.fs, n_sv)
         m, _ = _smallest(C, st.K, n_sv)
-        search = NEAR if cfg.search == NEAR else GOLDEN
-        n, h, dg = merge_partner(C, st.K, n_sv, m, cfg.pw, search, cfg.T)
+        n, h, dg = merge_partner(C, st.K, n_sv, m, cfg.pw, NEAR, cfg.T)
         return m, n, h, dg / (s * s)
     m, _ = _smallest(st.A, st.K, n_sv)
-    n, h, dg = merge_partner(st.A, st.K, n_sv, m, cfg.pw, cfg.search, cfg.T)
+    search = cfg.search if st.A.shape[1] == 1 else NEAR
+    n, h, dg = merge_partner(st.A, st.K, n_sv, m, cfg.pw, search, cfg.T)
     return m, n, h, dg
 
 
@@ -674,12 +674,11 @@ def _scores(st, cfg, x, xsq, krow, f):
     c = A.shape[1]
     n_sv = st.ist[IS_NSV]
     krow_into(cfg.kind, cfg.gamma, cfg.degree, cfg.coef0, x, xsq, st.SVT, st.sqn, n_sv, krow)
-    for i in range(c):
-        f[i] = st.b[i] * cfg.icpt
-    for j in range(n_sv):
-        kj = krow[j]
-        for i in range(c):
-            f[i] += A[j, i] * kj
+    for i in range(c):  # each column's sum in a register (over the SVs in order)
+        acc = st.b[i] * cfg.icpt
+        for j in range(n_sv):
+            acc += A[j, i] * krow[j]
+        f[i] = acc
     s = st.fs[FS_SCALE]
     for i in range(c):
         f[i] *= s

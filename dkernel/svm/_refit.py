@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 
 #: Rows per tile inside a part (bounds the temporaries of a pass).
 _TILE_ROWS = 8192
+#: Rows per step of a pass: a step's features stay in cache across its products (a pass
+#: over 8192-row steps read the features from memory once per product).
+_PASS_ROWS = 256
 #: Cached features of all parts together may take this many bytes; above it each pass
 #: recomputes them from the part's rows.
 _FEATURE_CACHE_BYTES = 2 << 30
@@ -151,11 +154,15 @@ def _signs(yi: np.ndarray, c: int) -> np.ndarray:
 
 
 def _tiles(part: Part, basis: Basis):
-    """(features, signs index range) per tile of the part."""
+    """(features, class indices, weights) of the part's rows, ``_PASS_ROWS`` at a time (the
+    features computed ``_TILE_ROWS`` at a time when not cached)."""
     for a in range(0, len(part.yi), _TILE_ROWS):
-        sl = slice(a, a + _TILE_ROWS)
-        F = part.F[sl] if part.cached else features(part.F[sl], basis)
-        yield F, part.yi[sl], part.w[sl]
+        F = part.F[a : a + _TILE_ROWS]
+        if not part.cached:
+            F = features(F, basis)
+        for b in range(0, len(F), _PASS_ROWS):
+            sl = slice(a + b, a + b + _PASS_ROWS)
+            yield F[b : b + _PASS_ROWS], part.yi[sl], part.w[sl]
 
 
 def part_grad(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.ndarray:
