@@ -1235,8 +1235,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         ``estimator``, ``kernel``, ``gamma`` and ``alpha`` (the values used), ``budget``,
         ``maintenance``, ``algorithm``, ``n_features``, ``classes``, ``n_support_vectors``,
         ``n_iter`` (epochs), ``t`` (SGD steps), ``n_maintenance``, ``weight_degradation``,
-        ``distributed``, ``standardize``, ``refit`` and ``probability`` (whether
-        :meth:`predict_proba` is calibrated).
+        ``distributed``, ``standardize``, ``refit`` (the refit's multi-class loss, or
+        False) and ``probability`` (whether :meth:`predict_proba` is calibrated).
         """
         check_is_fitted(self, "dual_coef_")
         return {
