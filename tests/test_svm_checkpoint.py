@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -215,4 +216,85 @@ def test_distributed_resume_on_a_client(tmp_path, board, local_cluster_client):
         resumed = BudgetedSVC(**PARAMS, **kw, checkpoint=path).fit(Xd, yd)
         full = BudgetedSVC(**PARAMS, **kw).fit(Xd, yd)
     assert resumed.distributed_ and full.distributed_
+    _same(resumed, full)
+
+
+def _stop_in_refit(path, X, y, *, after_step, **kw):
+    """A fit stopped (by an exception) right after the refit saved its Newton step
+    ``after_step``."""
+    real = _bsgd._Checkpoint.save
+
+    def save(self, position, seed, arrays):
+        real(self, position, seed, arrays)
+        if arrays.get("stage") == "refit" and arrays["refit_steps"] == after_step:
+            raise KeyboardInterrupt
+
+    _bsgd._Checkpoint.save = save
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            BudgetedSVC(**kw, checkpoint=path).fit(X, y)
+    finally:
+        _bsgd._Checkpoint.save = real
+
+
+def _three_classes(X):
+    """Three labels on the board's rows (diagonal stripes)."""
+    return (np.floor(X[:, 0] * 1.5) + np.floor(X[:, 1] * 1.5)).astype(int) % 3
+
+
+def _refit_cost(caplog) -> tuple[int, int]:
+    """(Newton steps, passes) of the last refit, from its DEBUG summary line."""
+    rec = [r for r in caplog.records if r.getMessage().startswith("refit:")][-1]
+    return int(rec.args[0]), int(rec.args[1])
+
+
+@pytest.mark.parametrize(
+    "distributed, refit, labels",
+    [(False, True, "two"), (False, "weston_watkins", "three"), (True, "crammer_singer", "three")],
+)
+def test_fit_stopped_in_the_refit_resumes_there(
+    tmp_path, board, count_steps, caplog, distributed, refit, labels
+):
+    """Stopped right after the refit's second Newton step was saved: the resumed fit skips
+    the SGD passes, finishes the solve from that step, and gives the uninterrupted model."""
+    X, y = board
+    if labels == "three":
+        y = _three_classes(X)
+    kw = dict(PARAMS, distributed=distributed, refit=refit)
+    path = str(tmp_path / "c.npz")
+    _stop_in_refit(path, X, y, after_step=2, **kw)
+    est = BudgetedSVC(**kw, checkpoint=path)
+    saved = _bsgd._Checkpoint.of(
+        est, n=3000, d=2, classes=np.unique(y), distributed=distributed
+    ).load()
+    assert saved["stage"] == "refit" and saved["refit_steps"] == 2
+    assert saved["position"] == [PARAMS["max_iter"], 0]  # after the SGD passes
+
+    caplog.set_level(logging.DEBUG, logger="dkernel.svm._refit")
+    rows = count_steps[0]
+    resumed = est.fit(X, y)
+    assert count_steps[0] == rows  # the SGD passes were not run again
+    steps, passes = _refit_cost(caplog)
+    assert not os.path.exists(path)
+    full = BudgetedSVC(**kw).fit(X, y)
+    full_steps, full_passes = _refit_cost(caplog)
+    assert steps == full_steps > 2 and passes < full_passes
+    _same(resumed, full)
+
+
+def test_refit_on_the_workers_resumes_there(tmp_path, board, local_cluster_client):
+    """Dask input under a client (the refit's parts in the workers' memory): stopped after
+    the refit's second Newton step, resumed to the uninterrupted model."""
+    import dask.array as da
+
+    X, _ = board
+    y = _three_classes(X)
+    Xd, yd = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    kw = dict(PARAMS, distributed=True, refit="weston_watkins")
+    path = str(tmp_path / "c.npz")
+    with local_cluster_client.as_current():
+        _stop_in_refit(path, Xd, yd, after_step=2, **kw)
+        resumed = BudgetedSVC(**kw, checkpoint=path).fit(Xd, yd)
+        full = BudgetedSVC(**kw).fit(Xd, yd)
+    assert not os.path.exists(path)
     _same(resumed, full)

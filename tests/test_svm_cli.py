@@ -203,6 +203,19 @@ def test_train_no_refit_keeps_the_sgd_coefficients(tmp_path, store, cluster_cfg,
     assert not np.allclose(load_model(paths[False]).dual_coef_, sgd.dual_coef_)
 
 
+def test_train_refit_loss(tmp_path, store, cluster_cfg, capsys):
+    """--refit weston_watkins is refit="weston_watkins" (saved with the model); it cannot be
+    combined with --no-refit."""
+    model = str(tmp_path / "ww.npz")
+    argv = ["--cluster", cluster_cfg, "svm", "train", store.path, model]
+    args = ["--budget", "30", "--gamma", "2", "--max-iter", "1", "--seed", "0"]
+    assert main([*argv, *args, "--refit", "weston_watkins"]) == 0
+    assert _json(capsys)["refit"] == "weston_watkins"
+    assert load_model(model).refit == "weston_watkins"
+    assert main([*argv, *args, "--refit", "ovr", "--no-refit"]) == 2
+    assert "not allowed with argument --refit" in capsys.readouterr().err
+
+
 def test_train_refit_rows_bounds_the_refit(tmp_path, store, cluster_cfg, capsys):
     """--refit-rows is refit_rows: the saved model carries it, and its coefficients are the
     API's fit with the same bound (the SGD's support vectors, a sampled refit)."""

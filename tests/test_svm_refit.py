@@ -159,11 +159,14 @@ class _OneWorker:
         return getattr(self._client, name)
 
 
-@pytest.mark.parametrize("bad", ["yes", 1, None])
-def test_refit_must_be_a_bool(bad):
+@pytest.mark.parametrize("bad", ["yes", 1, None, "crammer-singer", "OVR"])
+def test_refit_must_be_a_bool_or_a_loss(bad):
     X, y = _board(100)
-    with pytest.raises(DKernelError, match="refit must be True or False"):
+    msg = "refit must be one of True, False, 'ovr', 'weston_watkins', 'crammer_singer'; got"
+    with pytest.raises(DKernelError, match=msg):
         BudgetedSVC(refit=bad, budget=10).fit(X, y)
+    with pytest.raises(DKernelError, match=msg):  # before any data is read
+        BudgetedSVC(refit=bad).check_params()
 
 
 def _blobs_case(n, seed=0):
@@ -220,6 +223,185 @@ def test_features_recomputed_per_pass_when_they_do_not_fit(monkeypatch):
     recomputed = _solve(X, y, Z, alpha=1e-3, w=w, icpt=1.0)
     np.testing.assert_array_equal(recomputed.coef, cached.coef)
     np.testing.assert_array_equal(recomputed.intercept, cached.intercept)
+
+
+# ----------------------------------------------------------------------------- joint losses
+JOINT = ["weston_watkins", "crammer_singer"]
+
+
+def _three(n, seed=0):
+    """Three classes on the board: diagonal stripes."""
+    X = np.random.default_rng(seed).uniform(0, 4, size=(n, 2))
+    return X, (np.floor(X[:, 0]) + np.floor(X[:, 1])).astype(int) % 3
+
+
+def _joint_objective(loss, X, y, Z, coef, intercept, spec, alpha, icpt=1.0):
+    """``alpha/2 sum_j (beta_j^T K beta_j + (b_j/icpt)^2) + 1/n sum_i`` (the sum over
+    r != y_i (Weston-Watkins) or the largest (Crammer-Singer) of) ``max(0, 1 - f_y +
+    f_r)^2``, straight from the definition."""
+    K = R._BaseKernelEstimator._kernel(Z, Z, spec)
+    f = R._BaseKernelEstimator._kernel(X, Z, spec) @ coef + intercept
+    rows = np.arange(len(y))
+    slack = np.maximum(0.0, 1.0 - f[rows, y][:, None] + f)
+    slack[rows, y] = 0.0
+    per_row = (slack**2).sum(axis=1) if loss == "weston_watkins" else (slack**2).max(axis=1)
+    reg = np.einsum("ij,ik,kj->", coef, K, coef) + np.sum((intercept / icpt) ** 2)
+    return 0.5 * alpha * reg + per_row.mean()
+
+
+def _three_part(n=400, seed=0):
+    X, y = _three(n, seed)
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    basis, _ = R.make_basis(X[:25], spec, 1.0)
+    w = np.random.default_rng(seed).uniform(0.5, 2.0, size=n)
+    return R.make_part([(X, y, w)], basis, True), basis
+
+
+@pytest.mark.parametrize("loss", JOINT)
+def test_joint_loss_gradient_hessian_and_line_match_the_loss(loss):
+    part, basis = _three_part()
+    obj = R.OBJECTIVES[loss]
+    rng = np.random.default_rng(1)
+    V = rng.normal(size=(basis.width, 3))
+
+    def value(V):
+        return obj.grad(part, basis, V, False)[0, -1, 0]
+
+    def grad(V):
+        return obj.grad(part, basis, V, False)[0, :-1]
+
+    st = obj.grad(part, basis, V, True)
+    eps = 1e-6
+    num = np.zeros_like(V)
+    for i, j in np.ndindex(*V.shape):
+        E = np.zeros_like(V)
+        E[i, j] = eps
+        num[i, j] = (value(V + E) - value(V - E)) / (2 * eps)
+    np.testing.assert_allclose(st[0, :-1], num, rtol=1e-6, atol=1e-6 * np.abs(num).max())
+    assert np.all(st[0, -1, 1:] == 0.0)  # one loss per row, in column 0
+    zero = grad(np.zeros_like(V))
+    if loss == "weston_watkins":  # differentiable at zero
+        np.testing.assert_allclose(st[2, :-1], zero, rtol=1e-12, atol=1e-9)
+    else:  # all classes tie at zero: the runner-up's share spread over the c - 1 others
+        ww = R.part_grad_ww(part, basis, V, True)[2, :-1]
+        np.testing.assert_allclose(st[2, :-1], ww / 2, rtol=1e-12, atol=1e-12)
+    # the Hessian-vector product and its diagonal, as the finite differences see them
+    D = rng.normal(size=V.shape)
+    HD = obj.hess(part, basis, V, D)
+    fd = (grad(V + eps * D) - grad(V - eps * D)) / (2 * eps)
+    np.testing.assert_allclose(HD, fd, rtol=1e-5, atol=1e-6 * np.abs(fd).max())
+    for i, j in [(0, 0), (3, 1), (basis.width - 1, 2)]:
+        E = np.zeros_like(V)
+        E[i, j] = 1.0
+        assert obj.hess(part, basis, V, E)[i, j] == pytest.approx(st[1, i, j], rel=1e-9)
+    S = rng.normal(size=V.shape) * 0.1
+    line = obj.line(part, basis, V, S)
+    for k in (0, 5, 11):
+        assert line[k, 0] == pytest.approx(value(V + R._STEPS[k] * S), rel=1e-12)
+
+
+def _joint_solve(X, y, Z, loss, *, alpha=1e-3, coef=None, tol=1e-6, max_iter=100, client=None):
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    coef = np.zeros((len(Z), 3)) if coef is None else coef
+    return R.refit(
+        X, y, None, classes=np.arange(3), Z=Z, coef=coef, intercept=np.zeros(3), spec=spec,
+        icpt=1.0, scaler=None, alpha=alpha, tol=tol, max_iter=max_iter, client=client,
+        multi_class=loss,
+    )  # fmt: skip
+
+
+def test_weston_watkins_newton_meets_its_stop_and_improves_the_warm_start():
+    X, y = _three(1500)
+    Z = X[:40]
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    alpha, tol = 1e-3, 1e-4
+    warm = np.random.default_rng(0).normal(size=(len(Z), 3)) * 0.05
+    res = _joint_solve(X, y, Z, "weston_watkins", alpha=alpha, coef=warm, tol=tol)
+    assert 0 < res.n_iter < 100
+    f = _joint_objective("weston_watkins", X, y, Z, res.coef, res.intercept, spec, alpha)
+    assert f < _joint_objective("weston_watkins", X, y, Z, warm, np.zeros(3), spec, alpha)
+    # the stop rule holds at the solution: every column's gradient norm below tol times
+    # its norm at zero (computed here from the pass ops over all rows at once)
+    basis, up = R.make_basis(Z, spec, 1.0)
+    part = R.make_part([(X, y, np.ones(len(y)))], basis, True)
+    C = 1.0 / (alpha * len(y))
+    V = np.vstack([up.T @ res.coef, res.intercept[None, :]])
+    st = R.part_grad_ww(part, basis, V, True)
+    gnorm = np.linalg.norm(V + C * st[0, :-1], axis=0)
+    assert np.all(gnorm <= tol * np.linalg.norm(C * st[2, :-1], axis=0))
+    # and it is a minimum: perturbations raise the objective
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        g = rng.normal(size=res.coef.shape) * 1e-3
+        c = res.coef + g
+        assert _joint_objective("weston_watkins", X, y, Z, c, res.intercept, spec, alpha) > f
+
+
+def test_crammer_singer_newton_improves_the_warm_start_and_the_other_solutions():
+    """The non-smooth loss: the solve lowers its objective below the warm start's and below
+    that of the other losses' solutions (feasible points of the same problem)."""
+    X, y = _three(1500)
+    Z = X[:40]
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    warm = np.random.default_rng(0).normal(size=(len(Z), 3)) * 0.05
+    res = _joint_solve(X, y, Z, "crammer_singer", coef=warm, tol=1e-4, max_iter=50)
+    assert 0 < res.n_iter <= 50
+
+    def objective(r_coef, r_icpt):
+        return _joint_objective("crammer_singer", X, y, Z, r_coef, r_icpt, spec, 1e-3)
+
+    f = objective(res.coef, res.intercept)
+    assert f < objective(warm, np.zeros(3))
+    ww = _joint_solve(X, y, Z, "weston_watkins")
+    ovr = _solve(X, y, Z, alpha=1e-3, icpt=1.0, tol=1e-6)
+    assert f < objective(ww.coef, ww.intercept)
+    assert f < objective(ovr.coef, ovr.intercept)
+
+
+def test_weston_watkins_columns_are_coupled_and_sum_to_zero():
+    """Unlike one-vs-rest, the joint loss only sees score differences: its minimum-norm
+    solution has columns summing to zero, and it is not the one-vs-rest solution."""
+    X, y = _three(1200)
+    Z = X[:30]
+    ww = _joint_solve(X, y, Z, "weston_watkins", tol=1e-8)
+    np.testing.assert_allclose(ww.coef.sum(axis=1), 0.0, atol=1e-6 * np.abs(ww.coef).max())
+    np.testing.assert_allclose(ww.intercept.sum(), 0.0, atol=1e-6)
+    ovr = _solve(X, y, Z, alpha=1e-3, tol=1e-8)
+    assert np.abs(ww.coef - ovr.coef).max() > 1e-2
+
+
+@pytest.mark.parametrize("loss", JOINT)
+def test_joint_refit_beats_the_sgd_coefficients(loss):
+    X, y = _three(4000, seed=3)
+    Xt, yt = _three(2000, seed=4)
+    kw = dict(budget=40, gamma=2.0, max_iter=1, random_state=0)
+    sgd = BudgetedSVC(refit=False, **kw).fit(X, y)
+    joint = BudgetedSVC(refit=loss, **kw).fit(X, y)
+    np.testing.assert_array_equal(joint.support_vectors_, sgd.support_vectors_)
+    assert joint.dual_coef_.shape == (len(joint.support_vectors_), 3)
+    assert joint.score(Xt, yt) >= sgd.score(Xt, yt)
+    assert joint.summary()["refit"] == loss
+    assert BudgetedSVC(**kw).fit(X[:500], y[:500]).summary()["refit"] == "ovr"
+    # binary problems have one column: every spelling is the same solve
+    yb = np.where(y == 0, 1, -1)
+    a = BudgetedSVC(refit=loss, **kw).fit(X, yb)
+    b = BudgetedSVC(refit="ovr", **kw).fit(X, yb)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+
+
+@pytest.mark.parametrize("loss", JOINT)
+def test_joint_refit_on_workers_same_as_here(local_cluster_client, loss):
+    X, y = _three(6000)
+    Xd = da.from_array(X, chunks=(6000, 2))
+    yd = da.from_array(y, chunks=6000)
+    Z = X[:30]
+    kw = dict(tol=1e-6, max_iter=20)
+    here = _joint_solve(X, y, Z, loss, **kw)
+    one = _joint_solve(Xd, yd, Z, loss, client=_OneWorker(local_cluster_client), **kw)
+    two = _joint_solve(Xd, yd, Z, loss, client=local_cluster_client, **kw)
+    np.testing.assert_array_equal(one.coef, two.coef)
+    np.testing.assert_array_equal(one.intercept, two.intercept)
+    np.testing.assert_allclose(two.coef, here.coef, rtol=1e-9, atol=1e-9)
 
 
 def test_sample_sizes_are_proportional_and_sum_to_m():

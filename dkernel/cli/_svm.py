@@ -51,10 +51,18 @@ def _add_train(ssub: argparse._SubParsersAction) -> None:
         help="standardise every feature with the training data's mean and std (one extra "
         "pass; recommended when features have unequal or small scales)",
     )
-    t.add_argument(
+    refit = t.add_mutually_exclusive_group()
+    refit.add_argument(
         "--no-refit",
         action="store_true",
         help="keep the SGD coefficients (the paper's model) instead of the exact refit",
+    )
+    refit.add_argument(
+        "--refit",
+        choices=["ovr", "weston_watkins", "crammer_singer"],
+        default=None,
+        help="the refit's multi-class loss: one-vs-rest, or one joint Weston-Watkins or "
+        "Crammer-Singer problem (default: the estimator's, refit=True)",
     )
     t.add_argument(
         "--refit-rows",
@@ -156,7 +164,7 @@ def _train(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         max_iter=args.max_iter,
         standardize=args.standardize,
-        refit=not args.no_refit,
+        refit=False if args.no_refit else (args.refit or True),
         refit_rows="auto" if args.refit_rows is None else args.refit_rows,
         random_state=args.seed,
         checkpoint=args.checkpoint,

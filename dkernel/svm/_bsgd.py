@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import _BaseKernelEstimator
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._model_io import load_model as _load_any
-from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_table
+from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_table, options
 from .._validation import (
     DKernelError,
     check_sample_weight,
@@ -78,6 +78,8 @@ _AUTO_MIN_ROWS = 1 << 20
 #: steps at most.
 _REFIT_TOL = 1e-3
 _REFIT_MAX_ITER = 50
+#: The multi-class loss of ``refit=True`` (benchmarks/results/bsgd_refit_cs.md).
+_REFIT_DEFAULT = "ovr"
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
 #: ``probability=True``: the share of the rows held out for Platt scaling, and at most this
@@ -209,17 +211,25 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         distributed client is active, else False; either way the refit (``refit=True``)
         of dask/zarr/store input then runs on the workers. Below that size the sequential
         stream chooses the better support (benchmarks/results/bsgd_notes.md).
-    refit : bool, default=True
+    refit : bool or {"ovr", "weston_watkins", "crammer_singer"}, default=True
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
         beta^T K_ZZ beta + 1/n sum_i w_i max(0, 1 - y_i f(x_i))^2`` (the squared hinge;
-        the same ``alpha`` and RKHS norm as the SGD passes; one-vs-rest for multi-class),
-        by a truncated Newton method warm-started from the SGD coefficients, to a gradient
-        norm ``1e-3`` of its value at zero (see :mod:`dkernel.svm._refit`). Each solver
-        step is one pass over the rows; in a distributed fit the rows stay on the workers
+        the same ``alpha`` and RKHS norm as the SGD passes), by a truncated Newton method
+        warm-started from the SGD coefficients, to a gradient norm ``1e-3`` of its value
+        at zero, 50 steps at most (see :mod:`dkernel.svm._refit`). Each solver step is
+        one pass over the rows; in a distributed fit the rows stay on the workers
         (features ``k(x, Z)`` cached there) and only vectors of size B x classes travel.
-        False: the SGD coefficients (averaged or last), as in the paper. ``partial_fit``
-        never refits.
+        Multi-class problems: ``"ovr"`` solves one binary problem per class (its column
+        against the others); ``"weston_watkins"`` one joint problem whose loss per row
+        sums the squared hinges of the margins between the true class and each other
+        class; ``"crammer_singer"`` one joint problem with only the largest of them (the
+        loss the SGD passes take), which is not smooth: its solve rarely meets the stop
+        and takes the 50 steps, several times the passes of the others. True is
+        ``"ovr"``: the joint losses were not more accurate on enough of the benchmark sets
+        to be worth their passes (benchmarks/results/bsgd_refit_cs.md). Binary problems
+        have one solve either way. False: the SGD coefficients (averaged or last), as in
+        the paper. ``partial_fit`` never refits.
     refit_rows : int or "auto", default="auto"
         The refit solves over at most this many rows: beyond, over a uniform random sample
         of them (seeded by the fit's seed, drawn per row range, so it depends neither on
@@ -250,11 +260,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     random_state : int, RandomState or None
     checkpoint : str, os.PathLike or None, default=None
         A file (``.npz``) where :meth:`fit` saves its state every ``checkpoint_every``
-        blocks (sequential) or rounds (distributed), written atomically. A fit that finds a
-        checkpoint of the same parameters and data shape resumes from it and gives exactly
-        the model of an uninterrupted fit (with ``random_state=None`` the saved seed is
-        reused); one of other parameters is refused with a ``DKernelError``. Removed when
-        the fit completes. ``partial_fit`` ignores it.
+        blocks (sequential) or rounds (distributed), and in the refit as it starts and
+        after every Newton step (with the SGD passes' model, so a fit resumed there skips
+        them), written atomically. A fit that finds a checkpoint of the same parameters and
+        data shape resumes from it and gives exactly the model of an uninterrupted fit
+        (with ``random_state=None`` the saved seed is reused); one of other parameters is
+        refused with a ``DKernelError``. Removed when the fit completes. ``partial_fit``
+        ignores it.
     checkpoint_every : int, default=1
         Blocks (of 65536 rows, sequential fits) or rounds (distributed fits) between saves.
     verbose : int, default=0
@@ -419,12 +431,13 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         "n_rounds": POSITIVE_INT,
         "split_every": {"kind": numbers.Integral, "low": 2},
         "checkpoint_every": POSITIVE_INT,
+        "refit": options(True, False, *_refit.OBJECTIVES),
     }
     _choices = {
         "maintenance": tuple(nb.MAINTENANCE_CODES),
         "algorithm": tuple(nb.ALGORITHM_CODES),
     }
-    _flags = ("fit_intercept", "standardize", "shuffle", "refit", "probability")
+    _flags = ("fit_intercept", "standardize", "shuffle", "probability")
     #: Parameters that take an int of at least ``low``, or the other form named.
     _int_or = {
         "average": (_is_bool, 1),
@@ -641,7 +654,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """
         self.check_params()
         plan = self._fit_plan(X, y, sample_weight)
-        if plan.use_dist:
+        if plan.saved is not None and plan.saved.get("stage") == "refit":
+            # killed during the refit: the SGD passes' model is in the checkpoint
+            state = nb.BSGDState(*(plan.saved[f"state_{f}"] for f in nb.BSGDState._fields))
+            cfg = self._sgd_config(plan)
+        elif plan.use_dist:
             state, cfg = self._fit_distributed(plan)
         else:
             state, cfg = self._fit_sequential(plan)
@@ -656,7 +673,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 client = _active_client()  # the rows stay on the workers
             w = plan.w if plan.weighted else None
             coef = self._refit(plan.X, plan.y, w, state, plan.classes, plan.spec, cfg,
-                               plan.scaler, client, plan.seed)  # fmt: skip
+                               plan.scaler, client, plan.seed, plan=plan)  # fmt: skip
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
         self._set_scaler(plan.scaler)
@@ -696,7 +713,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         saved = ckpt.load() if ckpt is not None else None
         if saved is not None:
             seed = int(saved["seed"])
-            logger.info("resuming from checkpoint %s at %s", ckpt.path, saved["position"])
+            at = saved["position"]
+            if saved.get("stage") == "refit":
+                at = f"refit step {saved['refit_steps']}"
+            logger.info("resuming from checkpoint %s at %s", ckpt.path, at)
         y_map = _label_map(classes)
         scaler = _feature_stats(X) if self.standardize else None
         # a sequential fit reads its first block up front, once, and trains on it (X is
@@ -718,13 +738,20 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             scaler=scaler, head=head, spec=spec,
         )  # fmt: skip
 
+    def _sgd_config(self, plan: _FitPlan) -> nb.BSGDConfig:
+        """The SGD passes' configuration: a distributed fit's merged model advances its
+        clock by the mean shard's rows per epoch, a sequential one by every row."""
+        n = plan.n
+        if plan.use_dist:
+            k = len(dist.plan_shards(n, int(self.n_shards or _DEFAULT_SHARDS)).starts)
+            n = max(1, round(n / k))
+        return self._config(plan.spec, plan.alpha, n)
+
     def _fit_distributed(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
         """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`)."""
         level = logging.INFO if self.verbose else logging.DEBUG
         n_shards = int(self.n_shards or _DEFAULT_SHARDS)
-        # the merged model's clock advances by the mean shard's rows per epoch
-        k = len(dist.plan_shards(plan.n, n_shards).starts)
-        cfg = self._config(plan.spec, plan.alpha, max(1, round(plan.n / k)))
+        cfg = self._sgd_config(plan)
         start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
         if plan.saved is not None:
             start, first = _partial_of(plan.saved), tuple(plan.saved["position"])
@@ -764,7 +791,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """``max_iter`` epochs of blocks in a seeded order through the numba loop, here."""
         level = logging.INFO if self.verbose else logging.DEBUG
         n = plan.n
-        cfg = self._config(plan.spec, plan.alpha, n)
+        cfg = self._sgd_config(plan)
         state = nb.new_state(int(self.budget), plan.d, plan.n_cols, cfg.maint)
         epoch0, block0 = 0, 0
         if plan.saved is not None:
@@ -834,8 +861,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.probA_ = np.array([a for a, _ in fits])
         self.probB_ = np.array([b for _, b in fits])
 
-    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client, seed):
-        """Exact coefficients over the support vectors BSGD chose (``refit=True``)."""
+    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client, seed, *, plan):
+        """Exact coefficients over the support vectors BSGD chose (``refit=True``); with a
+        checkpoint, the solver's state is saved after each Newton step (beside the SGD
+        passes' model, which a resumed fit then skips) and resumed from."""
         n_sv = state.n_sv
         if n_sv == 0:
             return None
@@ -860,15 +889,21 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             def on_step(steps: int, g: float) -> None:
                 bar.update(steps - bar.n, gradient=f"{g:.2g} of start (stop at {_REFIT_TOL:g})")
 
+            start, on_save = _refit_resume(plan, state, int(self.max_iter))
             result = _refit.refit(
                 X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
                 spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
                     int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
                 on_step=on_step, seed=seed,
                 max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
+                multi_class=self._refit_loss(), start=start, on_save=on_save,
             )  # fmt: skip
             bar.update(result.n_iter - bar.n)
             return result
+
+    def _refit_loss(self) -> str:
+        """The multi-class loss of the refit (``refit`` is True or its name)."""
+        return _REFIT_DEFAULT if self.refit is True else str(self.refit)
 
     def _run(
         self,
@@ -1200,8 +1235,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         ``estimator``, ``kernel``, ``gamma`` and ``alpha`` (the values used), ``budget``,
         ``maintenance``, ``algorithm``, ``n_features``, ``classes``, ``n_support_vectors``,
         ``n_iter`` (epochs), ``t`` (SGD steps), ``n_maintenance``, ``weight_degradation``,
-        ``distributed``, ``standardize``, ``refit`` and ``probability`` (whether
-        :meth:`predict_proba` is calibrated).
+        ``distributed``, ``standardize``, ``refit`` (the refit's multi-class loss, or
+        False) and ``probability`` (whether :meth:`predict_proba` is calibrated).
         """
         check_is_fitted(self, "dual_coef_")
         return {
@@ -1221,7 +1256,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             "weight_degradation": float(self.weight_degradation_),
             "distributed": bool(getattr(self, "distributed_", False)),
             "standardize": getattr(self, "feature_mean_", None) is not None,
-            "refit": bool(self.refit),
+            "refit": self._refit_loss() if self.refit else False,
             "probability": getattr(self, "probA_", None) is not None,
         }
 
@@ -1353,6 +1388,35 @@ class _Checkpoint:
     def remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
+
+
+def _refit_resume(plan: _FitPlan, state: nb.BSGDState, epochs: int):
+    """``(start, on_save)`` of a refit under ``plan``'s checkpoint (both None without
+    one): the Newton state to go on from (None unless the checkpoint was saved in the
+    refit), and the hook saving it (as the solve starts and after each Newton step) beside
+    the SGD passes' model ``state``, at the position after their last epoch."""
+    ckpt = plan.ckpt
+    if ckpt is None:
+        return None, None
+    start = None
+    saved = plan.saved
+    if saved is not None and saved.get("stage") == "refit":
+        g0 = saved["refit_g0"]
+        start = _refit.NewtonState(
+            saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None
+        )
+    fixed = {f"state_{f}": np.array(a) for f, a in zip(state._fields, state)}
+
+    def on_save(at: _refit.NewtonState) -> None:
+        arrays = {
+            "stage": "refit",
+            "refit_V": at.V,
+            "refit_steps": int(at.steps),
+            "refit_g0": np.zeros(0) if at.g0 is None else at.g0,
+        }
+        ckpt.save((epochs, 0), plan.seed, {**fixed, **arrays})
+
+    return start, on_save
 
 
 def _save_block(

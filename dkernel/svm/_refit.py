@@ -12,7 +12,23 @@ SVM with the plain ``||v||^2`` regulariser::
 (the squared hinge of liblinear's primal solver; ``alpha`` BSGD's lambda, so the
 regulariser is the same ``alpha/2 ||w||^2`` BSGD optimises; ``n`` the number of rows). An
 intercept is the weight of a constant feature of value 1, regularised with the others, as
-in BSGD. Multi-class problems are one-vs-rest, one column per class, solved together.
+in BSGD. Multi-class problems have one column per class, solved together, and one of three
+losses. One-vs-rest: each column the binary problem of its class against the others.
+Weston-Watkins: with ``f_j(x) = phi(x)^T v_j``, one joint problem
+
+    min_V  1/2 sum_j ||v_j||^2 + C sum_i w_i sum_{r != y_i} max(0, 1 - f_{y_i}(x_i) + f_r(x_i))^2
+
+(every other class held a margin below the true one). Crammer-Singer: the same with only
+the largest slack per row, ``max(0, 1 - f_y + max_{r != y} f_r)^2`` (the loss the SGD
+passes take, squared). The joint losses' generalised Hessians couple, for each active
+(row, class r) pair, the true class's column and r's: ``2 w (e_y - e_r)(e_y - e_r)^T`` in
+score space, so their Newton systems are solved for all columns at once (one CG, one line
+search) where one-vs-rest solves each column on its own. The Weston-Watkins loss is
+continuously differentiable, like the binary squared hinge, and its solve converges as
+one-vs-rest's does; the Crammer-Singer loss is not differentiable where two other classes
+tie for the largest active slack, so its gradient need not vanish at the optimum: its
+Newton steps slow down near those kinks and the gradient stop is rarely met (it then ends
+at the step cap). Binary problems have one column and no choice to make.
 
 The solver is a truncated Newton method (Keerthi & DeCoste 2005; liblinear's primal
 Newton): at each step, preconditioned conjugate gradients (Jacobi preconditioner) on the
@@ -195,6 +211,170 @@ def part_line(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndar
     return out
 
 
+def _slacks(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of the scores ``M``: the row indices and the active slacks
+    ``max(0, 1 - M[y] + M[r])`` of every other class r (zero in the true class's column)."""
+    rows = np.arange(len(yi))
+    Zs = 1.0 - M[rows, yi][:, None] + M
+    Zs[rows, yi] = 0.0
+    return rows, np.maximum(Zs, 0.0)
+
+
+def part_grad_ww(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.ndarray:
+    """:func:`part_grad` of the Weston-Watkins loss: ``[0, :-1]`` the loss gradient,
+    ``[0, -1, 0]`` the loss (the other columns of that row zero: the loss is one per row,
+    not per class), ``[1, :-1]`` the generalised Hessian's diagonal, ``[2]`` the gradient
+    at ``V = 0`` when asked (every slack 1 there)."""
+    c = V.shape[1]
+    out = np.zeros((3, V.shape[0] + 1, c))
+    for F, yi, w in _tiles(part, basis):
+        rows, Zs = _slacks(F @ V, yi)
+        G = Zs * w[:, None]
+        G[rows, yi] = -G.sum(axis=1)
+        out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
+        out[0, -1, 0] += (w[:, None] * Zs * Zs).sum()
+        A = (Zs > 0) * w[:, None]
+        A[rows, yi] = A.sum(axis=1)
+        out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
+        if with_zero:
+            G0 = np.repeat(w[:, None], c, axis=1)
+            G0[rows, yi] = -(c - 1) * w
+            out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
+    return out
+
+
+def part_hess_ww(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The Weston-Watkins generalised Hessian times ``D``: each active pair (row, other
+    class r) at V adds ``2 w phi (e_y - e_r) (d_y - d_r)`` (``d = phi^T D``)."""
+    c = V.shape[1]
+    out = np.zeros_like(D)
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, D])
+        rows, Zs = _slacks(M[:, :c], yi)
+        Md = M[:, c:]
+        U = np.where(Zs > 0, (Md[rows, yi][:, None] - Md) * w[:, None], 0.0)
+        Q = -U
+        Q[rows, yi] = U.sum(axis=1)
+        out += 2.0 * weighted_colsums(F, Q, False)
+    return out
+
+
+def part_line_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Weston-Watkins loss at ``V + t S`` for every t of ``_STEPS`` in column 0, shape
+    (len(_STEPS), c)."""
+    c = V.shape[1]
+    out = np.zeros((len(_STEPS), c))
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, S])
+        for k, t in enumerate(_STEPS):
+            _, Zs = _slacks(M[:, :c] + t * M[:, c:], yi)
+            out[k, 0] += (w[:, None] * Zs * Zs).sum()
+    return out
+
+
+def _runner_up(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of the scores ``M``: the row indices, the runner-up class ``r`` (the best
+    class other than ``yi``; ties to the lowest index) and the Crammer-Singer margin slack
+    ``1 - M[y] + M[r]``."""
+    rows = np.arange(len(yi))
+    other = M.copy()
+    other[rows, yi] = -np.inf
+    r = other.argmax(axis=1)
+    return rows, r, 1.0 - M[rows, yi] + other[rows, r]
+
+
+def part_grad_cs(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np.ndarray:
+    """:func:`part_grad_ww` of the Crammer-Singer loss (the runner-up's slack only).
+    All scores tie at ``V = 0``: the gradient there (``[2]``) is the subgradient splitting
+    each row's runner-up share evenly over its c - 1 other classes."""
+    c = V.shape[1]
+    out = np.zeros((3, V.shape[0] + 1, c))
+    for F, yi, w in _tiles(part, basis):
+        rows, r, z = _runner_up(F @ V, yi)
+        wz = np.where(z > 0, z, 0.0) * w
+        G = np.zeros((len(yi), c))
+        G[rows, yi] = -wz
+        G[rows, r] = wz
+        out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
+        out[0, -1, 0] += (wz * np.where(z > 0, z, 0.0)).sum()
+        A = np.zeros((len(yi), c))
+        A[rows, yi] = A[rows, r] = np.where(z > 0, w, 0.0)
+        out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
+        if with_zero:
+            G0 = np.repeat(w[:, None] / (c - 1), c, axis=1)
+            G0[rows, yi] = -w
+            out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
+    return out
+
+
+def part_hess_cs(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The Crammer-Singer generalised Hessian times ``D``: each row with an active margin
+    at V adds ``2 w phi (e_y - e_r) (d_y - d_r)`` (``d = phi^T D``, r its runner-up)."""
+    c = V.shape[1]
+    out = np.zeros_like(D)
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, D])
+        rows, r, z = _runner_up(M[:, :c], yi)
+        u = np.where(z > 0, (M[rows, c + yi] - M[rows, c + r]) * w, 0.0)
+        Q = np.zeros((len(yi), c))
+        Q[rows, yi] = u
+        Q[rows, r] = -u
+        out += 2.0 * weighted_colsums(F, Q, False)
+    return out
+
+
+def part_line_cs(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Crammer-Singer loss at ``V + t S`` for every t of ``_STEPS`` in column 0 (the
+    runner-up chosen anew at each t), shape (len(_STEPS), c)."""
+    c = V.shape[1]
+    out = np.zeros((len(_STEPS), c))
+    for F, yi, w in _tiles(part, basis):
+        M = F @ np.hstack([V, S])
+        for k, t in enumerate(_STEPS):
+            _, _, z = _runner_up(M[:, :c] + t * M[:, c:], yi)
+            z = np.maximum(z, 0.0)
+            out[k, 0] += (w * z * z).sum()
+    return out
+
+
+class Objective(NamedTuple):
+    """A multi-class loss as the solver sees it: its three pass ops, and whether its
+    columns are coupled (``joint``: one Newton system and one step length for all
+    columns) or separate problems (one CG and one step length per column)."""
+
+    grad: Callable
+    hess: Callable
+    line: Callable
+    joint: bool
+
+
+OVR = Objective(part_grad, part_hess, part_line, joint=False)
+WESTON_WATKINS = Objective(part_grad_ww, part_hess_ww, part_line_ww, joint=True)
+CRAMMER_SINGER = Objective(part_grad_cs, part_hess_cs, part_line_cs, joint=True)
+#: ``refit``'s spellings of the multi-class losses.
+OBJECTIVES = {"ovr": OVR, "weston_watkins": WESTON_WATKINS, "crammer_singer": CRAMMER_SINGER}
+
+
+def _grouped(x: np.ndarray, joint: bool) -> np.ndarray:
+    """Per-column values (last axis) summed over each problem: unchanged one-vs-rest, one
+    total (keeping the axis, length 1) when the columns are one problem."""
+    return x.sum(axis=-1, keepdims=True) if joint else x
+
+
+def _dots(A: np.ndarray, B: np.ndarray, joint: bool) -> np.ndarray:
+    """Inner products of A and B per problem (see :func:`_grouped`)."""
+    return _grouped(np.einsum("ij,ij->j", A, B), joint)
+
+
+class NewtonState(NamedTuple):
+    """Where a solve stands after ``steps`` Newton steps (what a checkpoint keeps):
+    ``g0`` the gradient norms at zero (None before the first gradient)."""
+
+    V: np.ndarray
+    steps: int
+    g0: np.ndarray | None
+
+
 def _add(children: list, node=None) -> np.ndarray:
     """Sum in the given order (the tree's combine)."""
     total = children[0].copy()
@@ -203,8 +383,11 @@ def _add(children: list, node=None) -> np.ndarray:
     return total
 
 
-#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``).
-_STEP_NAMES = {"part_grad": "grad", "part_hess": "hess", "part_line": "line"}
+#: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``), by the name of
+#: its op (``part_<step>`` or ``part_<step>_<loss>``).
+_STEP_NAMES = {
+    f"part_{step}{loss}": step for step in ("grad", "hess", "line") for loss in ("", "_ww", "_cs")
+}
 
 
 class _Passes:
@@ -240,66 +423,83 @@ def newton(
     tol: float,
     max_iter: int,
     cg_max: int = 100,
+    objective: Objective = OVR,
     on_step: Callable[[int, float], None] | None = None,
+    start: NewtonState | None = None,
+    on_save: Callable[[NewtonState], None] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Minimise ``1/2 ||v_j||^2 + C loss_j(v_j)`` for every column j (see the module
-    docstring) from ``V0``; stop when each ``||grad_j|| <= tol ||grad_j(0)||``. Returns
-    (V, Newton steps). ``on_step(steps, g)`` at each gradient: the steps taken so far and
-    ``g`` the largest ``||grad_j|| / ||grad_j(0)||`` (the stop is at ``tol``)."""
-    V = V0.copy()
-    g0 = None
-    it = 0
-    for it in range(1, max_iter + 1):
-        st = passes(part_grad, V, g0 is None)
+    """Minimise ``1/2 ||V||^2 + C loss(V)`` (see the module docstring) from ``V0``; stop
+    when each column's ``||grad_j|| <= tol ||grad_j(0)||``. Returns (V, Newton steps).
+    ``on_step(steps, g)`` at each gradient: the steps taken so far and ``g`` the largest
+    ``||grad_j|| / ||grad_j(0)||`` (the stop is at ``tol``). ``on_save(state)`` as the
+    solve starts and after each step; ``start``: such a state to go on from (``V0`` is then
+    ignored), which gives the same bits as the solve that saved it would have."""
+    if start is None:
+        V, g0, done = V0.copy(), None, 0
+    else:
+        V, g0, done = start.V.copy(), start.g0, int(start.steps)
+    joint = objective.joint
+    if on_save is not None and start is None:
+        on_save(NewtonState(V, 0, None))
+    it = done
+    for it in range(done + 1, max_iter + 1):
+        st = passes(objective.grad, V, g0 is None)
         if g0 is None:
             g0 = np.linalg.norm(C * st[2, :-1], axis=0)
         grad = V + C * st[0, :-1]
-        f = 0.5 * np.einsum("ij,ij->j", V, V) + C * st[0, -1]
+        f = _grouped(0.5 * np.einsum("ij,ij->j", V, V) + C * st[0, -1], joint)
         gnorm = np.linalg.norm(grad, axis=0)
         todo = gnorm > tol * g0
+        if joint:
+            todo[:] = todo.any()
         if on_step is not None:
             on_step(it - 1, float(np.max(gnorm / np.where(g0 > 0, g0, 1.0))))
         if not todo.any():
             it -= 1
             break
-        S = _pcg(passes, V, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
-        loss_t = passes(part_line, V, S)
-        gs = np.einsum("ij,ij->j", grad, S)
-        t = np.zeros(V.shape[1])
-        for j in np.flatnonzero(todo):
-            for k, step in enumerate(_STEPS):
-                vn = V[:, j] + step * S[:, j]
-                if 0.5 * vn @ vn + C * loss_t[k, j] <= f[j] + _ARMIJO * step * gs[j]:
-                    t[j] = step
-                    break
+        S = _pcg(passes, objective, V, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
+        loss_t = _grouped(passes(objective.line, V, S), joint)
+        gs = _dots(grad, S, joint)
+        todo_g = todo[:1] if joint else todo
+        t = np.zeros(len(todo_g))
+        for k, step in enumerate(_STEPS):
+            Vn = V + step * S
+            ok = _dots(Vn, Vn, joint) * 0.5 + C * loss_t[k] <= f + _ARMIJO * step * gs
+            t = np.where(todo_g & ok & (t == 0), step, t)
         V += S * t
         if not t.any():
             break
+        if on_save is not None:
+            on_save(NewtonState(V, it, g0))
     return V, it
 
 
-def _pcg(passes: _Passes, V, grad, diag, C: float, todo, cg_max: int) -> np.ndarray:
+def _pcg(
+    passes: _Passes, objective: Objective, V, grad, diag, C: float, todo, cg_max: int
+) -> np.ndarray:
     """Newton directions ``(I + C H) S = -grad`` for the columns in ``todo`` by Jacobi-
-    preconditioned CG, each column to a relative residual of ``min(0.5, sqrt(||g||))``."""
+    preconditioned CG, each problem (a column, or all of them when ``objective.joint``)
+    to a relative residual of ``min(0.5, sqrt(||g||))``."""
+    joint = objective.joint
     S = np.zeros_like(grad)
     R = np.where(todo, -grad, 0.0)
-    gn = np.linalg.norm(grad, axis=0)
+    gn = np.sqrt(_dots(grad, grad, joint))
     stop = np.minimum(0.5, np.sqrt(gn)) * gn
     Zr = R / diag
     P = Zr.copy()
-    rz = np.einsum("ij,ij->j", R, Zr)
+    rz = _dots(R, Zr, joint)
     for _ in range(cg_max):
-        live = todo & (np.linalg.norm(R, axis=0) > stop)
+        live = todo & (np.sqrt(_dots(R, R, joint)) > stop)
         if not live.any():
             break
-        P[:, ~live] = 0.0
-        HP = P + C * passes(part_hess, V, P)
-        pHp = np.einsum("ij,ij->j", P, HP)
+        P = np.where(live, P, 0.0)
+        HP = P + C * passes(objective.hess, V, P)
+        pHp = _dots(P, HP, joint)
         a = np.where(live, rz / np.where(pHp > 0, pHp, 1.0), 0.0)
         S += a * P
         R -= a * HP
         Zr = R / diag
-        rz_new = np.einsum("ij,ij->j", R, Zr)
+        rz_new = _dots(R, Zr, joint)
         P = Zr + np.where(live, rz_new / np.where(rz > 0, rz, 1.0), 0.0) * P
         rz = rz_new
     return S
@@ -371,10 +571,16 @@ def refit(
     on_step: Callable[[int, float], None] | None = None,
     seed: int = 0,
     max_rows: int | None = None,
+    multi_class: str = "ovr",
+    start: NewtonState | None = None,
+    on_save: Callable[[NewtonState], None] | None = None,
 ) -> RefitResult:
     """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
-    weights); ``client``: parts in its workers' memory, else read here.
+    weights); ``client``: parts in its workers' memory, else read here. ``multi_class``:
+    "ovr", "weston_watkins" or "crammer_singer" (a key of ``OBJECTIVES``; one-column
+    problems are binary either way). ``start``, ``on_save``: see :func:`newton` (a
+    checkpointed solve).
 
     Over at most ``max_rows`` rows (default: ``_ROWS_PER_SV`` per support vector): beyond,
     over a uniform sample of that many rows, drawn per row range (``seed``, the range's
@@ -402,7 +608,10 @@ def refit(
     passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * m)  # the sample's losses stand for n / m rows each
     with timer("bsgd refit solve", logger):
-        V, it = newton(passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step)
+        V, it = newton(
+            passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step, start=start,
+            on_save=on_save, objective=OBJECTIVES[multi_class] if c > 1 else OVR,
+        )  # fmt: skip
     r = basis.T.shape[1]
     beta = basis.T @ V[:r]
     b = V[r] * icpt if icpt > 0 else np.zeros(c)
