@@ -656,7 +656,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         plan = self._fit_plan(X, y, sample_weight)
         if plan.saved is not None and plan.saved.get("stage") == "refit":
             # killed during the refit: the SGD passes' model is in the checkpoint
-            state = nb.BSGDState(*(plan.saved[f"state_{f}"] for f in nb.BSGDState._fields))
+            state = nb.state_from_arrays(plan.saved)
             cfg = self._sgd_config(plan)
         elif plan.use_dist:
             state, cfg = self._fit_distributed(plan)
@@ -795,7 +795,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         state = nb.new_state(int(self.budget), plan.d, plan.n_cols, cfg.maint)
         epoch0, block0 = 0, 0
         if plan.saved is not None:
-            state = nb.BSGDState(*(plan.saved[f"state_{f}"] for f in nb.BSGDState._fields))
+            state = nb.state_from_arrays(plan.saved)
             epoch0, block0 = (int(v) for v in plan.saved["position"])
         show = progress_enabled(self.verbose)
         with progress(
@@ -1405,7 +1405,7 @@ def _refit_resume(plan: _FitPlan, state: nb.BSGDState, epochs: int):
         start = _refit.NewtonState(
             saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None
         )
-    fixed = {f"state_{f}": np.array(a) for f, a in zip(state._fields, state)}
+    fixed = nb.state_arrays(state)
 
     def on_save(at: _refit.NewtonState) -> None:
         arrays = {
@@ -1427,7 +1427,7 @@ def _save_block(
     if (i + 1 - skip) % ckpt.every and i + 1 < n_blocks:
         return
     pos = (epoch, i + 1) if i + 1 < n_blocks else (epoch + 1, 0)
-    ckpt.save(pos, seed, {f"state_{f}": a for f, a in zip(state._fields, state)})
+    ckpt.save(pos, seed, nb.state_arrays(state))
 
 
 _PARTIAL_ARRAYS = ("SV", "A", "b", "Abar", "bbar")

@@ -143,6 +143,18 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
     )
 
 
+def state_arrays(st: BSGDState) -> dict[str, np.ndarray]:
+    """The state as checkpoint entries ``state_<field>`` (copies), without ``SVT``, which
+    :func:`state_from_arrays` derives from ``SV``."""
+    return {f"state_{f}": np.array(a) for f, a in zip(st._fields, st) if f != "SVT"}
+
+
+def state_from_arrays(saved) -> BSGDState:
+    """The state saved by :func:`state_arrays` (``SVT`` rebuilt from ``SV``)."""
+    fields = {f: saved[f"state_{f}"] for f in BSGDState._fields if f != "SVT"}
+    return BSGDState(**fields, SVT=np.ascontiguousarray(fields["SV"].T))
+
+
 def set_support(st: BSGDState, SV: np.ndarray) -> None:
     """The first ``len(SV)`` support vectors and their squared norms (and the columns of
     the scoring loop's transposed copy) from the rows of ``SV``."""
