@@ -5,7 +5,10 @@ Nothing here imports dask; :mod:`dkernel.svm._bsgd` decides what runs where. Eve
 function trusts its input (validated by the estimator).
 
 Model state (:class:`BSGDState`, made by :func:`new_state`): support vectors ``SV`` (B+1, d)
-float64 with their squared norms ``sqn``, coefficients ``A`` (B+1, c) stored *unscaled* (the
+float64 with their squared norms ``sqn`` and a transposed copy ``SVT`` (d, B+1) that the
+scores read (:func:`~dkernel.kernels.krow_into`: all SVs' k-th feature at once, so the
+kernel row vectorises; every write goes through :func:`_put_sv` or :func:`set_support`),
+coefficients ``A`` (B+1, c) stored *unscaled* (the
 true coefficients are ``s * A`` with the global scale ``s = fs[0]``, so the shrink
 ``w <- (1 - eta alpha) w`` is O(1) per step), the kernel matrix of the SVs ``K`` (B+1, B+1),
 the inverse ``M`` of ``K + ridge I`` (projection only), the bias ``b`` (c,) of the augmented
