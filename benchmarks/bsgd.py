@@ -308,6 +308,8 @@ def section_scaling(args) -> dict:
     runs = range(args.runs)
     out: dict = {"n": n, "B": B, "gamma": gamma, "chunk_rows": chunk, "path": path}
     print(f"[scaling] store of {n} rows written", flush=True)
+    # load (or compile) the numba kernels here before timing, as the workers' _warm_worker does
+    BudgetedSVC(random_state=0, distributed=False, **kw).fit(X[:2000], y[:2000])
     out["sequential, in-process (NumPy)"] = summarise(
         [fit_bsgd(X, y, Xt, yt, seed=s, distributed=False, **kw) for s in runs]
     )

@@ -162,7 +162,7 @@ def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
     X, y = _board(3000)
     Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
     with local_cluster_client.as_current():
-        small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 1048576 rows
+        small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 2^24 rows
         assert not small.distributed_
         assert not BudgetedSVC(**_fit_kw()).fit(X, y).distributed_  # NumPy input
 

@@ -72,8 +72,9 @@ _MERGE_SEARCH = "lookup"
 #: Default number of shards of a distributed fit (fixed, so the model never depends on the
 #: number of workers); at most one per row.
 _DEFAULT_SHARDS = 8
-#: ``distributed="auto"`` trains on the workers from this many rows on.
-_AUTO_MIN_ROWS = 1 << 20
+#: ``distributed="auto"`` trains on the workers from this many rows on (2^24; below, the
+#: sequential stream measured as fast or faster: benchmarks/results/bsgd_notes.md).
+_AUTO_MIN_ROWS = 1 << 24
 #: Stopping rule of the refit (``||grad|| <= tol ||grad(0)||`` per class) and its Newton
 #: steps at most.
 _REFIT_TOL = 1e-3
@@ -207,10 +208,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         bounded prefetch; a given seed always gives the same model). ``True``: rounds on
         fixed shards, one task per shard per round on the workers of the current Dask
         client (or here without one), the partial models merged by a tree (see Notes).
-        ``"auto"``: True for dask/zarr/store input of at least 1048576 rows when a
-        distributed client is active, else False; either way the refit (``refit=True``)
+        ``"auto"``: True for dask/zarr/store input of at least 16777216 (2^24) rows when
+        a distributed client is active, else False; either way the refit (``refit=True``)
         of dask/zarr/store input then runs on the workers. Below that size the sequential
-        stream chooses the better support (benchmarks/results/bsgd_notes.md).
+        stream chooses the better support and, on the embedded 2-worker cluster, is as
+        fast or faster: 1.6 s against 7.8 s at 10^6 rows (B = 200), 19.2 s against 18.4 s
+        at 10^7 (B = 500) (benchmarks/results/bsgd_notes.md).
     refit : bool or {"ovr", "weston_watkins", "crammer_singer"}, default=True
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
