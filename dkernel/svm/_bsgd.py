@@ -113,6 +113,15 @@ class _FitPlan(NamedTuple):
     head: tuple | None
     spec: KernelSpec
 
+    @property
+    def resumes_refit(self) -> bool:
+        """The checkpoint was saved in the refit (the SGD passes' model is in it)."""
+        return _saved_in_refit(self.saved)
+
+
+def _saved_in_refit(saved: dict | None) -> bool:
+    return saved is not None and saved.get("stage") == "refit"
+
 
 def _active_client():
     """The current distributed client, or None (no import: a client exists only once
@@ -657,7 +666,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """
         self.check_params()
         plan = self._fit_plan(X, y, sample_weight)
-        if plan.saved is not None and plan.saved.get("stage") == "refit":
+        if plan.resumes_refit:
             # killed during the refit: the SGD passes' model is in the checkpoint
             state = nb.state_from_arrays(plan.saved)
             cfg = self._sgd_config(plan)
@@ -674,9 +683,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if self.refit:
             if not plan.use_dist and plan.is_dask and self.distributed == "auto":
                 client = _active_client()  # the rows stay on the workers
-            w = plan.w if plan.weighted else None
-            coef = self._refit(plan.X, plan.y, w, state, plan.classes, plan.spec, cfg,
-                               plan.scaler, client, plan.seed, plan=plan)  # fmt: skip
+            coef = self._refit(plan, state, cfg, client)
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
         self._set_scaler(plan.scaler)
@@ -717,7 +724,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if saved is not None:
             seed = int(saved["seed"])
             at = saved["position"]
-            if saved.get("stage") == "refit":
+            if _saved_in_refit(saved):
                 at = f"refit step {saved['refit_steps']}"
             logger.info("resuming from checkpoint %s at %s", ckpt.path, at)
         y_map = _label_map(classes)
@@ -864,7 +871,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.probA_ = np.array([a for a, _ in fits])
         self.probB_ = np.array([b for _, b in fits])
 
-    def _refit(self, X, y, w, state, classes, spec, cfg, scaler, client, seed, *, plan):
+    def _refit(self, plan: _FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, client):
         """Exact coefficients over the support vectors BSGD chose (``refit=True``); with a
         checkpoint, the solver's state is saved after each Newton step (beside the SGD
         passes' model, which a resumed fit then skips) and resumed from."""
@@ -894,10 +901,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
             start, on_save = _refit_resume(plan, state, int(self.max_iter))
             result = _refit.refit(
-                X, y, w, classes=classes, Z=state.SV[:n_sv], coef=coef, intercept=b,
-                spec=spec, icpt=cfg.icpt, scaler=scaler, alpha=cfg.alpha or _default_alpha(
-                    int(X.shape[0])), tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client,
-                on_step=on_step, seed=seed,
+                plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
+                Z=state.SV[:n_sv], coef=coef, intercept=b, spec=plan.spec, icpt=cfg.icpt,
+                scaler=plan.scaler, alpha=cfg.alpha or _default_alpha(plan.n),
+                tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client, on_step=on_step,
+                seed=plan.seed,
                 max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
                 multi_class=self._refit_loss(), start=start, on_save=on_save,
             )  # fmt: skip
@@ -1402,8 +1410,8 @@ def _refit_resume(plan: _FitPlan, state: nb.BSGDState, epochs: int):
     if ckpt is None:
         return None, None
     start = None
-    saved = plan.saved
-    if saved is not None and saved.get("stage") == "refit":
+    saved = plan.saved if plan.resumes_refit else None
+    if saved is not None:
         g0 = saved["refit_g0"]
         start = _refit.NewtonState(
             saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None

@@ -259,17 +259,27 @@ def part_hess_ww(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.n
     return out
 
 
-def part_line_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Weston-Watkins loss at ``V + t S`` for every t of ``_STEPS`` in column 0, shape
-    (len(_STEPS), c)."""
+def _ww_sq_loss(M: np.ndarray, yi: np.ndarray, w: np.ndarray) -> float:
+    """The Weston-Watkins loss of rows with scores ``M``."""
+    _, Zs = _slacks(M, yi)
+    return float((w[:, None] * Zs * Zs).sum())
+
+
+def _joint_line(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray, loss) -> np.ndarray:
+    """A joint loss (``loss(scores, yi, w)``) at ``V + t S`` for every t of ``_STEPS`` in
+    column 0, shape (len(_STEPS), c)."""
     c = V.shape[1]
     out = np.zeros((len(_STEPS), c))
     for F, yi, w in _tiles(part, basis):
         M = F @ np.hstack([V, S])
         for k, t in enumerate(_STEPS):
-            _, Zs = _slacks(M[:, :c] + t * M[:, c:], yi)
-            out[k, 0] += (w[:, None] * Zs * Zs).sum()
+            out[k, 0] += loss(M[:, :c] + t * M[:, c:], yi, w)
     return out
+
+
+def part_line_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Weston-Watkins loss at ``V + t S`` for every t of ``_STEPS`` (:func:`_joint_line`)."""
+    return _joint_line(part, basis, V, S, _ww_sq_loss)
 
 
 def _runner_up(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -323,18 +333,17 @@ def part_hess_cs(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.n
     return out
 
 
+def _cs_sq_loss(M: np.ndarray, yi: np.ndarray, w: np.ndarray) -> float:
+    """The Crammer-Singer loss of rows with scores ``M`` (the runner-up chosen from M)."""
+    _, _, z = _runner_up(M, yi)
+    z = np.maximum(z, 0.0)
+    return float((w * z * z).sum())
+
+
 def part_line_cs(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Crammer-Singer loss at ``V + t S`` for every t of ``_STEPS`` in column 0 (the
-    runner-up chosen anew at each t), shape (len(_STEPS), c)."""
-    c = V.shape[1]
-    out = np.zeros((len(_STEPS), c))
-    for F, yi, w in _tiles(part, basis):
-        M = F @ np.hstack([V, S])
-        for k, t in enumerate(_STEPS):
-            _, _, z = _runner_up(M[:, :c] + t * M[:, c:], yi)
-            z = np.maximum(z, 0.0)
-            out[k, 0] += (w * z * z).sum()
-    return out
+    """Crammer-Singer loss at ``V + t S`` for every t of ``_STEPS`` (:func:`_joint_line`;
+    the runner-up chosen anew at each t)."""
+    return _joint_line(part, basis, V, S, _cs_sq_loss)
 
 
 class Objective(NamedTuple):
