@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._base import _BaseKernelEstimator
-from ..kernels import KernelSpec
+from ..kernels import KernelSpec, effective_n_jobs, run_tiles
 from ..runtime import timer, tree_reduce
 from ._budget import weighted_colsums
 from ._stream import Standardizer, load_ranges, range_workers, row_parts
@@ -412,8 +412,7 @@ class _Passes:
     def __call__(self, op, *args) -> np.ndarray:
         self.count += 1
         if self.client is None:
-            leaves = [op(p, self.basis, *args) for p in self.parts]
-            return tree_reduce(None, leaves, _add, split_every=4)
+            return tree_reduce(None, self._here(op, *args), _add, split_every=4)
         tag = f"{self.run}-{self.count}"
         step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
         leaves = [
@@ -422,6 +421,21 @@ class _Passes:
         ]
         root = tree_reduce(self.client, leaves, _add, split_every=4, key=f"svm-refit-sum-{tag}")
         return root.result()
+
+
+    def _here(self, op, *args) -> list:
+        """Every part's ``op`` in this process, the parts spread over the usable cores
+        (BLAS at one thread meanwhile); each part's value is the same bits either way."""
+        leaves: list = [None] * len(self.parts)
+
+        def work(a: int, b: int) -> None:
+            for k in range(a, b):
+                leaves[k] = op(self.parts[k], self.basis, *args)
+
+        rows = sum(len(p.yi) for p in self.parts)
+        threads = effective_n_jobs(None, len(self.parts), rows * self.basis.width * args[0].shape[1])
+        run_tiles(work, [(k, k + 1) for k in range(len(self.parts))], threads)
+        return leaves
 
 
 def newton(
