@@ -34,6 +34,9 @@ Methods, all in this process (NumPy input):
 - ``bsgd_sgd``: the same with ``refit=False`` (the SGD coefficients);
 - ``bsgd_onepass``: the paper's single pass (``max_iter=1, average=False, refit=False``);
 - ``bsgd_onepass_refit``: the single pass, then the refit;
+- ``bsgd_best_C``: the defaults at ``alpha = 1/(C n)``, C in (1, 10, 100), the best C by
+  test accuracy: the same tuning as the Nystroem + LinearSVC row (the default alpha is
+  1/(4n), i.e. C = 4);
 - ``nystroem_linearsvc``: ``Nystroem(n_components=B)`` + ``LinearSVC`` (squared hinge,
   liblinear), C in (1, 10, 100); the best C by test accuracy is the headline (all three listed);
 - ``nystroem_sgd``: ``Nystroem(B)`` + ``SGDClassifier(hinge, alpha=1e-5)``;
@@ -44,8 +47,10 @@ Methods, all in this process (NumPy input):
 ``--budgets`` beside exact ``SVC(C=10)`` on all training rows, in one run: the smallest budget
 within 0.5 points of SVC, and both fit times (the README's table).
 
-Timings: wall seconds and CPU seconds of this process; peak memory: ``tracemalloc`` peak
-(MiB; NumPy and Python allocations). Each section first fits BudgetedSVC on 200 rows, so
+Timings: wall seconds and CPU seconds of this process, of fits run as a user runs them;
+peak memory: the ``tracemalloc`` peak (MiB; NumPy and Python allocations) of one more fit
+of the first run, apart from the timed ones (tracemalloc hooks every allocation and slowed
+BudgetedSVC's fits, which make many small arrays, by 15-30 % on ijcnn1 and usps). Each section first fits BudgetedSVC on 200 rows, so
 that loading the compiled numba kernels from their disk cache (once per process, about
 0.3 s) is not charged to the first timed fit. Model size: the bytes of the support
 vectors and coefficients (Nystroem: its components and the linear model). A full run of each section takes at most about 8 minutes
@@ -61,6 +66,7 @@ import os
 import platform
 import resource
 import sys
+import time
 import warnings
 
 import matplotlib
@@ -120,8 +126,14 @@ def model_mib(model) -> float:
     return sum(np.asarray(a).nbytes for a in arrays) / 2**20
 
 
-def _row(model, fit, Xt, yt, **extra) -> dict:
-    _, wall, cpu, peak = measure(fit)
+def _row(model, fit, Xt, yt, *, memory: bool = True, **extra) -> dict:
+    """Fit timed as a user runs it, then (``memory``) fitted again under tracemalloc for
+    the peak: its hooks on every allocation would slow the timed fit, and code with many
+    small arrays more than code with few."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    fit()
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    peak = measure(fit)[3] if memory else float("nan")
     acc = 100.0 * float(np.mean(np.asarray(model.predict(Xt)) == yt))
     row = {"acc": acc, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, **extra}
     return {**row, "model_mib": model_mib(model)}
@@ -143,26 +155,47 @@ BSGD_VARIANTS = {
 }
 
 
-def run_bsgd(X, y, Xt, yt, *, gamma, budget, seed, variant) -> dict:
+def run_bsgd(X, y, Xt, yt, *, gamma, budget, seed, variant, alpha=None) -> dict:
     kw = BSGD_VARIANTS[variant]
-    clf = BudgetedSVC(budget=budget, gamma=gamma, random_state=seed, distributed=False, **kw)
-    row = _row(clf, lambda: clf.fit(X, y), Xt, yt)
+    clf = BudgetedSVC(
+        budget=budget, gamma=gamma, random_state=seed, distributed=False, alpha=alpha, **kw
+    )
+    row = _row(clf, lambda: clf.fit(X, y), Xt, yt, memory=seed == 0)
     return {**row, "n_sv": int(clf.support_vectors_.shape[0])}
+
+
+def _best_of_c(fit_at) -> dict:
+    """``fit_at(C)`` for every C of ``LINEAR_C``: the row of the best test accuracy, with
+    all of them under ``by_C``."""
+    by_c = {str(C): fit_at(C) for C in LINEAR_C}
+    best = max(by_c, key=lambda c: by_c[c]["acc"])
+    return {**by_c[best], "C": int(best), "by_C": by_c}
+
+
+def run_bsgd_best_c(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
+    """BudgetedSVC defaults at ``alpha = 1 / (C n)`` for the C of ``LINEAR_C``, the best
+    by test accuracy: the tuning the Nystroem + LinearSVC row is given."""
+    n = len(y)
+    return _best_of_c(
+        lambda C: run_bsgd(
+            X, y, Xt, yt, gamma=gamma, budget=budget, seed=seed, variant="bsgd", alpha=1 / (C * n)
+        )
+    )
 
 
 def run_linearsvc(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
     """All C of ``LINEAR_C``; the row of the best, with the others under ``by_C``."""
-    by_c = {}
-    for C in LINEAR_C:
+
+    def fit_at(C):
         model = make_pipeline(
             Nystroem(n_components=budget, gamma=gamma, random_state=seed),
             LinearSVC(C=C, random_state=seed),
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            by_c[str(C)] = _row(model, lambda m=model: m.fit(X, y), Xt, yt)
-    best = max(by_c, key=lambda c: by_c[c]["acc"])
-    return {**by_c[best], "C": int(best), "by_C": by_c}
+            return _row(model, lambda: model.fit(X, y), Xt, yt, memory=seed == 0)
+
+    return _best_of_c(fit_at)
 
 
 def run_nystroem_sgd(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
@@ -172,7 +205,7 @@ def run_nystroem_sgd(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return _row(model, lambda: model.fit(X, y), Xt, yt)
+        return _row(model, lambda: model.fit(X, y), Xt, yt, memory=seed == 0)
 
 
 def run_svc(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
@@ -181,11 +214,12 @@ def run_svc(X, y, Xt, yt, *, gamma, budget, seed) -> dict:
         idx = np.random.default_rng(seed).choice(rows, SVC_MAX_ROWS, replace=False)
         X, y = X[idx], y[idx]
     model = SVC(C=10.0, gamma=gamma)
-    return _row(model, lambda: model.fit(X, y), Xt, yt, train_rows=len(y))
+    return _row(model, lambda: model.fit(X, y), Xt, yt, memory=seed == 0, train_rows=len(y))
 
 
 METHODS = {
     **{v: functools.partial(run_bsgd, variant=v) for v in BSGD_VARIANTS},
+    "bsgd_best_C": run_bsgd_best_c,
     "nystroem_linearsvc": run_linearsvc,
     "nystroem_sgd": run_nystroem_sgd,
     "svc": run_svc,
@@ -195,8 +229,12 @@ METHODS = {
 def summarise(rows: list[dict]) -> dict:
     acc = np.array([r["acc"] for r in rows])
     out = {**rows[0], "runs": len(rows), "acc": float(acc.mean()), "accs": acc.tolist()}
-    for k in ("wall_s", "cpu_s", "peak_mib"):
+    for k in ("wall_s", "cpu_s"):
         out[k] = float(np.mean([r[k] for r in rows]))
+    out["wall_sd"] = float(np.std([r["wall_s"] for r in rows]))
+    if "by_C" in out:  # each C's accuracy and wall, means over the runs; "C": each run's best
+        out["by_C"] = {c: summarise([r["by_C"][c] for r in rows]) for c in out["by_C"]}
+        out["C"] = [r["C"] for r in rows]
     return out
 
 
@@ -318,9 +356,11 @@ def report(results: dict, out: str) -> None:
     L += [f"Command(s): {'; '.join(f'`{c}`' for c in results.get('commands', []))}", ""]
     L += [f"Machine: {results.get('machine', '?')}", ""]
     L += [
-        "Accuracy on the test rows (mean over the runs), fit wall and CPU seconds, peak "
-        "tracemalloc MiB. nystroem_linearsvc: the best C of (1, 10, 100), the others in "
-        "brackets; svc: exact SVC(C=10) on at most 20000 training rows.",
+        "Accuracy on the test rows (mean over the runs), fit wall and CPU seconds (means; "
+        "fits timed without instrumentation), peak tracemalloc MiB (of one more fit, the "
+        "first run's). nystroem_linearsvc and bsgd_best_C: each run's best C of (1, 10, 100) "
+        "(BudgetedSVC: alpha = 1/(C n)), every C's mean after it; svc: exact SVC(C=10) on "
+        "at most 20000 training rows.",
         "",
     ]
     names = [s for s in SECTIONS if s in results.get("sections", {}) and s not in LARGE]
@@ -340,8 +380,8 @@ def report(results: dict, out: str) -> None:
                 continue
             v = r[m]
             note = ""
-            if m == "nystroem_linearsvc":
-                note = f"C={v['C']}; " + ", ".join(
+            if "by_C" in v:
+                note = f"best C={v['C']}; " + ", ".join(
                     f"C={c}: {w['acc']:.2f} % / {w['wall_s']:.1f} s" for c, w in v["by_C"].items()
                 )
             elif m == "svc":

@@ -432,8 +432,8 @@ class _Passes:
             for k in range(a, b):
                 leaves[k] = op(self.parts[k], self.basis, *args)
 
-        rows = sum(len(p.yi) for p in self.parts)
-        threads = effective_n_jobs(None, len(self.parts), rows * self.basis.width * args[0].shape[1])
+        work_size = sum(len(p.yi) for p in self.parts) * self.basis.width * args[0].shape[1]
+        threads = effective_n_jobs(None, len(self.parts), work_size)
         run_tiles(work, [(k, k + 1) for k in range(len(self.parts))], threads)
         return leaves
 
