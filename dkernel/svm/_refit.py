@@ -422,7 +422,6 @@ class _Passes:
         root = tree_reduce(self.client, leaves, _add, split_every=4, key=f"svm-refit-sum-{tag}")
         return root.result()
 
-
     def _here(self, op, *args) -> list:
         """Every part's ``op`` in this process, the parts spread over the usable cores
         (BLAS at one thread meanwhile); each part's value is the same bits either way."""
