@@ -464,8 +464,10 @@ def newton(
     if on_save is not None and start is None:
         on_save(NewtonState(V, 0, None))
     it = done
+    st = None  # the gradient pass at V, when the last step's full-step trial made it
     for it in range(done + 1, max_iter + 1):
-        st = passes(objective.grad, V, g0 is None)
+        if st is None:
+            st = passes(objective.grad, V, g0 is None)
         if g0 is None:
             g0 = np.linalg.norm(C * st[2, :-1], axis=0)
         grad = V + C * st[0, :-1]
@@ -480,17 +482,26 @@ def newton(
             it -= 1
             break
         S = _pcg(passes, objective, V, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
-        loss_t = _grouped(passes(objective.line, V, S), joint)
         gs = _dots(grad, S, joint)
         todo_g = todo[:1] if joint else todo
-        t = np.zeros(len(todo_g))
-        for k, step in enumerate(_STEPS):
-            Vn = V + step * S
-            ok = _dots(Vn, Vn, joint) * 0.5 + C * loss_t[k] <= f + _ARMIJO * step * gs
-            t = np.where(todo_g & ok & (t == 0), step, t)
-        V += S * t
-        if not t.any():
-            break
+        # the full step first: its gradient pass is the next step's when every problem
+        # takes it (the usual case), so the line search's pass is saved
+        Vn = V + S
+        st = passes(objective.grad, Vn, False)
+        fn = _dots(Vn, Vn, joint) * 0.5 + C * _grouped(st[0, -1], joint)
+        if np.all((fn <= f + _ARMIJO * gs) | ~todo_g):
+            V = Vn
+        else:  # some problem needs a shorter step: all steps' losses in one pass
+            st = None
+            loss_t = _grouped(passes(objective.line, V, S), joint)
+            t = np.zeros(len(todo_g))
+            for k, step in enumerate(_STEPS):
+                Vn = V + step * S
+                ok = _dots(Vn, Vn, joint) * 0.5 + C * loss_t[k] <= f + _ARMIJO * step * gs
+                t = np.where(todo_g & ok & (t == 0), step, t)
+            V += S * t
+            if not t.any():
+                break
         if on_save is not None:
             on_save(NewtonState(V, it, g0))
     return V, it
