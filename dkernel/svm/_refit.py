@@ -491,20 +491,28 @@ def newton(
         fn = _dots(Vn, Vn, joint) * 0.5 + C * _grouped(st[0, -1], joint)
         if np.all((fn <= f + _ARMIJO * gs) | ~todo_g):
             V = Vn
-        else:  # some problem needs a shorter step: all steps' losses in one pass
+        else:  # some problem needs a shorter step
             st = None
-            loss_t = _grouped(passes(objective.line, V, S), joint)
-            t = np.zeros(len(todo_g))
-            for k, step in enumerate(_STEPS):
-                Vn = V + step * S
-                ok = _dots(Vn, Vn, joint) * 0.5 + C * loss_t[k] <= f + _ARMIJO * step * gs
-                t = np.where(todo_g & ok & (t == 0), step, t)
+            t = _line_search(passes, objective, V, S, C, f, gs, todo_g)
             V += S * t
             if not t.any():
                 break
         if on_save is not None:
             on_save(NewtonState(V, it, g0))
     return V, it
+
+
+def _line_search(passes: _Passes, objective: Objective, V, S, C: float, f, gs, todo_g):
+    """Per problem, the first step of ``_STEPS`` that meets Armijo's rule (0: none), all
+    steps' losses in one pass."""
+    joint = objective.joint
+    loss_t = _grouped(passes(objective.line, V, S), joint)
+    t = np.zeros(len(todo_g))
+    for k, step in enumerate(_STEPS):
+        Vn = V + step * S
+        ok = _dots(Vn, Vn, joint) * 0.5 + C * loss_t[k] <= f + _ARMIJO * step * gs
+        t = np.where(todo_g & ok & (t == 0), step, t)
+    return t
 
 
 def _pcg(
