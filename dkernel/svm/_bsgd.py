@@ -329,8 +329,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     Averaging costs O(1) per step (the averaged sums are kept lazily). Memory O(B^2 + B d)
     for the model plus the prefetched blocks.
 
-    Refit: O(B^3) for the eigendecomposition of K_ZZ, then per Newton step one gradient
-    pass, a few (typically 3-10) Hessian-vector passes and one line-search pass, each
+    Refit: O(B^3) for the eigendecomposition of K_ZZ, then per Newton step a few
+    (typically 3-10) Hessian-vector passes and one gradient pass at the full step (a
+    line-search pass too when some class needs a shorter step), each
     O(n B c) over the cached features ``k(x, Z)`` (n B floats, kept when they take at most
     2 GiB, else recomputed from the rows in every pass); all classes share each pass. The
     rows are split into at least 8 parts of equal size (one per 65536 rows beyond), summed

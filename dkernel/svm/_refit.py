@@ -32,8 +32,10 @@ at the step cap). Binary problems have one column and no choice to make.
 
 The solver is a truncated Newton method (Keerthi & DeCoste 2005; liblinear's primal
 Newton): at each step, preconditioned conjugate gradients (Jacobi preconditioner) on the
-generalised Hessian ``I + 2C Phi_A^T W Phi_A`` over the rows with an active margin, then a
-backtracking line search whose candidate steps are all evaluated in one pass. Every pass
+generalised Hessian ``I + 2C Phi_A^T W Phi_A`` over the rows with an active margin, then
+the full step, tried with the gradient pass the next step needs (Armijo's rule met by every
+problem: taken, and that pass is the next step's), else a backtracking line search whose
+candidate steps are all evaluated in one pass. Every pass
 over the rows (gradient, Hessian-vector product, line search) is one task per row part,
 summed by a fixed tree, so the model does not depend on where parts run; all classes share
 each pass. Rows never leave their part: on a cluster each part's features live in its
