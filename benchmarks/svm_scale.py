@@ -24,9 +24,9 @@ others; ``shared`` stands for its five data sets, each also a section of its own
   ``BudgetedSVC(budget=500, gamma=2.0, max_iter=1)``, from the store: ``distributed=True``
   on ``get_client(n_workers=2, threads_per_worker=1)`` (the embedded cluster: one BLAS and
   numba thread per worker) and on 1 worker, and the defaults (``distributed="auto"``: the
-  sequential stream, read on the client, below 2^24 rows) beside the 2 workers; fit wall, CPU of the client
-  and the workers, the largest worker's peak RSS and the client process's peak RSS so far
-  (not tracemalloc: it would slow the in-process scheduler).
+  sequential stream, read on the client, below 2^24 rows) beside the 2 workers; fit wall,
+  CPU of the client and the workers, the largest worker's peak RSS and the client
+  process's peak RSS so far (not tracemalloc: it would slow the in-process scheduler).
 
 Methods, all in this process (NumPy input):
 
@@ -50,11 +50,12 @@ within 0.5 points of SVC, and both fit times (the README's table).
 Timings: wall seconds and CPU seconds of this process, of fits run as a user runs them;
 peak memory: the ``tracemalloc`` peak (MiB; NumPy and Python allocations) of one more fit
 of the first run, apart from the timed ones (tracemalloc hooks every allocation and slowed
-BudgetedSVC's fits, which make many small arrays, by 15-30 % on ijcnn1 and usps). Each section first fits BudgetedSVC on 200 rows, so
-that loading the compiled numba kernels from their disk cache (once per process, about
-0.3 s) is not charged to the first timed fit. Model size: the bytes of the support
-vectors and coefficients (Nystroem: its components and the linear model). A full run of each section takes at most about 8 minutes
-on 2 idle cores (the Nystroem + LinearSVC fits dominate).
+BudgetedSVC's fits, which make many small arrays, by 15-30 % on ijcnn1 and usps). Each
+section first fits BudgetedSVC on 200 rows, so that loading the compiled numba kernels
+from their disk cache (once per process, about 0.3 s) is not charged to the first timed
+fit. Model size: the bytes of the support vectors and coefficients (Nystroem: its
+components and the linear model). A full run of each section takes at most about 8
+minutes on 2 idle cores (the Nystroem + LinearSVC fits dominate).
 """
 
 from __future__ import annotations

@@ -410,6 +410,7 @@ class _Passes:
     def __init__(self, parts: list, basis: Any, client: Any, run: str = "") -> None:
         self.parts, self.basis, self.client, self.run = parts, basis, client, run
         self.count = 0
+        self._threads: int | None = None  # for the parts here (no client), set at the first pass
 
     def __call__(self, op, *args) -> np.ndarray:
         self.count += 1
@@ -433,9 +434,10 @@ class _Passes:
             for k in range(a, b):
                 leaves[k] = op(self.parts[k], self.basis, *args)
 
-        work_size = sum(len(p.yi) for p in self.parts) * self.basis.width * args[0].shape[1]
-        threads = effective_n_jobs(None, len(self.parts), work_size)
-        run_tiles(work, [(k, k + 1) for k in range(len(self.parts))], threads)
+        if self._threads is None:  # the rows, width and classes are the same in every pass
+            size = sum(len(p.yi) for p in self.parts) * self.basis.width * args[0].shape[1]
+            self._threads = effective_n_jobs(None, len(self.parts), size)
+        run_tiles(work, [(k, k + 1) for k in range(len(self.parts))], self._threads)
         return leaves
 
 
