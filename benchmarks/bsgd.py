@@ -8,8 +8,8 @@ Sections (each writes its part of ``bsgd.json``; a later run of one section keep
 
 - ``main``: ijcnn1, a9a, letter (first 16000 / last 4000), usps, pendigits, standardised
   with training statistics, B = 500, gamma as tuned before (``GAMMA``). BudgetedSVC with its
-  defaults (5 epochs, last-epoch average, alpha = 1/(4n)), sequential on NumPy; the paper's
-  one pass (``max_iter=1, average=False``, alpha = 1/(4n)); BudgetedSVC distributed (a dask
+  defaults (5 epochs, last-epoch average, alpha = 1/(4n), the refit's 1/(10n)), sequential
+  on NumPy; the paper's one pass (``max_iter=1, average=False``, alpha = 1/(4n)); BudgetedSVC distributed (a dask
   array of 8 chunks, defaults: 8 shards x 8 rounds per epoch) on a LocalCluster of 2 worker
   processes x 1 thread; Nystroem(B) + SGDClassifier(hinge, alpha=1e-5, scikit-learn's default
   epochs); the C++ BudgetedSVM toolbox numbers recorded before (``CPP``). ``--runs`` seeds.

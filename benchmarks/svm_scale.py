@@ -30,13 +30,14 @@ others; ``shared`` stands for its five data sets, each also a section of its own
 
 Methods, all in this process (NumPy input):
 
-- ``bsgd``: ``BudgetedSVC`` defaults (5 epochs, averaged, alpha = 1/(4n), ``refit=True``);
+- ``bsgd``: ``BudgetedSVC`` defaults (5 epochs, averaged, alpha = 1/(4n), ``refit=True`` at
+  1/(10n));
 - ``bsgd_sgd``: the same with ``refit=False`` (the SGD coefficients);
 - ``bsgd_onepass``: the paper's single pass (``max_iter=1, average=False, refit=False``);
 - ``bsgd_onepass_refit``: the single pass, then the refit;
 - ``bsgd_best_C``: the defaults at ``alpha = 1/(C n)``, C in (1, 10, 100), the best C by
-  test accuracy: the same tuning as the Nystroem + LinearSVC row (the default alpha is
-  1/(4n), i.e. C = 4);
+  test accuracy (SGD passes and refit at that alpha): the same tuning as the Nystroem +
+  LinearSVC row (the defaults are C = 4 for the SGD passes, C = 10 for the refit);
 - ``nystroem_linearsvc``: ``Nystroem(n_components=B)`` + ``LinearSVC`` (squared hinge,
   liblinear), C in (1, 10, 100); the best C by test accuracy is the headline (all three listed);
 - ``nystroem_sgd``: ``Nystroem(B)`` + ``SGDClassifier(hinge, alpha=1e-5)``;

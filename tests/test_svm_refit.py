@@ -131,6 +131,34 @@ def test_refit_improves_bsgd_and_is_on_by_default():
     assert exact.score(X[1200:], y[1200:]) >= sgd.score(X[1200:], y[1200:]) + 0.01
 
 
+def test_default_refit_is_the_minimum_at_its_own_weaker_alpha(tmp_path):
+    """alpha=None: the SGD passes at 1/(4n), the refit the minimum of its objective at
+    1/(10n); a given alpha serves both."""
+    X, y = _board(2000)
+    n = len(y)
+    kw = dict(budget=30, gamma=2.0, max_iter=2, random_state=0)
+    auto = BudgetedSVC(**kw).fit(X, y)
+    same = BudgetedSVC(alpha=0.25 / n, **kw).fit(X, y)
+    assert auto.alpha_ == same.alpha_ == pytest.approx(0.25 / n)
+    assert auto.refit_alpha_ == pytest.approx(0.1 / n)
+    assert same.refit_alpha_ == pytest.approx(0.25 / n)
+    np.testing.assert_array_equal(auto.support_vectors_, same.support_vectors_)
+    assert not np.allclose(auto.dual_coef_, same.dual_coef_)
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    Z, yy = auto.support_vectors_, np.where(y == auto.classes_[1], 1, -1)
+
+    def f(model, alpha):
+        return _objective(X, yy, Z, model.dual_coef_, model.intercept_, spec, alpha)
+
+    assert f(auto, 0.1 / n) < f(same, 0.1 / n)
+    assert f(same, 0.25 / n) < f(auto, 0.25 / n)
+    assert auto.summary()["refit_alpha"] == auto.refit_alpha_
+    auto.save(tmp_path / "m.npz")
+    assert BudgetedSVC.load(tmp_path / "m.npz").refit_alpha_ == auto.refit_alpha_
+    assert BudgetedSVC(refit=False, **kw).fit(X, y).refit_alpha_ is None
+    assert auto.partial_fit(X[:100], y[:100]).refit_alpha_ is None  # no refit: SGD's model
+
+
 def test_refit_on_workers_same_model_for_any_worker_count(local_cluster_client):
     X, y = _board(6000)
     Xd = da.from_array(X, chunks=(6000, 2))  # one chunk: the refit still splits the rows

@@ -163,9 +163,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         perceptron, where ``alpha`` is ignored, i.e. 0).
     alpha : float or None, default=None
         Regularisation (the paper's lambda; as ``alpha`` of scikit-learn's
-        ``SGDClassifier``): > 0 for pegasos, >= 0 for norma. None: ``1 / (4 n_samples)`` in
-        :meth:`fit` (``C = 4`` in SVC's terms), ``1e-4`` in a first :meth:`partial_fit`;
-        recorded in ``alpha_``.
+        ``SGDClassifier``): > 0 for pegasos, >= 0 for norma; the refit's too. None: in
+        :meth:`fit`, ``1 / (4 n_samples)`` for the SGD passes (``C = 4`` in SVC's terms)
+        and ``1 / (10 n_samples)`` for the refit (``C = 10``: the exact solve over fixed
+        support vectors gains from a weaker regulariser than the SGD passes,
+        benchmarks/results/bsgd_notes.md); ``1e-4`` in a first :meth:`partial_fit`.
+        Recorded in ``alpha_`` and ``refit_alpha_``.
     eta0 : float, default=1.0
         Step size of norma and perceptron (> 0).
     radius : float or None, default=None
@@ -227,7 +230,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         After the SGD passes, keep the support vectors Z they chose and solve for the
         coefficients (and intercept) exactly over all training rows: ``min alpha/2
         beta^T K_ZZ beta + 1/n sum_i w_i max(0, 1 - y_i f(x_i))^2`` (the squared hinge;
-        the same ``alpha`` and RKHS norm as the SGD passes), by a truncated Newton method
+        the RKHS norm of the SGD passes, ``alpha`` as given or, with ``alpha=None``,
+        ``1 / (10 n)``), by a truncated Newton method
         warm-started from the SGD coefficients, to a gradient norm ``1e-3`` of its value
         at zero, 50 steps at most (see :mod:`dkernel.svm._refit`). Each solver step is
         one pass over the rows; in a distributed fit the rows stay on the workers
@@ -309,7 +313,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     gamma_ : float
         The kernel bandwidth used.
     alpha_ : float
-        The regularisation used.
+        The regularisation of the SGD passes.
+    refit_alpha_ : float or None
+        The regularisation of the refit (None: no refit).
     feature_mean_, feature_scale_ : ndarray of shape (n_features,) or None
         The standardisation (``standardize=True``), else None.
     distributed_ : bool
@@ -690,6 +696,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._set_scaler(plan.scaler)
         if coef is not None:
             self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
+            self.refit_alpha_ = self._refit_alpha(cfg, plan.n)
         self.distributed_ = bool(plan.use_dist)
         if plan.use_dist:
             self.t_ = plan.n * int(self.max_iter)
@@ -904,7 +911,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             result = _refit.refit(
                 plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
                 Z=state.SV[:n_sv], coef=coef, intercept=b, spec=plan.spec, icpt=cfg.icpt,
-                scaler=plan.scaler, alpha=cfg.alpha or _default_alpha(plan.n),
+                scaler=plan.scaler, alpha=self._refit_alpha(cfg, plan.n),
                 tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client, on_step=on_step,
                 seed=plan.seed,
                 max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
@@ -912,6 +919,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             )  # fmt: skip
             bar.update(result.n_iter - bar.n)
             return result
+
+    def _refit_alpha(self, cfg: nb.BSGDConfig, n: int) -> float:
+        """The refit's alpha: the one given (the SGD passes' unless the perceptron, or
+        norma's zero, ignored it), else :func:`_default_refit_alpha`."""
+        return cfg.alpha if self.alpha is not None and cfg.alpha > 0 else _default_refit_alpha(n)
 
     def _refit_loss(self) -> str:
         """The multi-class loss of the refit (``refit`` is True or its name)."""
@@ -980,6 +992,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             self.intercept_ = s * state.b * cfg.icpt
         self.gamma_ = float(spec.gamma) if spec.gamma is not None else None
         self.alpha_ = float(cfg.alpha)
+        self.refit_alpha_ = None  # a fit's refit sets it
         self.n_iter_ = n_iter
         self.t_ = int(ist[nb.IS_T])
         self._clock = int(ist[nb.IS_T])
@@ -1244,7 +1257,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def summary(self) -> dict:
         """The fitted model in a few JSON-ready numbers.
 
-        ``estimator``, ``kernel``, ``gamma`` and ``alpha`` (the values used), ``budget``,
+        ``estimator``, ``kernel``, ``gamma``, ``alpha`` and ``refit_alpha`` (the values
+        used), ``budget``,
         ``maintenance``, ``algorithm``, ``n_features``, ``classes``, ``n_support_vectors``,
         ``n_iter`` (epochs), ``t`` (SGD steps), ``n_maintenance``, ``weight_degradation``,
         ``distributed``, ``standardize``, ``refit`` (the refit's multi-class loss, or
@@ -1256,6 +1270,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             "kernel": str(self._spec.kernel),
             "gamma": self.gamma_,
             "alpha": self.alpha_,
+            "refit_alpha": getattr(self, "refit_alpha_", None),
             "budget": int(self.budget),
             "maintenance": self.maintenance,
             "algorithm": self.algorithm,
@@ -1326,6 +1341,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         for k in ("gamma_", "alpha_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
             setattr(est, k, fitted[k])
         est.distributed_ = bool(fitted.get("distributed_", False))
+        est.refit_alpha_ = fitted.get("refit_alpha_")
         est._clock = int(fitted.get("clock", est.t_))
         est._avg_start = int(fitted.get("avg_start", 1))
         est._spec = fitted_spec(params, fitted)
@@ -1705,3 +1721,9 @@ def _default_alpha(n: int) -> float:
     """``alpha=None``: ``1 / (4 n)`` (C = 4 in SVC's terms), chosen with the default five
     epochs and last-epoch averaging (benchmarks/results/bsgd_notes.md)."""
     return 0.25 / n
+
+
+def _default_refit_alpha(n: int) -> float:
+    """``alpha=None``: the refit's ``1 / (10 n)`` (C = 10), the best mean accuracy over the
+    five shared sets of C = 4, 10, 20 for the refit alone (benchmarks/results/bsgd_notes.md)."""
+    return 0.1 / n

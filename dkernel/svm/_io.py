@@ -75,6 +75,7 @@ def model_header(est) -> dict[str, Any]:
         "fitted": {
             "gamma_": est.gamma_,
             "alpha_": est.alpha_,
+            "refit_alpha_": getattr(est, "refit_alpha_", None),
             "t_": est.t_,
             "n_iter_": est.n_iter_,
             "weight_degradation_": est.weight_degradation_,
