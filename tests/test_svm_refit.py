@@ -156,6 +156,8 @@ def test_default_refit_is_the_minimum_at_its_own_weaker_alpha(tmp_path):
     auto.save(tmp_path / "m.npz")
     assert BudgetedSVC.load(tmp_path / "m.npz").refit_alpha_ == auto.refit_alpha_
     assert BudgetedSVC(refit=False, **kw).fit(X, y).refit_alpha_ is None
+    perceptron = BudgetedSVC(algorithm="perceptron", alpha=1e-3, **kw).fit(X, y)
+    assert (perceptron.alpha_, perceptron.refit_alpha_) == (0.0, 1e-3)  # its SGD ignores alpha
     assert auto.partial_fit(X[:100], y[:100]).refit_alpha_ is None  # no refit: SGD's model
 
 

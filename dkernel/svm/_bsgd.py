@@ -696,7 +696,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._set_scaler(plan.scaler)
         if coef is not None:
             self.dual_coef_, self.intercept_ = coef.coef, coef.intercept
-            self.refit_alpha_ = self._refit_alpha(cfg, plan.n)
+            self.refit_alpha_ = self._refit_alpha(plan.n)
         self.distributed_ = bool(plan.use_dist)
         if plan.use_dist:
             self.t_ = plan.n * int(self.max_iter)
@@ -911,7 +911,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             result = _refit.refit(
                 plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
                 Z=state.SV[:n_sv], coef=coef, intercept=b, spec=plan.spec, icpt=cfg.icpt,
-                scaler=plan.scaler, alpha=self._refit_alpha(cfg, plan.n),
+                scaler=plan.scaler, alpha=self._refit_alpha(plan.n),
                 tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client, on_step=on_step,
                 seed=plan.seed,
                 max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
@@ -920,10 +920,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             bar.update(result.n_iter - bar.n)
             return result
 
-    def _refit_alpha(self, cfg: nb.BSGDConfig, n: int) -> float:
-        """The refit's alpha: the one given (the SGD passes' unless the perceptron, or
-        norma's zero, ignored it), else :func:`_default_refit_alpha`."""
-        return cfg.alpha if self.alpha is not None and cfg.alpha > 0 else _default_refit_alpha(n)
+    def _refit_alpha(self, n: int) -> float:
+        """The refit's alpha: the one given (also where the perceptron's SGD passes ignore
+        it), else :func:`_default_refit_alpha` (also for norma's zero: the refit needs > 0)."""
+        given = self.alpha is not None and self.alpha > 0
+        return float(self.alpha) if given else _default_refit_alpha(n)
 
     def _refit_loss(self) -> str:
         """The multi-class loss of the refit (``refit`` is True or its name)."""
