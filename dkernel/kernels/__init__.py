@@ -13,6 +13,7 @@ from ._pair import krow_into as krow_into
 from ._pair import kval as kval
 from ._pair import pair_gram as pair_gram
 from ._pair import pair_matrix as pair_matrix
+from ._pair import sq_norm as sq_norm
 from ._pair import sq_norms as sq_norms
 from ._pairwise import (
     KERNEL_ALIASES,

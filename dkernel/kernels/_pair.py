@@ -66,11 +66,23 @@ def kval(kind, gamma, degree, coef0, x, xsq, z, zsq):
 
 
 @njit(cache=True, nogil=True)
+def sq_norm(x):
+    """``<x, x>`` summed over k = 0, 1, ... like :func:`kval`'s dot products. Not
+    ``np.dot``: numba hands that to the BLAS, whose kernel (picked per processor, or by
+    ``OPENBLAS_CORETYPE``) sums in its own order, so the last bits, and with them which SV
+    a tie in the budget maintenance keeps, would depend on the machine."""
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += x[k] * x[k]
+    return s
+
+
+@njit(cache=True, nogil=True)
 def sq_norms(X):
-    """Squared row norms as the pair loops compute them (``np.dot(x, x)``)."""
+    """Squared row norms as the pair loops compute them (:func:`sq_norm`)."""
     out = np.empty(X.shape[0])
     for i in range(X.shape[0]):
-        out[i] = np.dot(X[i], X[i])
+        out[i] = sq_norm(X[i])
     return out
 
 

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..kernels import krow_into, kval, sq_norms
+from ..kernels import krow_into, kval, sq_norm, sq_norms
 
 # learning-rate families
 PEGASOS, NORMA, PERCEPTRON = 0, 1, 2
@@ -557,7 +557,7 @@ def _merge_step(st, cfg, avg):
     n_sv = _swap_remove(st, n, st.ist[IS_NSV], False, avg)
     if m == last:
         m = n
-    zsq = np.dot(z, z)
+    zsq = sq_norm(z)
     _put_sv(st, m, z, zsq)
     A[m, :] = az
     if avg:
@@ -674,7 +674,7 @@ def sgd_chunk(X, yi, w, st, cfg):
     f = np.empty(c)
     for ii in range(X.shape[0]):
         x = X[ii]
-        xsq = np.dot(x, x)
+        xsq = sq_norm(x)
         st.ist[IS_T] += 1
         t = st.ist[IS_T]
         eta = _step_size(cfg, t)
@@ -867,7 +867,7 @@ def decision(X, st, cfg):
     out = np.empty((X.shape[0], st.A.shape[1]))
     krow = np.empty(st.SV.shape[0])
     for ii in range(X.shape[0]):
-        _scores(st, cfg, X[ii], np.dot(X[ii], X[ii]), krow, out[ii])
+        _scores(st, cfg, X[ii], sq_norm(X[ii]), krow, out[ii])
     return out
 
 
