@@ -3,6 +3,10 @@ sequential algorithm kept bit for bit."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -104,9 +108,6 @@ def test_sgd_passes_do_not_depend_on_the_blas_kernel(coretype, tmp_path):
     """The same model, to the bit, whichever kernel OpenBLAS picks (the processor's own or
     one named by OPENBLAS_CORETYPE): the loops sum squared norms and dot products in their
     own order (removal breaks ties between equal SVs on those last bits)."""
-    import os
-    import subprocess
-    import sys
 
     def bits(env_update):
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
