@@ -48,7 +48,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bsgd import GAMMA, ROOT, load
 
 from dkernel._base import _BaseKernelEstimator
-from dkernel.kernels import pair_gram
 from dkernel.svm import BudgetedSVC, _bsgd, _refit
 from dkernel.svm import _budget as nb
 from dkernel.svm import _distributed as dist
@@ -98,15 +97,13 @@ def _score(Z, beta, b, spec, classes, Xt, yt) -> float:
 
 def _alternate(m: BudgetedSVC, X, y, Xt, yt, seed: int) -> float:
     """One more SGD epoch from the refit's coefficients, then the refit again."""
-    n, d = X.shape
-    Z, beta, b = m.support_vectors_, m.dual_coef_, m.intercept_
+    n = len(y)
     cfg = m._config(m._spec, m.alpha_, n)._replace(avg_mode=nb.AVG_OFF, avg_start=0)
-    st = nb.new_state(BUDGET, d, beta.shape[1], cfg.maint)
-    k = len(Z)
-    nb.set_support(st, Z)
-    st.A[:k], st.b[:] = beta, b
-    st.K[:k, :k] = pair_gram(Z, st.sqn[:k], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
-    st.ist[nb.IS_T], st.ist[nb.IS_NSV] = m._clock, k
+    refitted = dist.empty_partial(X.shape[1], m.dual_coef_.shape[1])._replace(
+        SV=m.support_vectors_, A=m.dual_coef_, Abar=np.zeros_like(m.dual_coef_),
+        b=m.intercept_, t=float(m._clock),
+    )  # fmt: skip
+    st = dist.state_from_partial(refitted, cfg)
     yi = np.searchsorted(m.classes_, y).astype(np.int64)
     _sequential_pass(X, yi, st, cfg, np.random.default_rng([seed, _TAG_ALTERNATE]).permutation(n))
     k, s = st.n_sv, float(st.fs[nb.FS_SCALE])
