@@ -159,6 +159,7 @@ def fit_method(method: str, X, k: int, gamma: float, seed: int) -> tuple[np.ndar
             "entries_per_iter": model.kernel_evals_["iterations"] / model.n_iter_,
             "n_iter": model.n_iter_,
             "support": int(model.center_support_.shape[0]),
+            "batch_size": min(model.batch_size, X.shape[0]),
             "timings": model.timings_,
         }
     elif method == "nystroem_kmeans":
@@ -208,6 +209,24 @@ def score(y, labels) -> dict:
     }
 
 
+def exact_objective(X, labels, gamma: float, block: int = 4096) -> float:
+    """The exact kernel k-means objective of a labelling, per row: the mean squared
+    feature-space distance of a row to its cluster's mean, ``1 - sum_j (1/|C_j|) sum_{a,b
+    in C_j} k(a, b) / n`` for the rbf kernel (k(x, x) = 1). Each cluster's kernel sum in
+    row blocks (about n^2 / k entries, never an n x n matrix); float64. The quantity both
+    the full batch and the mini-batch fit minimise, so it says which found the better
+    optimum where ARI cannot."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = np.asarray(X, dtype=np.float64)
+    within = 0.0
+    for j in np.unique(labels):
+        M = X[labels == j]
+        s = sum(rbf_kernel(M[i : i + block], M, gamma=gamma).sum() for i in range(0, len(M), block))
+        within += s / len(M)
+    return float(1.0 - within / len(X))
+
+
 def mean_std(rows, key):
     v = np.array([r[key] for r in rows if r.get(key) is not None], dtype=float)
     return (float(v.mean()), float(v.std())) if v.size else (None, None)
@@ -230,7 +249,7 @@ def entry_cost(b: int, s: int, d: int, dtype=np.float32, repeats: int = 5) -> fl
 
 
 def section_floor(args, out):
-    shapes = [(1024, 2400, 784), (4096, 2400, 784), (1024, 1024, 50), (4096, 1024, 50)]
+    shapes = [(256, 700, 784), (1024, 2400, 784), (256, 300, 50), (1024, 1024, 50)]
     if args.quick:
         shapes = [(256, 300, 784), (256, 300, 50)]
     res = [
@@ -246,7 +265,7 @@ def section_floor(args, out):
 
 def floor_seconds(info: dict, d: int) -> float:
     """Entries of the fit times the bare cost of one entry on its iteration shape."""
-    t = entry_cost(1024, max(16, info["support"]), d)
+    t = entry_cost(info.get("batch_size", 1024), max(16, info["support"]), d)
     return info["kernel_evals"] * t
 
 
@@ -553,9 +572,11 @@ def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_part
             for method in methods:
                 labels, info = fit_method(method, X, k, gamma, seed)
                 r = {"dataset": name, "method": method, "seed": seed, **score(y, labels), **info}
+                r["objective"] = exact_objective(X, labels, gamma)  # after the timed fit
                 rows.append(r)
                 log(
                     f"  {name} {method} seed {seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
+                    f"objective {r['objective']:.5f} "
                     f"wall {r['wall_s']:.1f} s CPU {r['cpu_s']:.1f} s peak {r['peak_rss_mib']:.0f} MiB"
                 )
     out["quality"] = {"gammas": gammas, "rows": rows}
@@ -656,7 +677,8 @@ def render(out: dict, stem: str) -> None:
         if mb:
             L.append(
                 f"Kernel entries per iteration: {np.mean([r['entries_per_iter'] for r in mb]):.3g} "
-                f"(before issue 15: {ENTRIES_PER_ITER_BEFORE:.3g}, same data and parameters); "
+                f"(before issue 15: {ENTRIES_PER_ITER_BEFORE:.3g} at b = 1024, tau = 200, the "
+                "defaults then); "
                 f"support {np.mean([r['support'] for r in mb]):.0f} points.\n"
             )
         if "mbkk" in summ and "nystroem_kmeans" in summ:
@@ -677,7 +699,7 @@ def render(out: dict, stem: str) -> None:
     sc = out.get("scaling")
     if sc:
         L.append(
-            "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 1024, tau = 200, 100 iterations)\n"
+            "## Worker scaling: rings stores, d = 50, k = 3, defaults (b = 256, tau = 50, 200 iterations)\n"
         )
         ch = sorted({(r["n"], r.get("chunk_rows"), r.get("n_chunks")) for r in sc})
         if all(c[1] for c in ch):
@@ -779,8 +801,8 @@ def render(out: dict, stem: str) -> None:
     if q:
         L.append("## Quality: shared datasets at the estimator's default gamma 1/(d X.var())\n")
         L.append(
-            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 1024, tau = 200, at most "
-            "100 iterations, early stop after 10 without a new minimum of the smoothed batch "
+            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 256, tau = 50, at most "
+            "200 iterations, early stop after 10 without a new minimum of the smoothed batch "
             "objective, best of 3 k-means++ seedings); `full` = KernelKMeans "
             f"(n <= {FULL_BATCH_MAX_N:,}); `nystroem_kmeans` = Nystroem(1000) + "
             "KMeans(n_init=1); `nystroem_minibatch_kmeans` = Nystroem(1000) + "
@@ -789,9 +811,14 @@ def render(out: dict, stem: str) -> None:
             "float32.\n"
         )
         L.append(
-            "| dataset | n x d, k | gamma | method | seeds | ARI | NMI | wall (s) | CPU (s) | peak RSS (MiB) | iterations | kernel evals |"
+            "Objective: the exact kernel k-means objective of the labels (the mean squared "
+            "feature-space distance of a row to its cluster's mean, `exact_objective`; lower "
+            "is better), computed after each timed fit.\n"
         )
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        L.append(
+            "| dataset | n x d, k | gamma | method | seeds | ARI | NMI | objective | wall (s) | CPU (s) | peak RSS (MiB) | iterations | kernel evals |"
+        )
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for name, g in q["gammas"].items():
             for method in (*QUALITY_METHODS, "minibatch_kmeans"):
                 rs = [r for r in q["rows"] if r["dataset"] == name and r["method"] == method]
@@ -800,6 +827,7 @@ def render(out: dict, stem: str) -> None:
                 L.append(
                     f"| {name} | {g['n']} x {g['d']}, {g['k']} | {g['gamma']:.3g} | {method} | {len(rs)} | "
                     f"{_f(mean_std(rs, 'ari'))} | {_f(mean_std(rs, 'nmi'))} | "
+                    f"{_f(mean_std(rs, 'objective'), 5)} | "
                     f"{mean_std(rs, 'wall_s')[0]:.1f} | {mean_std(rs, 'cpu_s')[0]:.1f} | "
                     f"{mean_std(rs, 'peak_rss_mib')[0]:.0f} | "
                     f"{_g(mean_std(rs, 'n_iter')[0], '.0f')} | "
@@ -807,6 +835,7 @@ def render(out: dict, stem: str) -> None:
                 )
         L.append("")
         L.extend(_quality_targets(q))
+        L.extend(_seed_noise(q))
     with open(stem + ".md", "w") as fh:
         fh.write("\n".join(L) + "\n")
     plot(out, stem + ".png")
@@ -838,6 +867,45 @@ def _quality_targets(q: dict) -> list[str]:
         if name == "fashion_mnist":
             parts.append(f"ARI sd {sd:.3f} ({_verdict(sd <= 0.015)}, target <= 0.015)")
         L.append(f"- {name}: " + "; ".join(parts))
+    return [*L, ""] if L else []
+
+
+def _seed_noise(q: dict, block: int = 5) -> list[str]:
+    """How well the seeds decide the targets: per set and method, the standard error of
+    the mean ARI, the spread of the means of consecutive blocks of ``block`` seeds (what
+    a 5-seed run can report), and each target's difference with two standard errors
+    (Welch). Only where a method ran at least 2 blocks."""
+    L = []
+    for name in q["gammas"]:
+        ari = {}
+        for method in QUALITY_METHODS:
+            v = [r["ari"] for r in q["rows"] if r["dataset"] == name and r["method"] == method]
+            if len(v) >= 2 * block:
+                ari[method] = np.asarray(v)
+        if "mbkk" not in ari:
+            continue
+        if not L:
+            L += [
+                f"### Seed noise: what {block} seeds can decide\n",
+                f"{block}-seed means: the mean ARI of each block of {block} consecutive seeds "
+                "(seeds 0-4, 5-9, ...), lowest and highest. Difference to mbkk: the other "
+                "method's mean ARI minus mbkk's, +- 2 standard errors (Welch).\n",
+                f"| dataset | method | seeds | ARI mean | standard error | {block}-seed means "
+                "(min - max) | other - mbkk (+- 2 se) |",
+                "|---|---|---|---|---|---|---|",
+            ]
+        mb = ari["mbkk"]
+        for method, v in ari.items():
+            se = v.std(ddof=1) / np.sqrt(len(v))
+            blocks = v[: len(v) // block * block].reshape(-1, block).mean(axis=1)
+            diff = ""
+            if method != "mbkk":
+                se_d = np.sqrt(v.var(ddof=1) / len(v) + mb.var(ddof=1) / len(mb))
+                diff = f"{v.mean() - mb.mean():+.3f} +- {2 * se_d:.3f}"
+            L.append(
+                f"| {name} | {method} | {len(v)} | {v.mean():.3f} | {se:.3f} | "
+                f"{blocks.min():.3f} - {blocks.max():.3f} | {diff} |"
+            )
     return [*L, ""] if L else []
 
 

@@ -428,12 +428,12 @@ def test_one_kernel_block_per_iteration(digits, monkeypatch):
 def test_default_on_thirty_rows_caps_the_batch(digits):
     X, _ = digits
     m = MiniBatchKernelKMeans(3, max_no_improvement=None, random_state=0).fit(X[:30])
-    # batches of 30 rows (not 1024) for the default 100 iterations: support <= 3 (200 + 30)
+    # batches of 30 rows (not 256) for the default 200 iterations: support <= 3 (50 + 30)
     # and each iteration costs at most 30 x (support + 30) kernel values
-    assert m.n_iter_ == 100
+    assert m.n_iter_ == 200
     per_iter = m.kernel_evals_["iterations"] / m.n_iter_
     assert per_iter <= 30 * (m.center_support_.shape[0] + 3 * 30) + 30 * 30
-    assert per_iter < 30 * 1024  # a 1024-row batch would cost this much for one center alone
+    assert per_iter < 30 * 256  # a 256-row batch would cost this much for one center alone
 
 
 def test_partial_fit_random_init_skips_zero_weight_rows(digits):

@@ -152,9 +152,13 @@ class MiniBatchKernelKMeans(
     degree, coef0 : float
         Polynomial/sigmoid parameters.
     kernel_params : dict, default=None
-    batch_size : int, default=1024
-        Rows per batch (the paper's b), drawn with replacement; capped at n.
-    tau : int or None, default=200
+    batch_size : int, default=256
+        Rows per batch (the paper's b), drawn with replacement; capped at n. Small
+        batches with a short window (the defaults) make many cheap steps: an iteration
+        costs about ``b (b + k tau)`` kernel values, so halving both b and ``tau`` makes
+        one about 4x cheaper, and the early stop comes after a similar share of an epoch
+        (the quality section of ``benchmarks/kernel_kmeans.py`` compares the settings).
+    tau : int or None, default=50
         Truncation (τ): each center keeps the fewest most recent batches whose assigned
         rows sum to at least ``tau``. A single batch that gave a center more than ``tau``
         rows is kept whole (batches are never split), so a center holds at most
@@ -171,7 +175,7 @@ class MiniBatchKernelKMeans(
         After truncation rescale the kept coefficients to sum to one, so a center stays
         a convex combination (the weighted mean of its window). ``False`` keeps the
         paper's plain truncation (the center loses the dropped mass).
-    max_iter : int, default=100
+    max_iter : int, default=200
         Most iterations of :meth:`fit` (see ``max_no_improvement`` for the early stop).
     tol : float, default=0.0
         Stop when the improvement of the batch objective ``f_B(C_i) - f_B(C_{i+1})``
@@ -312,11 +316,11 @@ class MiniBatchKernelKMeans(
         degree=3,
         coef0=1.0,
         kernel_params=None,
-        batch_size=1024,
-        tau=200,
+        batch_size=256,
+        tau=50,
         learning_rate="beta",
         renormalize=True,
-        max_iter=100,
+        max_iter=200,
         tol=0.0,
         max_no_improvement=10,
         reassignment_ratio=0.0,
