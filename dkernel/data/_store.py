@@ -510,8 +510,11 @@ def check_allocation(nbytes: float, what: str) -> None:
 
     Used before allocating buffers whose size comes from user input, so a typo
     (``size=10**12``, a LIBSVM feature index of ``10**8``) is refused instead of ending in a
-    ``MemoryError`` or the out-of-memory killer.
+    ``MemoryError`` or the out-of-memory killer. Requests under 16 MiB pass without
+    asking the OS (a mini-batch's indices are checked once per iteration).
     """
+    if nbytes < 2**24:
+        return
     free = psutil.virtual_memory().available
     if nbytes > free / 2:
         raise DKernelError(
