@@ -21,6 +21,11 @@ Sections (``--sections``, comma-separated; each adds its part to the one report)
   iterations. About 6 minutes on 2 idle cores.
 - ``quality_fashion``: the same on fashion-MNIST 70k (/255) without the full batch.
   About 6 minutes on 2 idle cores.
+- ``settings``: ``MiniBatchKernelKMeans`` defaults against other settings (``--settings``,
+  JSON keyword sets; default: the defaults and the defaults before 2026-11-27, b = 1024,
+  tau = 200, 100 iterations) on ``--settings-sets`` (data and gamma as ``quality``), 5
+  seeds (``--quality-seeds``): ARI, NMI, the exact objective, fit wall, iterations and
+  kernel evaluations. About 3 minutes at 5 seeds.
 - ``reassignment``: ``MiniBatchKernelKMeans`` with ``reassignment_ratio`` in
   {0 (off), 0.01, 0.05} (``--ratios``), otherwise defaults, on the quality sets
   (``--reassignment-sets``; data and gamma as ``quality``), 5 seeds: ARI, NMI, kernel
@@ -44,6 +49,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import sys
 import tempfile
@@ -579,40 +585,77 @@ def section_quality(args, out, names=("pendigits", "usps", "letter", "mnist_part
                     f"objective {r['objective']:.5f} "
                     f"wall {r['wall_s']:.1f} s CPU {r['cpu_s']:.1f} s peak {r['peak_rss_mib']:.0f} MiB"
                 )
-    out["quality"] = {"gammas": gammas, "rows": rows}
+    out["quality"] = {"gammas": gammas, "rows": rows, "mbkk_params": _mbkk_params()}
 
 
-def section_reassignment(args, out):
-    """ARI/NMI and work of the defaults with each ``reassignment_ratio`` (quality only)."""
+def _mbkk_params() -> dict:
+    """The mini-batch settings the ``mbkk`` rows ran with (the defaults unless MBKK_KW)."""
     from dkernel.cluster import MiniBatchKernelKMeans
 
-    names = [s.strip() for s in args.reassignment_sets.split(",") if s.strip()]
-    ratios = [float(r) for r in args.ratios.split(",")]
+    params = MiniBatchKernelKMeans(**MBKK_KW).get_params()
+    return {key: params[key] for key in ("batch_size", "tau", "max_iter")}
+
+
+def _mbkk_runs(args, names, settings, what: str) -> list[dict]:
+    """``MiniBatchKernelKMeans`` on each quality set (data and gamma as ``quality``) with
+    each setting (keywords over the defaults), its seeds: ARI, NMI, the exact objective,
+    fit wall, iterations and kernel evaluations. One fit per set first, untimed (numba)."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+
     names = names[:1] if args.quick else names
     rows = []
     for name in names:
         X, y, k, seeds, gamma = quality_data(args, name)
-        log(f"reassignment: {name} {X.shape}, k={k}, gamma {gamma:.4g}")
-        for ratio in ratios:
+        log(f"{what}: {name} {X.shape}, k={k}, gamma {gamma:.4g}")
+        MiniBatchKernelKMeans(k, gamma=gamma, random_state=0, **MBKK_KW).fit(X[:500])
+        for kw in settings:
             for seed in range(seeds):
                 model = MiniBatchKernelKMeans(
-                    k, gamma=gamma, random_state=seed, reassignment_ratio=ratio, **MBKK_KW
-                ).fit(X)
+                    k, gamma=gamma, random_state=seed, **{**MBKK_KW, **kw}
+                )
+                t0 = time.perf_counter()
+                model.fit(X)
+                wall = time.perf_counter() - t0
                 r = {
                     "dataset": name,
-                    "ratio": ratio,
+                    "setting": kw,
                     "seed": seed,
                     **score(y, model.labels_),
+                    "objective": exact_objective(X, model.labels_, gamma),
+                    "wall_s": wall,
                     "kernel_evals": model.n_kernel_evals_,
                     "n_iter": model.n_iter_,
                     "inertia": model.inertia_,
                 }
                 rows.append(r)
                 log(
-                    f"  {name} ratio {ratio} seed {seed}: ARI {r['ari']:.3f} NMI {r['nmi']:.3f} "
-                    f"{r['n_iter']} it, {r['kernel_evals']:.3g} evals"
+                    f"  {name} {json.dumps(kw)} seed {seed}: ARI {r['ari']:.3f} objective "
+                    f"{r['objective']:.5f} {r['n_iter']} it, {r['kernel_evals']:.3g} evals, "
+                    f"{wall:.2f} s"
                 )
-    out["reassignment"] = {"ratios": ratios, "rows": rows}
+    return rows
+
+
+def _names(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def section_reassignment(args, out):
+    """ARI/NMI and work of the defaults with each ``reassignment_ratio`` (quality only)."""
+    ratios = [float(r) for r in args.ratios.split(",")]
+    settings = [{"reassignment_ratio": ratio} for ratio in ratios]
+    rows = _mbkk_runs(args, _names(args.reassignment_sets), settings, "reassignment")
+    for r in rows:
+        r["ratio"] = r["setting"]["reassignment_ratio"]
+    out["reassignment"] = {"ratios": ratios, "rows": rows, "defaults": _mbkk_params()}
+
+
+def section_settings(args, out):
+    """The defaults against other mini-batch settings (``--settings``, JSON keyword sets;
+    ``{}`` is the defaults) on ``--settings-sets``: ARI, exact objective, wall."""
+    settings = [json.loads(text) for text in args.settings]
+    rows = _mbkk_runs(args, _names(args.settings_sets), settings, "settings")
+    out["settings"] = {"settings": settings, "rows": rows, "defaults": _mbkk_params()}
 
 
 def section_quality_fashion(args, out):
@@ -775,11 +818,15 @@ def render(out: dict, stem: str) -> None:
                 f"- per-iteration time over n: {', '.join(f'{t:.1f}' for t in its)} ms (flat in n: max/min {max(its) / min(its):.2f})"
             )
         L.append("")
+    L.extend(_settings_table(out.get("settings")))
     ra = out.get("reassignment")
     if ra:
+        # runs before the record existed used the defaults of then
+        d = ra.get("defaults") or {"batch_size": 1024, "tau": 200, "max_iter": 100}
         L.append(
-            "## Reassignment of starved centers: MiniBatchKernelKMeans defaults with each "
-            "`reassignment_ratio`, data and gamma as the quality section\n"
+            "## Reassignment of starved centers: MiniBatchKernelKMeans (b = "
+            f"{d['batch_size']}, tau = {d['tau']}, at most {d['max_iter']} iterations) with "
+            "each `reassignment_ratio`, data and gamma as the quality section\n"
         )
         L.append(
             "| dataset | ratio | seeds | ARI | NMI | iterations | kernel evals | evals vs off |"
@@ -800,10 +847,12 @@ def render(out: dict, stem: str) -> None:
     q = out.get("quality")
     if q:
         L.append("## Quality: shared datasets at the estimator's default gamma 1/(d X.var())\n")
+        mp = q.get("mbkk_params") or _mbkk_params()
         L.append(
-            "Methods: `mbkk` = MiniBatchKernelKMeans defaults (b = 256, tau = 50, at most "
-            "200 iterations, early stop after 10 without a new minimum of the smoothed batch "
-            "objective, best of 3 k-means++ seedings); `full` = KernelKMeans "
+            f"Methods: `mbkk` = MiniBatchKernelKMeans (b = {mp['batch_size']}, tau = "
+            f"{mp['tau']}, at most {mp['max_iter']} iterations, early stop after 10 without "
+            "a new minimum of the smoothed batch objective, best of 3 k-means++ seedings); "
+            "`full` = KernelKMeans "
             f"(n <= {FULL_BATCH_MAX_N:,}); `nystroem_kmeans` = Nystroem(1000) + "
             "KMeans(n_init=1); `nystroem_minibatch_kmeans` = Nystroem(1000) + "
             "MiniBatchKMeans(batch_size=1024); `kmeans` = KMeans(n_init=1) on the raw "
@@ -839,6 +888,34 @@ def render(out: dict, stem: str) -> None:
     with open(stem + ".md", "w") as fh:
         fh.write("\n".join(L) + "\n")
     plot(out, stem + ".png")
+
+
+def _settings_table(st: dict | None) -> list[str]:
+    """The settings section: per set and setting, mean +- sd over the seeds."""
+    if not st:
+        return []
+    d = st["defaults"]
+    L = [
+        "## Mini-batch settings: data and gamma as the quality section\n",
+        f"`{{}}` = the defaults (b = {d['batch_size']}, tau = {d['tau']}, at most "
+        f"{d['max_iter']} iterations); the others override them. Objective: as the quality "
+        "section (lower is better); wall: the fit alone, median over the seeds.\n",
+        "| dataset | setting | seeds | ARI | NMI | objective | iterations | kernel evals | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(r["dataset"] for r in st["rows"]):
+        for kw in st["settings"]:
+            rs = [r for r in st["rows"] if r["dataset"] == name and r["setting"] == kw]
+            if not rs:
+                continue
+            wall = float(np.median([r["wall_s"] for r in rs]))
+            L.append(
+                f"| {name} | `{json.dumps(kw)}` | {len(rs)} | {_f(mean_std(rs, 'ari'))} | "
+                f"{_f(mean_std(rs, 'nmi'))} | {_f(mean_std(rs, 'objective'), 5)} | "
+                f"{mean_std(rs, 'n_iter')[0]:.0f} | {mean_std(rs, 'kernel_evals')[0]:.3g} | "
+                f"{wall:.2f} |"
+            )
+    return [*L, ""]
 
 
 def _verdict(ok: bool) -> str:
@@ -1015,6 +1092,17 @@ def main(argv=None) -> int:
     p.add_argument(
         "--ratios", default="0,0.01,0.05", help="reassignment_ratio values (comma-separated)"
     )
+    p.add_argument(
+        "--settings",
+        nargs="+",
+        default=["{}", '{"batch_size": 1024, "tau": 200, "max_iter": 100}'],
+        help="MiniBatchKernelKMeans keyword sets (JSON) of the settings section",
+    )
+    p.add_argument(
+        "--settings-sets",
+        default="pendigits,usps,letter,mnist_partial,fashion_mnist",
+        help="quality sets of the settings section",
+    )
     p.add_argument("--scaling-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--scaling-workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--scaling-dir", default=None, help=argparse.SUPPRESS)
@@ -1040,7 +1128,15 @@ def main(argv=None) -> int:
         render(out, stem)
         return 0
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
-    known = ("floor", "headline", "scaling", "quality", "quality_fashion", "reassignment")
+    known = (
+        "floor",
+        "headline",
+        "scaling",
+        "quality",
+        "quality_fashion",
+        "reassignment",
+        "settings",
+    )
     unknown = set(wanted) - set(known)
     if unknown:
         p.error(f"unknown sections {sorted(unknown)}")
@@ -1051,7 +1147,7 @@ def main(argv=None) -> int:
             log(f"section {name}")
             globals()[f"section_{name}"](args, out)
     wall = time.perf_counter() - t0
-    cmd = " ".join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
+    cmd = shlex.join([os.path.relpath(sys.executable, ROOT)] + sys.argv)
     kept = [c for c in out.get("commands", []) if args.merge and c != cmd]
     out["commands"] = [*kept, cmd]  # each command once, the latest last
     out["machine"] = (

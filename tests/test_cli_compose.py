@@ -169,7 +169,7 @@ def _help(*command: str) -> str:
 
 def test_help_shows_defaults_and_says_what_commands_do():
     kmeans = _help("kmeans")
-    assert "rows per mini-batch (default: 1024)" in kmeans
+    assert "rows per mini-batch (default: 256)" in kmeans
     assert "mini-batch iterations (default: 200)" in kmeans
     assert "random seed (default: 0)" in kmeans
     train = _help("svm", "train")
