@@ -157,7 +157,7 @@ class MiniBatchKernelKMeans(
         batches with a short window (the defaults) make many cheap steps: an iteration
         costs about ``b (b + k tau)`` kernel values, so halving both b and ``tau`` makes
         one about 4x cheaper, and the early stop comes after a similar share of an epoch
-        (the quality section of ``benchmarks/kernel_kmeans.py`` compares the settings).
+        (the settings section of ``benchmarks/kernel_kmeans.py`` compares them).
     tau : int or None, default=50
         Truncation (τ): each center keeps the fewest most recent batches whose assigned
         rows sum to at least ``tau``. A single batch that gave a center more than ``tau``
