@@ -224,10 +224,9 @@ def exact_objective(X, labels, gamma: float, block: int = 4096) -> float:
     optimum where ARI cannot."""
     from sklearn.metrics.pairwise import rbf_kernel
 
-    X = np.asarray(X, dtype=np.float64)
     within = 0.0
     for j in np.unique(labels):
-        M = X[labels == j]
+        M = np.asarray(X[labels == j], dtype=np.float64)  # one cluster's rows, not all of X
         s = sum(rbf_kernel(M[i : i + block], M, gamma=gamma).sum() for i in range(0, len(M), block))
         within += s / len(M)
     return float(1.0 - within / len(X))
@@ -271,7 +270,7 @@ def section_floor(args, out):
 
 def floor_seconds(info: dict, d: int) -> float:
     """Entries of the fit times the bare cost of one entry on its iteration shape."""
-    t = entry_cost(info.get("batch_size", 1024), max(16, info["support"]), d)
+    t = entry_cost(info["batch_size"], max(16, info["support"]), d)
     return info["kernel_evals"] * t
 
 
@@ -596,6 +595,12 @@ def _mbkk_params() -> dict:
     return {key: params[key] for key in ("batch_size", "tau", "max_iter")}
 
 
+def _params_of(section: dict) -> dict:
+    """The mini-batch settings a section's rows ran with; sections written before the
+    record existed ran the defaults of then."""
+    return section.get("mbkk_params") or {"batch_size": 1024, "tau": 200, "max_iter": 100}
+
+
 def _mbkk_runs(args, names, settings, what: str) -> list[dict]:
     """``MiniBatchKernelKMeans`` on each quality set (data and gamma as ``quality``) with
     each setting (keywords over the defaults), its seeds: ARI, NMI, the exact objective,
@@ -647,7 +652,7 @@ def section_reassignment(args, out):
     rows = _mbkk_runs(args, _names(args.reassignment_sets), settings, "reassignment")
     for r in rows:
         r["ratio"] = r["setting"]["reassignment_ratio"]
-    out["reassignment"] = {"ratios": ratios, "rows": rows, "defaults": _mbkk_params()}
+    out["reassignment"] = {"ratios": ratios, "rows": rows, "mbkk_params": _mbkk_params()}
 
 
 def section_settings(args, out):
@@ -655,7 +660,7 @@ def section_settings(args, out):
     ``{}`` is the defaults) on ``--settings-sets``: ARI, exact objective, wall."""
     settings = [json.loads(text) for text in args.settings]
     rows = _mbkk_runs(args, _names(args.settings_sets), settings, "settings")
-    out["settings"] = {"settings": settings, "rows": rows, "defaults": _mbkk_params()}
+    out["settings"] = {"settings": settings, "rows": rows, "mbkk_params": _mbkk_params()}
 
 
 def section_quality_fashion(args, out):
@@ -821,8 +826,7 @@ def render(out: dict, stem: str) -> None:
     L.extend(_settings_table(out.get("settings")))
     ra = out.get("reassignment")
     if ra:
-        # runs before the record existed used the defaults of then
-        d = ra.get("defaults") or {"batch_size": 1024, "tau": 200, "max_iter": 100}
+        d = _params_of(ra)
         L.append(
             "## Reassignment of starved centers: MiniBatchKernelKMeans (b = "
             f"{d['batch_size']}, tau = {d['tau']}, at most {d['max_iter']} iterations) with "
@@ -847,7 +851,7 @@ def render(out: dict, stem: str) -> None:
     q = out.get("quality")
     if q:
         L.append("## Quality: shared datasets at the estimator's default gamma 1/(d X.var())\n")
-        mp = q.get("mbkk_params") or _mbkk_params()
+        mp = _params_of(q)
         L.append(
             f"Methods: `mbkk` = MiniBatchKernelKMeans (b = {mp['batch_size']}, tau = "
             f"{mp['tau']}, at most {mp['max_iter']} iterations, early stop after 10 without "
@@ -894,7 +898,7 @@ def _settings_table(st: dict | None) -> list[str]:
     """The settings section: per set and setting, mean +- sd over the seeds."""
     if not st:
         return []
-    d = st["defaults"]
+    d = _params_of(st)
     L = [
         "## Mini-batch settings: data and gamma as the quality section\n",
         f"`{{}}` = the defaults (b = {d['batch_size']}, tau = {d['tau']}, at most "
@@ -1127,7 +1131,7 @@ def main(argv=None) -> int:
     if args.render_only:
         render(out, stem)
         return 0
-    wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
+    wanted = _names(args.sections)
     known = (
         "floor",
         "headline",
