@@ -128,10 +128,10 @@ def test_budgeted_svc_distributed(client, data):
             "bsgd-shard",
             "bsgd-round",
             "bsgd-merge",
-            "svm-refit-rows",
+            # the refit's parts are cut from the shards (no svm-refit-rows: X is read once)
+            # and each pass's sums come to the client in one gather (no svm-refit-sum)
             "svm-refit-part",
             "svm-refit-grad",
-            "svm-refit-sum",
             "svm-predict",
             "svm-scores",
         },

@@ -11,6 +11,7 @@ from ._generators import (
     make_waveform,
 )
 from ._location import URL_FORMS, Location, as_location
+from ._resident import ResidentRows, range_workers
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
     ALIGN_ROWS,
@@ -29,6 +30,7 @@ __all__ = [
     "URL_FORMS",
     "Dataset",
     "Location",
+    "ResidentRows",
     "RowSource",
     "as_array_input",
     "as_location",
@@ -43,6 +45,7 @@ __all__ = [
     "make_rings",
     "make_waveform",
     "open_dataset",
+    "range_workers",
     "read_bytes",
     "sample_rows",
     "take_rows",

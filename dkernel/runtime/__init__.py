@@ -8,6 +8,9 @@ from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 from ._errors import NoWorkersError as NoWorkersError
 from ._errors import named_worker_errors as named_worker_errors
 from ._memory import PauseGuard, check_worker_memory
+from ._phases import Accounting as Accounting
+from ._phases import accounting as accounting
+from ._phases import amdahl, phase
 from ._progress import Progress as Progress
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
@@ -20,6 +23,7 @@ from ._tree import tree_reduce as tree_reduce
 __all__ = [
     "CLUSTER_KINDS",
     "PauseGuard",
+    "amdahl",
     "check_cluster_config",
     "check_worker_memory",
     "compile_note",
@@ -28,6 +32,7 @@ __all__ = [
     "load_checkpoint",
     "load_cluster_config",
     "make_cluster",
+    "phase",
     "progress",
     "progress_enabled",
     "save_checkpoint",

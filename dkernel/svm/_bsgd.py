@@ -9,7 +9,6 @@ import itertools
 import logging
 import numbers
 import os
-import sys
 import warnings
 from typing import Any, NamedTuple
 
@@ -38,8 +37,11 @@ from .._validation import (
 from ..data import Dataset, chunk_bounds, open_dataset, take_rows
 from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram
 from ..runtime import (
+    accounting,
+    distributed_client,
     load_checkpoint,
     named_worker_errors,
+    phase,
     progress,
     progress_enabled,
     save_checkpoint,
@@ -69,9 +71,12 @@ _PREDICT_ROWS = 8192
 #: section to ~1e-9. The table saves most of the screening's exp calls at the same accuracy
 #: (benchmarks/results/bsgd_notes.md), so it is the default.
 _MERGE_SEARCH = "lookup"
-#: Default number of shards of a distributed fit (fixed, so the model never depends on the
-#: number of workers); at most one per row.
-_DEFAULT_SHARDS = 8
+#: Default number of shards of a distributed fit: one per ``_SHARD_ROWS`` rows, at least
+#: ``_MIN_SHARDS`` and at most ``_MAX_SHARDS`` (a function of n only, so the model never
+#: depends on the number of workers; never more than one per row).
+_SHARD_ROWS = 1 << 17
+_MIN_SHARDS = 8
+_MAX_SHARDS = 256
 #: ``distributed="auto"`` trains on the workers from this many rows on (2^24; below, the
 #: sequential stream measured as fast or faster: benchmarks/results/bsgd_notes.md).
 _AUTO_MIN_ROWS = 1 << 24
@@ -121,18 +126,6 @@ class _FitPlan(NamedTuple):
 
 def _saved_in_refit(saved: dict | None) -> bool:
     return saved is not None and saved.get("stage") == "refit"
-
-
-def _active_client():
-    """The current distributed client, or None (no import: a client exists only once
-    distributed has been imported)."""
-    mod = sys.modules.get("distributed")
-    if mod is None:
-        return None
-    try:
-        return mod.Client.current()
-    except ValueError:
-        return None
 
 
 def _is_bool(v) -> bool:
@@ -257,9 +250,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     n_shards : int or None, default=None
         Shards of a distributed fit: ranges of consecutive rows of equal size, cut
         wherever the rows fall (a store of one chunk still gives every worker a shard).
-        None: 8 (at most one per row). Fixed by the number of rows, so the model depends
-        neither on the number of workers nor on the chunking; use at least as many shards
-        as workers.
+        None: one per 2^17 rows, at least 8 and at most 256 (at most one per row). Fixed
+        by the number of rows, so the model depends neither on the number of workers nor
+        on the chunking; a cluster uses at most as many workers as there are shards.
     n_rounds : int, default=8
         Rounds per epoch of a distributed fit (each shard passes over 1/n_rounds of its
         rows per round, then the partial models are merged).
@@ -646,12 +639,12 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _use_distributed(self, is_dask: bool, n: int):
         """(distributed?, client)."""
-        client = _active_client() if is_dask else None
+        client = distributed_client() if is_dask else None
         if self.distributed == "auto":
             use = client is not None and n >= _AUTO_MIN_ROWS
             return use, client if use else None
         if self.distributed:
-            return True, client if client is not None else _active_client()
+            return True, client if client is not None else distributed_client()
         return False, None
 
     # ------------------------------------------------------------------ fitting
@@ -672,15 +665,28 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self
         """
         self.check_params()
-        plan = self._fit_plan(X, y, sample_weight)
+        with accounting(distributed_client()) as acc:
+            self._fit_accounted(X, y, sample_weight)
+        self.phase_stats_ = acc.report()
+        self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
+        return self
+
+    def _fit_accounted(self, X, y, sample_weight) -> None:
+        """:meth:`fit`'s work, its phases counted by the accounting around it."""
+        with phase("setup"):
+            plan = self._fit_plan(X, y, sample_weight)
+        shards = None  # a distributed fit's rows on the workers, which the refit reuses
         if plan.resumes_refit:
             # killed during the refit: the SGD passes' model is in the checkpoint
             state = nb.state_from_arrays(plan.saved)
             cfg = self._sgd_config(plan)
+            if plan.use_dist:  # the refit's parts are cut from the shards, as in the fit
+                shards = self._load_shards(plan)
         elif plan.use_dist:
-            state, cfg = self._fit_distributed(plan)
+            state, cfg, shards = self._fit_distributed(plan)
         else:
-            state, cfg = self._fit_sequential(plan)
+            with phase("stream"):
+                state, cfg = self._fit_sequential(plan)
         _check_trained(state, plan.w if plan.weighted else None)
         check_kernel_scale(
             state.SV[: state.n_sv], plan.spec, where="on the support vectors the SGD passes chose: "
@@ -689,8 +695,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         client = plan.client
         if self.refit:
             if not plan.use_dist and plan.is_dask and self.distributed == "auto":
-                client = _active_client()  # the rows stay on the workers
-            coef = self._refit(plan, state, cfg, client)
+                client = distributed_client()  # the rows stay on the workers
+            coef = self._refit(plan, state, cfg, client, shards)
         # everything succeeded: only now replace the fitted attributes
         self._finish(state, plan.classes, plan.spec, cfg, n_iter=int(self.max_iter), d=plan.d)
         self._set_scaler(plan.scaler)
@@ -702,10 +708,10 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             self.t_ = plan.n * int(self.max_iter)
         self.probA_ = self.probB_ = None
         if plan.held is not None:
-            self._calibrate(*plan.held, weighted=plan.weighted)
+            with phase("calibration"):
+                self._calibrate(*plan.held, weighted=plan.weighted)
         if plan.ckpt is not None:
             plan.ckpt.remove()
-        return self
 
     def _fit_plan(self, X, y, sample_weight) -> _FitPlan:
         """Everything a fit decides before training, once: the checked data, the classes,
@@ -761,14 +767,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         clock by the mean shard's rows per epoch, a sequential one by every row."""
         n = plan.n
         if plan.use_dist:
-            k = len(dist.plan_shards(n, int(self.n_shards or _DEFAULT_SHARDS)).starts)
+            k = len(dist.plan_shards(n, _shard_count(self.n_shards, n)).starts)
             n = max(1, round(n / k))
         return self._config(plan.spec, plan.alpha, n)
 
-    def _fit_distributed(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
-        """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`)."""
+    def _fit_distributed(self, plan: _FitPlan):
+        """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`):
+        ``(state, config, shards)``, the shards' rows still on the workers for the refit."""
         level = logging.INFO if self.verbose else logging.DEBUG
-        n_shards = int(self.n_shards or _DEFAULT_SHARDS)
         cfg = self._sgd_config(plan)
         start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
         if plan.saved is not None:
@@ -792,18 +798,26 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 bar.update(1, epoch=f"{epoch + 1}/{self.max_iter}", **shown)
 
             # numba compiles on the workers before the first round, under its own note
-            with bar.compiling("bsgd"):
+            with bar.compiling("bsgd"), phase("compile"):
                 dist.compile_kernels(plan.client, cfg, plan.d, plan.n_cols)
+            shards = self._load_shards(plan)
             part = dist.fit_rounds(
-                plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
-                cfg=cfg, start=start, n_shards=n_shards, n_rounds=n_rounds,
+                shards, cfg=cfg, start=start, n_rounds=n_rounds,
                 n_epochs=int(self.max_iter), split_every=int(self.split_every),
-                seed=plan.seed, shuffle=bool(self.shuffle), client=plan.client,
-                log=logger.info if self.verbose else None, first=first, on_round=on_round,
+                seed=plan.seed, shuffle=bool(self.shuffle), first=first, on_round=on_round,
                 fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
-                standardize=plan.scaler,
             )  # fmt: skip
-        return dist.state_from_partial(part, cfg), cfg
+            if self.verbose:
+                logger.info(f"{len(shards)} shards x {n_rounds} rounds x {self.max_iter} epochs")
+        return dist.state_from_partial(part, cfg), cfg, shards
+
+    def _load_shards(self, plan: _FitPlan):
+        """The distributed fit's shards, read into the workers' memory once."""
+        return dist.load_shards(
+            plan.X, plan.y, plan.w if plan.weighted else None,
+            n_shards=_shard_count(self.n_shards, plan.n), classes=plan.classes,
+            scaler=plan.scaler, client=plan.client,
+        )  # fmt: skip
 
     def _fit_sequential(self, plan: _FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
         """``max_iter`` epochs of blocks in a seeded order through the numba loop, here."""
@@ -879,7 +893,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.probA_ = np.array([a for a, _ in fits])
         self.probB_ = np.array([b for _, b in fits])
 
-    def _refit(self, plan: _FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, client):
+    def _refit(self, plan: _FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, client, shards):
         """Exact coefficients over the support vectors BSGD chose (``refit=True``); with a
         checkpoint, the solver's state is saved after each Newton step (beside the SGD
         passes' model, which a resumed fit then skips) and resumed from."""
@@ -915,7 +929,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, client=client, on_step=on_step,
                 seed=plan.seed,
                 max_rows=None if self.refit_rows == "auto" else int(self.refit_rows),
-                multi_class=self._refit_loss(), start=start, on_save=on_save,
+                multi_class=self._refit_loss(), start=start, on_save=on_save, resident=shards,
             )  # fmt: skip
             bar.update(result.n_iter - bar.n)
             return result
@@ -1263,7 +1277,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         ``maintenance``, ``algorithm``, ``n_features``, ``classes``, ``n_support_vectors``,
         ``n_iter`` (epochs), ``t`` (SGD steps), ``n_maintenance``, ``weight_degradation``,
         ``distributed``, ``standardize``, ``refit`` (the refit's multi-class loss, or
-        False) and ``probability`` (whether :meth:`predict_proba` is calibrated).
+        False), ``probability`` (whether :meth:`predict_proba` is calibrated) and, after
+        :meth:`fit`, ``timings`` (wall seconds per phase) and ``phases`` (each phase's
+        accounting: see ``phase_stats_``).
         """
         check_is_fitted(self, "dual_coef_")
         return {
@@ -1286,6 +1302,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             "standardize": getattr(self, "feature_mean_", None) is not None,
             "refit": self._refit_loss() if self.refit else False,
             "probability": getattr(self, "probA_", None) is not None,
+            **_phase_summary(self),
         }
 
     # ------------------------------------------------------------------ persistence
@@ -1496,6 +1513,14 @@ def _with_labels(X, y):
             if ds.attrs.get("classes") is not None:
                 classes = np.asarray(sorted(ds.attrs["classes"]))
     return X, y, classes
+
+
+def _phase_summary(est) -> dict:
+    """``timings`` and ``phases`` of a fitted estimator's summary (absent before a fit)."""
+    stats = getattr(est, "phase_stats_", None)
+    if stats is None:
+        return {}
+    return {"timings": dict(est.timings_), "phases": {k: dict(v) for k, v in stats.items()}}
 
 
 def _check_trained(state: nb.BSGDState, w) -> None:
@@ -1716,6 +1741,14 @@ def _feature_stats(X) -> Standardizer:
     std = np.sqrt(var)
     std[~(std > 1e-12 * np.maximum(1.0, np.abs(mean)))] = 1.0
     return Standardizer(mean, std)
+
+
+def _shard_count(n_shards, n: int) -> int:
+    """The shards of a distributed fit of n rows: ``n_shards`` when given, else one per
+    ``_SHARD_ROWS`` rows within ``[_MIN_SHARDS, _MAX_SHARDS]``."""
+    if n_shards is not None:
+        return int(n_shards)
+    return int(np.clip(n // _SHARD_ROWS, _MIN_SHARDS, _MAX_SHARDS))
 
 
 def _default_alpha(n: int) -> float:

@@ -41,8 +41,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..data import ResidentRows
 from ..kernels import pair_gram, sq_norms
-from ..runtime import TreeNode, timer, tree_reduce
+from ..runtime import TreeNode, phase, timer
 from . import _budget as nb
 from ._stream import Standardizer, load_ranges, row_parts
 
@@ -143,26 +144,27 @@ def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
 
 def shard_round(
     data,
+    shard: int,
     model: Partial,
     cfg: nb.BSGDConfig,
     *,
-    seed: int,
+    run_seed: int,
     epoch: int,
     rnd: int,
     n_rounds: int,
-    shard: int,
     shuffle: bool,
-    carry: bool,
 ) -> Partial:
     """One shard's pass over its rows of round ``rnd`` of ``epoch``, from ``model``.
 
-    ``carry``: this partial model keeps the start model's maintenance counters (exactly one
+    Shard 0's partial model keeps the start model's maintenance counters (exactly one
     shard per round does, so the combined counters are totals).
     """
     Xk, yk, wk = data
     nk = len(yk)
+    carry = shard == 0
     if shuffle:
-        order = np.random.default_rng(np.random.SeedSequence([seed, epoch, shard])).permutation(nk)
+        rng = np.random.default_rng(np.random.SeedSequence([run_seed, epoch, shard]))
+        order = rng.permutation(nk)
     else:
         order = np.arange(nk)
     idx = order[rnd * nk // n_rounds : (rnd + 1) * nk // n_rounds]
@@ -236,8 +238,8 @@ def warm_up(cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
     X = np.random.default_rng(0).normal(size=(4, n_features))
     data = (X, np.arange(4, dtype=np.int64) % max(2, n_cols), np.ones(4))
     start = empty_partial(n_features, n_cols)
-    kw: dict[str, Any] = dict(seed=0, epoch=0, rnd=0, n_rounds=1, shuffle=False)
-    parts = [shard_round(data, start, tiny, shard=k, carry=k == 0, **kw) for k in range(2)]
+    kw: dict[str, Any] = dict(run_seed=0, epoch=0, rnd=0, n_rounds=1, shuffle=False)
+    parts = [shard_round(data, k, start, tiny, **kw) for k in range(2)]
     combine(parts, None, cfg=tiny)
 
 
@@ -301,94 +303,66 @@ def plan_shards(n: int, n_shards: int) -> ShardPlan:
     return ShardPlan([a for a, _ in parts], [b for _, b in parts])
 
 
+def load_shards(
+    X, y, w, *, n_shards: int, classes: np.ndarray, scaler: Standardizer | None, client: Any
+) -> ResidentRows:
+    """The shards' rows (:func:`plan_shards`) read once into the workers' memory (values
+    checked and labels mapped there), or here without a client: the SGD rounds run on
+    them, and the refit's parts are cut from them, so a distributed fit reads X once."""
+    plan = plan_shards(int(X.shape[0]), n_shards)
+    with timer("bsgd shards", logger), phase("shards", width=len(plan.starts)):
+        # the dashboard shows bsgd-shard, bsgd-round (each round's tasks and their merges)
+        return load_ranges(
+            X, y, w, list(zip(plan.starts, plan.stops)), classes=classes, scaler=scaler,
+            client=client, name=f"bsgd-shard-{uuid.uuid4().hex}",
+        )  # fmt: skip
+
+
 def fit_rounds(
-    X,
-    y,
-    w,
+    shards: ResidentRows,
     *,
-    classes: np.ndarray,
     cfg: nb.BSGDConfig,
     start: Partial,
-    n_shards: int,
     n_rounds: int,
     n_epochs: int,
     split_every: int,
     seed: int,
     shuffle: bool,
-    client: Any,
-    log: Callable[[str], None] | None = None,
     first: tuple[int, int] = (0, 0),
     on_round: Callable[[int, int, Partial | None], None] | None = None,
     fetch_every: int = 0,
-    standardize: Standardizer | None = None,
 ) -> Partial:
-    """Train ``n_epochs`` epochs of ``n_rounds`` rounds over fixed shards; the final model.
+    """Train ``n_epochs`` epochs of ``n_rounds`` rounds over the ``shards``; the final model.
 
-    ``client``: a distributed client (shards in worker memory, one task per shard per round,
-    the tree on the workers) or None (the same computation here, for NumPy input and tests;
-    the result is identical). ``w=None``: unit weights.
+    Under a client one task per shard per round runs where the shard lives and the tree of
+    merges runs on the workers; without one the same computation runs here (the result is
+    identical).
 
     ``start`` is the model before round ``first = (epoch, round)`` (a resumed fit starts
     there; every round is a pure function of its start model and position, so the result is
     that of the whole run). ``on_round(epoch, rnd, model)`` is called after each round, with
     the merged model every ``fetch_every`` rounds (waiting for it) and None otherwise.
     """
-    plan = plan_shards(int(X.shape[0]), n_shards)
     light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
     comb = functools.partial(combine, cfg=light)
-
-    # the fit's id in its task keys: the dashboard shows bsgd-shard, bsgd-round, bsgd-merge
+    local = shards.client is None
     run = uuid.uuid4().hex
-    with timer("bsgd shards", logger):
-        # each shard's rows on its worker (round-robin; placement never changes the model);
-        # each round's task then runs where its shard lives
-        data = load_ranges(
-            X,
-            y,
-            w,
-            list(zip(plan.starts, plan.stops)),
-            classes=classes,
-            scaler=standardize,
-            client=client,
-            name=f"bsgd-shard-{run}",
-        )
     model: Any = start
     count = 0
-    for epoch in range(first[0], n_epochs):
-        for rnd in range(first[1] if epoch == first[0] else 0, n_rounds):
-            kw: dict[str, Any] = dict(
-                seed=seed, epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle
-            )
-            if client is not None:
-                tag = f"{run}-{epoch}-{rnd}"
-                leaves = [
-                    client.submit(
-                        shard_round, data[k], model, light, shard=k, carry=k == 0,
-                        key=f"bsgd-round-{tag}-{k}", **kw,
-                    )
-                    for k in range(len(data))
-                ]  # fmt: skip
-            else:
-                leaves = [
-                    shard_round(data[k], model, cfg, shard=k, carry=k == 0, **kw)
-                    for k in range(len(data))
-                ]
-            model = tree_reduce(
-                client,
-                leaves,
-                comb,
-                split_every=split_every,
-                seed=seed,
-                key=f"bsgd-merge-{run}-{epoch}-{rnd}",
-            )
-            count += 1
-            if on_round is not None:
-                fetched = None
-                if fetch_every and count % fetch_every == 0:
-                    fetched = model.result() if client is not None else model
-                on_round(epoch, rnd, fetched)
-    with timer("bsgd rounds", logger):
-        result = model if isinstance(model, Partial) else model.result()
-    if log is not None:
-        log(f"{len(plan.starts)} shards x {n_rounds} rounds x {n_epochs} epochs")
-    return result
+    with phase("rounds", width=len(shards)):
+        for epoch in range(first[0], n_epochs):
+            for rnd in range(first[1] if epoch == first[0] else 0, n_rounds):
+                model = shards.reduce(
+                    shard_round, comb, model, cfg if local else light,
+                    name=f"bsgd-round-{run}-{epoch}-{rnd}", split_every=split_every, seed=seed,
+                    tree_name=f"bsgd-merge-{run}-{epoch}-{rnd}",
+                    epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle, run_seed=seed,
+                )  # fmt: skip
+                count += 1
+                if on_round is not None:
+                    fetched = None
+                    if fetch_every and count % fetch_every == 0:
+                        fetched = model if local else model.result()
+                    on_round(epoch, rnd, fetched)
+        with timer("bsgd rounds", logger):
+            return model if isinstance(model, Partial) else model.result()

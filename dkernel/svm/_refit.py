@@ -52,10 +52,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._base import _BaseKernelEstimator
+from ..data import ResidentRows, range_workers
 from ..kernels import KernelSpec, effective_n_jobs, run_tiles
-from ..runtime import timer, tree_reduce
+from ..runtime import phase, timer, tree_reduce
 from ._budget import weighted_colsums
-from ._stream import Standardizer, load_ranges, range_workers, row_parts
+from ._stream import Standardizer, load_ranges, row_parts
 
 logger = logging.getLogger(__name__)
 
@@ -415,15 +416,19 @@ class _Passes:
     def __call__(self, op, *args) -> np.ndarray:
         self.count += 1
         if self.client is None:
-            return tree_reduce(None, self._here(op, *args), _add, split_every=4)
-        tag = f"{self.run}-{self.count}"
-        step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
-        leaves = [
-            self.client.submit(op, p, self.basis, *args, key=f"{step}-{tag}-{k}")
-            for k, p in enumerate(self.parts)
-        ]
-        root = tree_reduce(self.client, leaves, _add, split_every=4, key=f"svm-refit-sum-{tag}")
-        return root.result()
+            leaves = self._here(op, *args)
+        else:
+            # one task per part, placed where the part lives; the small sums come here in
+            # one gather (no tree of tasks: one round trip per pass) and are added in the
+            # same tree order as without a client, so the bits do not depend on it
+            tag = f"{self.run}-{self.count}"
+            step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
+            keys = [f"{step}-{tag}-{k}" for k in range(len(self.parts))]
+            futures = self.client.map(
+                _part_op, self.parts, op=op, basis=self.basis, args=args, key=keys
+            )
+            leaves = self.client.gather(futures)
+        return tree_reduce(None, leaves, _add, split_every=4)
 
     def _here(self, op, *args) -> list:
         """Every part's ``op`` in this process, the parts spread over the usable cores
@@ -439,6 +444,10 @@ class _Passes:
             self._threads = effective_n_jobs(None, len(self.parts), size)
         run_tiles(work, [(k, k + 1) for k in range(len(self.parts))], self._threads)
         return leaves
+
+
+def _part_op(part, *, op, basis, args):
+    return op(part, basis, *args)
 
 
 def newton(
@@ -556,7 +565,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
     X, y, w = data
 
     def kept(k: int):  # the rows of range k the refit keeps, read here
-        rows = load_ranges(X, y, w, [ranges[k]], classes=classes, scaler=scaler)[0]
+        rows = load_ranges(X, y, w, [ranges[k]], classes=classes, scaler=scaler).parts[0]
         return take_rows(rows, samples[k])
 
     if client is None:  # one range at a time: only its raw rows are held beside the parts
@@ -568,7 +577,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
     rows = load_ranges(
         X, y, w, ranges, classes=classes, scaler=scaler, client=client,
         name=f"svm-refit-rows-{run}",
-    )  # fmt: skip
+    ).parts  # fmt: skip
     if samples[0] is not None:
         rows = [
             client.submit(take_rows, r, sample, key=f"svm-refit-sample-{run}-{k}")
@@ -587,6 +596,22 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
         for g, ((a, b), who) in enumerate(zip(groups, range_workers(client, len(groups))))
     ]
     return parts, shared  # the raw rows are dropped once the parts are built
+
+
+def _resident_part(rows, k: int, samples: list, basis: Basis, cache: bool) -> Part:
+    return make_part([take_rows(rows, samples[k])], basis, cache)
+
+
+def _parts_of_resident(resident: ResidentRows, n: int, m: int, seed: int, basis, cache, run):
+    """The solver's parts cut from rows already on the workers (a distributed fit's
+    shards), one per shard, each where its shard lives: X is not read again."""
+    samples: list = [None] * len(resident)
+    if m < n:
+        sizes = sample_sizes(resident.ranges, n, m)
+        samples = [(seed, k, mk) for k, mk in enumerate(sizes)]
+    shared = resident.scatter(basis, name=f"svm-refit-basis-{run}")
+    parts = resident.map(_resident_part, samples, shared, cache, name=f"svm-refit-part-{run}")
+    return parts, shared
 
 
 class RefitResult(NamedTuple):
@@ -619,6 +644,7 @@ def refit(
     multi_class: str = "ovr",
     start: NewtonState | None = None,
     on_save: Callable[[NewtonState], None] | None = None,
+    resident: ResidentRows | None = None,
 ) -> RefitResult:
     """Exact coefficients (and intercept) over the SVs Z, warm-started from ``coef`` /
     ``intercept`` (see the module docstring). X, y, w: NumPy or dask (w None: unit
@@ -629,30 +655,38 @@ def refit(
 
     Over at most ``max_rows`` rows (default: ``_ROWS_PER_SV`` per support vector): beyond,
     over a uniform sample of that many rows, drawn per row range (``seed``, the range's
-    index) so it depends on n and the seed only."""
+    index) so it depends on n and the seed only. ``resident``: the rows already on the
+    workers (a distributed fit's shards): the parts are cut from them, one per shard, and
+    the ranges are theirs; X, y and w are then not read."""
     n = int(X.shape[0])
     c = coef.shape[1]
     basis, up = make_basis(Z, spec, icpt)
     V0 = up.T @ coef
     if icpt > 0:
         V0 = np.vstack([V0, np.asarray(intercept, dtype=np.float64)[None, :] / icpt])
-    ranges = row_parts(n)
     m = min(n, max_rows if max_rows is not None else _ROWS_PER_SV * len(Z))
     cache = m * basis.width * 8 <= _FEATURE_CACHE_BYTES
-    samples: list = [None] * len(ranges)
-    groups = [(k, k + 1) for k in range(len(ranges))]
-    if m < n:  # the kept rows of consecutive ranges make a part of the sampled size
-        samples = [(seed, k, mk) for k, mk in enumerate(sample_sizes(ranges, n, m))]
-        groups = row_parts(len(ranges), len(row_parts(m)))
+    if m < n:
         logger.info("refit on a uniform sample of %d of the %d rows", m, n)
     run = uuid.uuid4().hex  # this refit's id in its task keys
-    with timer("bsgd refit parts", logger):
-        parts, shared = _build_parts(
-            (X, y, w), ranges, samples, groups, basis, cache, client, run, classes, scaler
-        )
+    if resident is not None:
+        client = resident.client
+        with timer("bsgd refit parts", logger), phase("refit parts", width=len(resident)):
+            parts, shared = _parts_of_resident(resident, n, m, seed, basis, cache, run)
+    else:
+        ranges = row_parts(n)
+        samples: list = [None] * len(ranges)
+        groups = [(k, k + 1) for k in range(len(ranges))]
+        if m < n:  # the kept rows of consecutive ranges make a part of the sampled size
+            samples = [(seed, k, mk) for k, mk in enumerate(sample_sizes(ranges, n, m))]
+            groups = row_parts(len(ranges), len(row_parts(m)))
+        with timer("bsgd refit parts", logger), phase("refit parts", width=len(ranges)):
+            parts, shared = _build_parts(
+                (X, y, w), ranges, samples, groups, basis, cache, client, run, classes, scaler
+            )
     passes = _Passes(parts, shared, client, run=run)
     C = 1.0 / (alpha * m)  # the sample's losses stand for n / m rows each
-    with timer("bsgd refit solve", logger):
+    with timer("bsgd refit solve", logger), phase("refit solve", width=len(parts)):
         V, it = newton(
             passes, V0, C, tol=tol, max_iter=max_iter, on_step=on_step, start=start,
             on_save=on_save, objective=OBJECTIVES[multi_class] if c > 1 else OVR,

@@ -29,7 +29,7 @@ import dask
 import numpy as np
 
 from .._validation import DKernelError, is_dask_array, report_nonfinite
-from ..data import ALIGN_ROWS, chunk_bounds
+from ..data import ALIGN_ROWS, ResidentRows
 
 #: Rows of one virtual block (the unit of shuffling and of reading): a multiple of a
 #: default store's chunk rows, so a block of such a store reads whole chunks, each once.
@@ -171,41 +171,6 @@ def load_rows(Xs, ys, ws, start: int, classes, scaler: Standardizer | None = Non
     return checked_rows(Xs, ys, ws, start, y_map=y_map, standardize=scaler)
 
 
-def range_workers(client, n_ranges: int) -> list[str]:
-    """The worker of each of ``n_ranges`` row ranges: round-robin over the sorted
-    addresses (placement never changes a result, only where the work runs)."""
-    addrs = sorted(client.scheduler_info()["workers"])
-    return [addrs[k % len(addrs)] for k in range(n_ranges)]
-
-
-def _range_pieces(a, ranges) -> list:
-    """Each range of ``a``: a slice of an in-memory array, or of a dask array
-    ``(chunks, lo, hi)``: the chunks it overlaps (Delayed, keyed as in ``a``'s own graph,
-    so ranges computed together share a chunk's read) and the cut into their rows."""
-    if a is None or not is_dask_array(a):
-        return [None if a is None else a[s:e] for s, e in ranges]
-    if a.ndim > 1 and a.numblocks[1] > 1:
-        a = a.rechunk({i: -1 for i in range(1, a.ndim)})
-    chunks = a.to_delayed(optimize_graph=False).ravel()
-    bounds = chunk_bounds(a)
-    out = []
-    for s, e in ranges:
-        c0, c1 = np.searchsorted(bounds, [s, e - 1], side="right") - 1
-        out.append((list(chunks[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0])))
-    return out
-
-
-def _joined(piece):
-    if not isinstance(piece, tuple):
-        return piece
-    chunks, lo, hi = piece
-    return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0))[lo:hi]
-
-
-def _load_range(xs, ys, ws, start: int, classes, scaler):
-    return load_rows(_joined(xs), _joined(ys), _joined(ws), start, classes, scaler)
-
-
 def load_ranges(
     X,
     y,
@@ -216,36 +181,19 @@ def load_ranges(
     scaler: Standardizer | None = None,
     client: Any = None,
     name: str | None = None,
-) -> list:
-    """:func:`load_rows` of every ``(start, stop)`` range of X, y and w (NumPy or dask).
+) -> ResidentRows:
+    """:func:`load_rows` of every ``(start, stop)`` range of X, y and w (NumPy or dask), as
+    :class:`~dkernel.data.ResidentRows` on the workers of ``client`` (or here without
+    one). ``name``: the tasks' keys are ``{name}-{i}`` (unique per call: the caller's step
+    and its id, the dashboard's name for it); default ``svm-rows-`` and a fresh id."""
+    load = functools.partial(_load_part, classes=classes, scaler=scaler)
+    return ResidentRows.load(
+        (X, y, w), ranges, load, client=client, name=name or f"svm-rows-{uuid.uuid4().hex}"
+    )
 
-    With a distributed ``client``: futures, placed by :func:`range_workers`. Else the
-    loaded ranges. Dask inputs are read in one graph whose tasks are the arrays' own chunk
-    tasks, so a stored chunk that two ranges share is read once (a range's slice handed to
-    ``dask.delayed`` would be optimised into a fused copy of the read per range). ``name``:
-    the tasks' keys are ``{name}-{i}`` (unique per call: the caller's step and its id, the
-    dashboard's name for it); default ``svm-rows-`` and a fresh id.
-    """
-    if name is None:
-        name = f"svm-rows-{uuid.uuid4().hex}"
-    pieces = [_range_pieces(a, ranges) for a in (X, y, w)]
-    if not any(is_dask_array(a) for a in (X, y, w)) and client is None:
-        return [
-            load_rows(xs, ys, ws, s, classes, scaler) for (s, _), xs, ys, ws in zip(ranges, *pieces)
-        ]
-    owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
-    loads = []
-    for i, ((s, _), who, xs, ys, ws) in enumerate(zip(ranges, owners, *pieces)):
-        where = {"workers": [who], "allow_other_workers": True} if who else {}
-        with dask.annotate(**where):
-            loads.append(
-                dask.delayed(_load_range)(
-                    xs, ys, ws, s, classes, scaler, dask_key_name=f"{name}-{i}"
-                )
-            )
-    if client is not None:
-        return client.compute(loads, optimize_graph=False)
-    return list(dask.compute(*loads, scheduler="sync", optimize_graph=False))
+
+def _load_part(Xs, ys, ws, start: int, *, classes, scaler):
+    return load_rows(Xs, ys, ws, start, classes, scaler)
 
 
 def prefetch(reader: Callable[[Any], Any], tasks: list, depth: int = 2) -> Iterator[Any]:

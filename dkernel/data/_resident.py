@@ -1,0 +1,197 @@
+"""Row parts resident on the workers: read once per call, each pinned to one worker.
+
+What xgboost's ``DaskDMatrix`` and ``map_worker_partitions`` are to its trainer, this is to
+dkernel's passes: :meth:`ResidentRows.load` reads row ranges of X, y and w (NumPy, dask
+arrays or store row sources) into the memory of the workers, one part per range, placed
+round-robin over the sorted worker addresses; :meth:`~ResidentRows.map` runs a function on
+every part where it lives, :meth:`~ResidentRows.reduce` sums or merges the results up a
+fixed tree, :meth:`~ResidentRows.collect` brings the (small) results to the client in one
+round trip, and :meth:`~ResidentRows.to_dask_array` keeps n-row results on the cluster as
+a dask array. The BSGD shards and the refit's parts, the coreset's blocks and the k-means
+labels pass all run on it.
+
+Without a distributed client the same calls run here, in order, on parts held as values:
+the results are the same (every task is a pure function of its part and arguments, and
+placement never enters a result).
+
+Ranges are cut from the number of rows alone (never from the worker count), so a result
+does not depend on the cluster; a stored chunk that two ranges share is read once (the
+ranges' loads are one graph whose tasks are the arrays' own chunk tasks).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+import numpy as np
+
+from .._validation import is_dask_array
+from ..runtime import distributed_client, tree_reduce
+from ._sampling import chunk_bounds
+
+
+def range_workers(client: Any, n_ranges: int) -> list[str]:
+    """The worker of each of ``n_ranges`` row ranges: round-robin over the sorted
+    addresses (placement never changes a result, only where the work runs)."""
+    addrs = sorted(client.scheduler_info()["workers"])
+    return [addrs[k % len(addrs)] for k in range(n_ranges)]
+
+
+def _range_pieces(a, ranges) -> list:
+    """Each range of ``a``: a slice of an in-memory array, or of a dask array
+    ``(chunks, lo, hi)``: the chunks it overlaps (Delayed, keyed as in ``a``'s own graph,
+    so ranges computed together share a chunk's read) and the cut into their rows."""
+    if a is None or not is_dask_array(a):
+        return [None if a is None else a[s:e] for s, e in ranges]
+    if a.ndim > 1 and a.numblocks[1] > 1:
+        a = a.rechunk({i: -1 for i in range(1, a.ndim)})
+    chunks = a.to_delayed(optimize_graph=False).ravel()
+    bounds = chunk_bounds(a)
+    out = []
+    for s, e in ranges:
+        c0, c1 = np.searchsorted(bounds, [s, e - 1], side="right") - 1
+        out.append((list(chunks[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0])))
+    return out
+
+
+def _joined(piece):
+    if not isinstance(piece, tuple):
+        return piece
+    chunks, lo, hi = piece
+    return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0))[lo:hi]
+
+
+def _load_piece(load: Callable, start: int, *pieces):
+    return load(*[_joined(p) for p in pieces], start)
+
+
+def _call(func: Callable, part, index: int, args: tuple, kwargs: dict):
+    return func(part, index, *args, **kwargs)
+
+
+class ResidentRows:
+    """Row parts held by the workers (futures) or here (values); see the module docstring.
+
+    ``ranges``: the ``(start, stop)`` rows of each part; ``workers``: each part's worker
+    (None without a client); ``name``: the prefix of the parts' task keys.
+    """
+
+    def __init__(self, parts: list, ranges: list[tuple[int, int]], workers: list, client: Any,
+                 name: str) -> None:  # fmt: skip
+        self.parts, self.ranges, self.workers = parts, ranges, workers
+        self.client, self.name = client, name
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.ranges[-1][1]) if self.ranges else 0
+
+    @classmethod
+    def load(
+        cls,
+        arrays: Sequence[Any],
+        ranges: Sequence[tuple[int, int]],
+        load: Callable,
+        *,
+        client: Any = "current",
+        name: str | None = None,
+    ) -> ResidentRows:
+        """``load(*rows, start)`` of every range of ``arrays`` (aligned on rows; None
+        entries pass None), as parts on the workers of ``client`` (default: the current
+        distributed client, if any), else here. Nothing is waited for: the parts are
+        futures the first pass on them waits on."""
+        if isinstance(client, str):
+            client = distributed_client()
+        name = name or f"rows-{uuid.uuid4().hex}"
+        ranges = [(int(s), int(e)) for s, e in ranges]
+        pieces = [_range_pieces(a, ranges) for a in arrays]
+        per_range = list(zip(*pieces)) if pieces else [() for _ in ranges]
+        if client is None and not any(is_dask_array(a) for a in arrays):
+            parts = [load(*rows, s) for (s, _), rows in zip(ranges, per_range)]
+            return cls(parts, ranges, [None] * len(ranges), None, name)
+        owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
+        loads = []
+        for i, ((s, _), who, rows) in enumerate(zip(ranges, owners, per_range)):
+            where = {"workers": [who], "allow_other_workers": True} if who else {}
+            with dask.annotate(**where):
+                loads.append(dask.delayed(_load_piece)(load, s, *rows, dask_key_name=f"{name}-{i}"))
+        if client is not None:
+            parts = client.compute(loads, optimize_graph=False)
+        else:
+            parts = list(dask.compute(*loads, scheduler="sync", optimize_graph=False))
+        return cls(parts, ranges, owners, client, name)
+
+    # ------------------------------------------------------------------ passes
+    def map(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> list:
+        """``func(part, index, *args, **kwargs)`` on every part, where it lives: futures
+        (keys ``{name}-{index}``) or values. Large arguments should be futures (scattered
+        once) rather than values sent with every task."""
+        if self.client is None:
+            return [func(p, k, *args, **kwargs) for k, p in enumerate(self.parts)]
+        return [
+            self.client.submit(
+                _call, func, p, k, args, kwargs, key=f"{name}-{k}",
+                workers=[who] if who else None, allow_other_workers=True,
+            )
+            for k, (p, who) in enumerate(zip(self.parts, self.workers))
+        ]  # fmt: skip
+
+    def reduce(
+        self,
+        func: Callable,
+        combine: Callable,
+        *args: Any,
+        name: str,
+        split_every: int = 4,
+        seed: int = 0,
+        tree_name: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """:meth:`map`, then ``combine(children, node)`` up a tree of fan-in
+        ``split_every`` (:func:`~dkernel.runtime.tree_reduce`, its task keys prefixed
+        ``tree_name``, default ``{name}-sum``): the root, a future under a client (nothing
+        waited for) or the value."""
+        leaves = self.map(func, *args, name=name, **kwargs)
+        key = tree_name or f"{name}-sum"
+        return tree_reduce(
+            self.client, leaves, combine, split_every=split_every, seed=seed, key=key
+        )
+
+    def collect(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> list:
+        """:meth:`map`'s results, here, in part order (one round trip)."""
+        out = self.map(func, *args, name=name, **kwargs)
+        return self.client.gather(out) if self.client is not None else out
+
+    def to_dask_array(
+        self, func: Callable, *args: Any, name: str, n_out: int | None, dtype, **kwargs: Any
+    ):
+        """:meth:`map` of a function returning each part's rows, as one dask array of n
+        rows (``(n,)`` or ``(n, n_out)``) whose chunks are the parts: on the cluster,
+        nothing brought here."""
+        import dask.array as da
+
+        out = self.map(func, *args, name=name, **kwargs)
+        blocks = []
+        for (s, e), v in zip(self.ranges, out):
+            shape = (e - s,) if n_out is None else (e - s, n_out)
+            if self.client is None:
+                blocks.append(da.from_array(np.asarray(v), chunks=shape))
+            else:
+                blocks.append(da.from_delayed(v, shape=shape, dtype=dtype))
+        return da.concatenate(blocks, axis=0)
+
+    def scatter(self, value: Any, *, name: str) -> Any:
+        """``value`` sent once to every worker (a future), or itself without a client."""
+        if self.client is None:
+            return value
+        key = f"{name}-{uuid.uuid4().hex}"
+        return self.client.scatter({key: value}, broadcast=True)[key]
+
+    def release(self) -> None:
+        """Drop the parts (the workers free them once no task needs them)."""
+        self.parts = []
