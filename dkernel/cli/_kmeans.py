@@ -154,9 +154,29 @@ def _build_model(args, ds, tau, rate, gamma_opt):
     return model
 
 
-def run_kmeans(args) -> int:
-    from sklearn.metrics import adjusted_rand_score
+def _class_codes(yb: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    return np.searchsorted(classes, yb).astype(np.int64)
 
+
+def _ari(y, labels, k: int) -> float:
+    """The adjusted Rand index of ``labels`` against the store's ``y`` from their
+    contingency table, counted on the workers (k x classes numbers come back, not n rows)."""
+    import dask.array as da
+    from scipy.special import comb
+
+    classes = np.unique(da.unique(y).compute())
+    codes = y.map_blocks(_class_codes, classes, dtype=np.int64)
+    labels = da.asarray(labels).rechunk((y.chunks[0],))
+    table = da.bincount(codes * k + labels, minlength=len(classes) * k).compute()
+    table = np.asarray(table).reshape(len(classes), k)
+    pairs = comb(table, 2).sum()
+    rows, cols = comb(table.sum(axis=1), 2).sum(), comb(table.sum(axis=0), 2).sum()
+    expected = rows * cols / comb(table.sum(), 2)
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else float((pairs - expected) / (top - expected))
+
+
+def run_kmeans(args) -> int:
     from ..cluster import select_gamma
     from ..data import open_dataset, write_array
     from ..kernels import estimate_gamma
@@ -195,20 +215,21 @@ def run_kmeans(args) -> int:
             "labels_array": args.labels_name,
         }
         if ds.y is not None:
-            summary["ari"] = float(adjusted_rand_score(np.asarray(ds.y.compute()), model.labels_))
-    write_array(
-        ds,
-        args.labels_name,
-        np.asarray(model.labels_, dtype=np.int64),
-        attrs={
-            "algorithm": summary["algorithm"],
-            "n_clusters": args.n_clusters,
-            "gamma": float(model.gamma_),
-            "seed": args.seed,
-            "inertia": float(model.inertia_),
-        },
-        overwrite=args.overwrite,
-    )
+            summary["ari"] = _ari(ds.y, model.labels_, args.n_clusters)
+        # the labels stay on the workers (a dask array): they write them, chunk by chunk
+        write_array(
+            ds,
+            args.labels_name,
+            model.labels_,
+            attrs={
+                "algorithm": summary["algorithm"],
+                "n_clusters": args.n_clusters,
+                "gamma": float(model.gamma_),
+                "seed": args.seed,
+                "inertia": float(model.inertia_),
+            },
+            overwrite=args.overwrite,
+        )
     emit_json(summary, summary_path)
     return 0
 

@@ -9,11 +9,14 @@ row indices into the training set for the transductive graph kernels
 from __future__ import annotations
 
 import abc
+import functools
 import itertools
 import numbers
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -27,9 +30,17 @@ from .._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from ..data import take_rows
+from ..data import ResidentRows, chunk_bounds, take_rows
 from ..kernels import check_kernel_scale, heat_kernel, knn_kernel
-from ..runtime import compute_blocks, named_worker_errors, progress, progress_enabled
+from ..runtime import (
+    compute_blocks,
+    distributed_client,
+    named_worker_errors,
+    phase,
+    progress,
+    progress_enabled,
+    watch,
+)
 from . import _kernels as _nb
 from ._blocks import (
     _TILE_ROWS,
@@ -213,16 +224,20 @@ class _KernelCentersMixin:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
 
     # ------------------------------------------------------------------ input
-    def _start_fit(self, X, sample_weight):
+    def _start_fit(self, X, sample_weight, *, lazy_unit: bool = False):
         """The checks every ``fit`` starts with, in order, before any work.
 
-        Returns ``(X, is_dask, n, weights, rng, dtype)``.
+        Returns ``(X, is_dask, n, weights, rng, dtype)``; ``lazy_unit``: dask or store
+        input without weights gets :class:`UnitWeights` (no n-row array on the client).
         """
         self.check_params()
         X, is_dask = self._validate_X(X, reset=True)
         n = int(X.shape[0])
         self._check_data_params(n)
-        w = _check_weights(sample_weight, n)
+        if lazy_unit and is_dask and sample_weight is None:
+            w = UnitWeights(n)
+        else:
+            w = _check_weights(sample_weight, n)
         rng = check_random_state(self.random_state)
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         return X, is_dask, n, w, rng, dtype
@@ -336,6 +351,36 @@ class _KernelCentersMixin:
             res = self._assign_all(X, is_dask, token=token)
             res = np.asarray(compute_blocks(res, desc, verbose=verbose))
         return res[:, 0].astype(np.int64), res[:, 1]
+
+    def _fit_labels(self, X, is_dask: bool, w, *, token: str = "kkmeans-labels"):
+        """``(labels, inertia)`` of the training rows, one pass over them.
+
+        Rows in memory: NumPy labels. Dask or store input: a dask array on the cluster; under
+        a distributed client each stored chunk is read and assigned in one task
+        (:class:`~dkernel.data.ResidentRows`, one part per chunk), the labels stay on the
+        workers and only one weighted distance sum per chunk comes to the client.
+        """
+        client = distributed_client() if is_dask and not self._is_graph() else None
+        if client is None:
+            labels, dist = self._labels_and_distances(X, is_dask, token=token)
+            inertia = float(np.dot(np.asarray(w), dist))
+            if is_dask:  # the same type of result with or without a cluster
+                labels = da.from_array(labels, chunks=(X.chunks[0],))
+            return labels, inertia
+        run = f"{token}-{uuid.uuid4().hex}"
+        assign = functools.partial(
+            _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype
+        )
+        with phase("labels", width=X.numblocks[0]):
+            out = ResidentRows.load((X,), itertools.pairwise(chunk_bounds(X)), assign, name=run)
+            desc = f"{type(self).__name__} {token.split('-')[-1]}"
+            watch(out.parts, desc, verbose=getattr(self, "verbose", 0))
+            each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
+            sums = out.collect(_weighted_distance, name=f"{run}-sum", each=each)
+            labels = out.apply(_label_column, name=f"{run}-label")
+            # persisted: the array holds the label parts (their futures) while it lives
+            labels = labels.as_dask_array(n_out=None, dtype=np.int64).persist()
+        return labels, float(np.sum(sums))
 
     def _center_args(self):
         return (self.center_support_, self.center_coef_, self.center_norms_, self._spec)
@@ -460,7 +505,10 @@ class _KernelCentersMixin:
         labels = getattr(self, "labels_", None)
         if labels is None:
             return list(getattr(self, "_loaded_sizes", []))
-        return np.bincount(labels, minlength=self.center_coef_.shape[0]).tolist()
+        k = self.center_coef_.shape[0]
+        if is_dask_array(labels):  # on the cluster: k counts come back, not the labels
+            return np.asarray(da.bincount(labels, minlength=k).compute()).tolist()
+        return np.bincount(labels, minlength=k).tolist()
 
     def summary(self) -> dict[str, Any]:
         """The fitted model in a few JSON-ready numbers.
@@ -502,8 +550,46 @@ class _KernelCentersMixin:
         """
         self._check_predictable()
         X, is_dask = self._validate_X(X, reset=False)
-        w = _check_weights(sample_weight, X.shape[0])
-        return -float(np.dot(w, self._labels_and_distances(X, is_dask, token="kkmeans-score")[1]))
+        n = int(X.shape[0])
+        lazy = is_dask and sample_weight is None
+        w = UnitWeights(n) if lazy else _check_weights(sample_weight, n)
+        return -self._fit_labels(X, is_dask, w, token="kkmeans-score")[1]
+
+
+class UnitWeights:
+    """Weights of 1 for n rows, made only where they are used (a fit on dask or store input
+    without ``sample_weight`` never holds n of them on the client)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, idx) -> np.ndarray:
+        if isinstance(idx, slice):
+            return np.ones(len(range(*idx.indices(self.n))))
+        idx = np.asarray(idx)
+        count = int(idx.sum()) if idx.dtype == bool else idx.shape[0]
+        return np.ones(count)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.ones(self.n, dtype=dtype or np.float64)
+
+
+def _assign_loaded(Xb, start: int, *, args, dtype) -> np.ndarray:
+    """A chunk's ``[label, squared distance]`` rows, its values checked (global rows named)."""
+    Xb = np.asarray(Xb)
+    report_nonfinite(Xb, name="X", row_offset=start)
+    return _assign_block(np.ascontiguousarray(Xb, dtype=dtype), *args)
+
+
+def _weighted_distance(res: np.ndarray, k: int, wk=None) -> float:
+    return float(res[:, 1].sum() if wk is None else np.dot(wk, res[:, 1]))
+
+
+def _label_column(res: np.ndarray, k: int) -> np.ndarray:
+    return res[:, 0].astype(np.int64)
 
 
 def _check_weights(sample_weight, n):

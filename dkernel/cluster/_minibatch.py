@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -26,8 +27,11 @@ from ..data import draw_indices
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
+    accounting,
+    distributed_client,
     load_checkpoint,
     named_worker_errors,
+    phase,
     progress,
     progress_enabled,
     save_checkpoint,
@@ -401,41 +405,54 @@ class MiniBatchKernelKMeans(
         -------
         self
         """
-        X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight)
+        X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight, lazy_unit=True)
+        with accounting(distributed_client() if is_dask else None) as acc:
+            self._fit_accounted(X, is_dask, n, w, rng, dtype, sample_weight)
+        self.phase_stats_ = acc.report()
+        self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
+        return self
+
+    def _fit_accounted(self, X, is_dask, n, w, rng, dtype, sample_weight) -> None:
+        """:meth:`fit` after its checks, each phase counted by the accounting around it."""
         self._rng = rng
         run = _Run(n=n, b=min(self.batch_size, n), w=w, rng=rng)
         if self.checkpoint is not None:
             run.ckpt_params = self._checkpoint_params(n, X.shape[1], dtype, sample_weight, w)
             run.state = load_checkpoint(self.checkpoint, params=run.ckpt_params)
             run.start = 0 if run.state is None else int(run.state["n_iter"])
-        with timer("setup", logger) as t_setup:
+        with timer("setup", logger), phase("setup"):
             oracle = self._setup(run, X, is_dask, dtype)
         bar = Progress(self.max_iter, type(self).__name__, enabled=progress_enabled(self.verbose))
         try:
-            with timer("init", logger) as t_init, bar.compiling("kernel k-means init"):
+            with (
+                timer("init", logger),
+                phase("init"),
+                bar.compiling("kernel k-means init"),
+            ):
                 Z = self._initialise(run, oracle, dtype, bar)
-            with timer("iterations", logger) as t_iter, ONE_BLAS_THREAD:
+            with timer("iterations", logger), phase("iterations"), ONE_BLAS_THREAD:
                 if self.tau is None:
                     self._windows = None  # partial_fit after this fit starts afresh
                     X_all = np.arange(n) if oracle.graph else run.X_mem
-                    fitted = self._fit_untruncated(
+                    labels, dist = self._fit_untruncated(
                         oracle, X_all, w, Z, run.batches, run.X_rows, bar
                     )
+                    if is_dask:  # the same type of result as the truncated fit's
+                        labels = da.from_array(labels, chunks=(X.chunks[0],))
+                    fitted = labels, float(np.dot(np.asarray(w), dist))
                 else:
                     self._fit_truncated(run, oracle, Z, bar)
         finally:
             run.batches.close()
             bar.close()
-        with timer("labels", logger) as t_lab:
+        with timer("labels", logger), phase("labels"):
             if self.tau is not None:
-                fitted = self._labels_and_distances(X, is_dask)
+                fitted = self._fit_labels(X, is_dask, w)
         if self.checkpoint is not None:  # the fit is whole: its checkpoint is spent
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.checkpoint)
-        timings = (t_setup, t_init, t_iter, t_lab)
-        self._record_fit(run, oracle, *fitted, [t["seconds"] for t in timings])
+        self._record_fit(run, oracle, *fitted)
         self._warn_never_won()
-        return self
 
     def _setup(self, run, X, is_dask, dtype):
         """The oracle, the batch stream and the initial sample of a fit."""
@@ -540,10 +557,10 @@ class MiniBatchKernelKMeans(
                 break
         self._export_windows(oracle, run.X_rows)
 
-    def _record_fit(self, run, oracle, labels, dist, seconds):
-        """The fitted labels, inertia, kernel-evaluation counts and timings."""
+    def _record_fit(self, run, oracle, labels, inertia):
+        """The fitted labels, inertia and kernel-evaluation counts."""
         self.labels_ = labels
-        self.inertia_ = float(np.dot(run.w, dist))
+        self.inertia_ = float(inertia)
         labels_evals = run.n * self.center_coef_.shape[1] if self.tau is not None else 0
         self.n_kernel_evals_ = int(oracle.evals + labels_evals)
         self.kernel_evals_ = {
@@ -551,7 +568,6 @@ class MiniBatchKernelKMeans(
             "iterations": int(oracle.evals - run.evals1),
             "labels": int(labels_evals),
         }
-        self.timings_ = dict(zip(("setup", "init", "iterations", "labels"), seconds))
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint_params(self, n, d, dtype, sample_weight, w):

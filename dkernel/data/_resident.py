@@ -6,9 +6,11 @@ arrays or store row sources) into the memory of the workers, one part per range,
 round-robin over the sorted worker addresses; :meth:`~ResidentRows.map` runs a function on
 every part where it lives, :meth:`~ResidentRows.reduce` sums or merges the results up a
 fixed tree, :meth:`~ResidentRows.collect` brings the (small) results to the client in one
-round trip, and :meth:`~ResidentRows.to_dask_array` keeps n-row results on the cluster as
-a dask array. The BSGD shards and the refit's parts, the coreset's blocks and the k-means
-labels pass all run on it.
+round trip, :meth:`~ResidentRows.apply` keeps n-row results on the workers as parts of
+their own and :meth:`~ResidentRows.as_dask_array` hands them on as a dask array. The BSGD
+shards and the refit's parts, the coreset's blocks and the k-means labels pass run on it
+(the labels pass loads each chunk with its assignment as the load function: the rows
+themselves never stay resident).
 
 Without a distributed client the same calls run here, in order, on parts held as values:
 the results are the same (every task is a pure function of its part and arguments, and
@@ -88,6 +90,10 @@ class ResidentRows:
         return len(self.parts)
 
     @property
+    def indices(self) -> range:
+        return range(len(self.parts))
+
+    @property
     def n_rows(self) -> int:
         return int(self.ranges[-1][1]) if self.ranges else 0
 
@@ -127,18 +133,25 @@ class ResidentRows:
         return cls(parts, ranges, owners, client, name)
 
     # ------------------------------------------------------------------ passes
-    def map(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> list:
+    def map(
+        self, func: Callable, *args: Any, name: str, each: Sequence | None = None, **kwargs: Any
+    ) -> list:
         """``func(part, index, *args, **kwargs)`` on every part, where it lives: futures
-        (keys ``{name}-{index}``) or values. Large arguments should be futures (scattered
-        once) rather than values sent with every task."""
+        (keys ``{name}-{index}``) or values. ``each``: one more argument per part, passed
+        after ``index`` (a part's own slice of something, sent with its task only). Large
+        arguments shared by all should be futures (:meth:`scatter`), not values sent with
+        every task."""
+        per = [()] * len(self.parts) if each is None else [(v,) for v in each]
         if self.client is None:
-            return [func(p, k, *args, **kwargs) for k, p in enumerate(self.parts)]
+            return [
+                func(p, k, *e, *args, **kwargs) for k, (p, e) in enumerate(zip(self.parts, per))
+            ]
         return [
             self.client.submit(
-                _call, func, p, k, args, kwargs, key=f"{name}-{k}",
+                _call, func, p, k, (*e, *args), kwargs, key=f"{name}-{k}",
                 workers=[who] if who else None, allow_other_workers=True,
             )
-            for k, (p, who) in enumerate(zip(self.parts, self.workers))
+            for k, (p, who, e) in enumerate(zip(self.parts, self.workers, per))
         ]  # fmt: skip
 
     def reduce(
@@ -167,20 +180,22 @@ class ResidentRows:
         out = self.map(func, *args, name=name, **kwargs)
         return self.client.gather(out) if self.client is not None else out
 
-    def to_dask_array(
-        self, func: Callable, *args: Any, name: str, n_out: int | None, dtype, **kwargs: Any
-    ):
-        """:meth:`map` of a function returning each part's rows, as one dask array of n
-        rows (``(n,)`` or ``(n, n_out)``) whose chunks are the parts: on the cluster,
-        nothing brought here."""
+    def apply(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> ResidentRows:
+        """:meth:`map`'s results as resident parts of their own (same rows, same workers):
+        a pass whose per-row output stays on the cluster for the next pass."""
+        out = self.map(func, *args, name=name, **kwargs)
+        return ResidentRows(out, self.ranges, self.workers, self.client, name)
+
+    def as_dask_array(self, *, n_out: int | None, dtype):
+        """The parts (each the rows of its range: ``(rows,)`` or ``(rows, n_out)``) as one
+        dask array whose chunks are the parts: on the cluster, nothing brought here."""
         import dask.array as da
 
-        out = self.map(func, *args, name=name, **kwargs)
         blocks = []
-        for (s, e), v in zip(self.ranges, out):
+        for (s, e), v in zip(self.ranges, self.parts):
             shape = (e - s,) if n_out is None else (e - s, n_out)
             if self.client is None:
-                blocks.append(da.from_array(np.asarray(v), chunks=shape))
+                blocks.append(da.from_array(np.asarray(v, dtype=dtype), chunks=shape))
             else:
                 blocks.append(da.from_delayed(v, shape=shape, dtype=dtype))
         return da.concatenate(blocks, axis=0)

@@ -15,6 +15,7 @@ from ._progress import Progress as Progress
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
 from ._progress import distributed_client as distributed_client
+from ._progress import watch as watch
 from ._timing import timer
 from ._tree import TreeNode as TreeNode
 from ._tree import tree_levels as tree_levels

@@ -325,6 +325,18 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
     return np.concatenate(parts, axis=0)
 
 
+def watch(futures: list, desc: str, *, verbose: Any = 0, unit: str = "chunks") -> None:
+    """Wait for ``futures`` with a bar of those done, when :func:`progress_enabled`
+    (nothing is waited for otherwise: the caller's next gather waits)."""
+    if not futures or not progress_enabled(verbose):
+        return
+    from distributed import as_completed
+
+    with progress(len(futures), f"{desc} ({len(futures)} {unit})", enabled=True, unit=unit) as bar:
+        for _ in as_completed(futures):
+            bar.update(1)
+
+
 def distributed_client() -> Any:
     """The distributed client Dask would compute on now, if any."""
     from dask.base import get_scheduler
