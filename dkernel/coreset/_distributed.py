@@ -25,8 +25,10 @@ Which build to use:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import numbers
+import uuid
 from functools import partial, reduce
 from typing import Any, NamedTuple
 
@@ -45,11 +47,14 @@ from .._validation import (
     report_nonfinite,
     unique_labels,
 )
-from ..data import ALIGN_ROWS, Dataset, RowSource, chunk_bounds, open_dataset, take_rows
+from ..data import ALIGN_ROWS, Dataset, ResidentRows, RowSource, chunk_bounds, open_dataset
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
     TreeNode,
+    accounting,
+    distributed_client,
+    phase,
     progress,
     progress_enabled,
     timer,
@@ -141,19 +146,18 @@ def _block(Xb, yb, pos, offset):
 
 
 # ----------------------------------------------------------------------------- two-pass
-class _Blocks(NamedTuple):
-    """A persisted (X, y) as delayed leaf blocks; block i holds rows
-    ``bounds[i]:bounds[i + 1]``."""
+def _pair(Xb, yb, start: int):
+    """A block as it stays on its worker: its rows and labels as they were read."""
+    return np.asarray(Xb), np.asarray(yb)
 
-    X: list
-    y: list
-    bounds: np.ndarray
 
-    def rows(self, i: int) -> tuple[int, int]:
-        return int(self.bounds[i]), int(self.bounds[i + 1])
+def _pick_pair(block, pos: np.ndarray):
+    Xb, yb = block
+    return Xb[pos], yb[pos]
 
-    def sizes(self) -> np.ndarray:
-        return np.diff(self.bounds)
+
+def _block_sizes(blocks: ResidentRows) -> np.ndarray:
+    return np.array([e - s for s, e in blocks.ranges])
 
 
 class _TwoPassConfig(NamedTuple):
@@ -302,7 +306,7 @@ def _block_sample(
     return BlockDraw(Xb[idx], yb[idx], weight * count / m, gam.gamma[idx])
 
 
-def _sample_solve(X, y, cfg: _TwoPassConfig) -> SampleSolve:
+def _sample_solve(blocks: ResidentRows, cfg: _TwoPassConfig) -> SampleSolve:
     """Step 1: the coarse solve on a uniform sample of at most :data:`_SAMPLE_ROWS` rows,
     drawn from the seed alone.
 
@@ -312,12 +316,13 @@ def _sample_solve(X, y, cfg: _TwoPassConfig) -> SampleSolve:
     and clusterings would buy nothing, and the loss part leans on the few rows near the
     coarse w's margin, which other w's do not favour: such a set is drawn uniformly.
     """
-    n = int(X.shape[0])
+    n = blocks.n_rows
     take = np.sort(
         _node_rng(cfg.seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
     )
-    Xs1 = with_bias(take_rows(X, take, name="coreset-solve-sample"))
-    ys = signs(take_rows(y, take, name="coreset-solve-sample"), cfg.pos)
+    picked = blocks.take(take, _pick_pair, name=f"{blocks.name}-solve-sample")
+    Xs1 = with_bias(np.concatenate([p[0] for p in picked]))
+    ys = signs(np.concatenate([p[1] for p in picked]), cfg.pos)
     if np.unique(ys).size < 2:  # a sample with one label: w = 0 (cost C n), certified later
         return SampleSolve(np.zeros(Xs1.shape[1]), cfg.C * cfg.U, False)
     C_s = cfg.C * n / len(take)
@@ -344,83 +349,89 @@ def _certify(stats, sol: SampleSolve, cfg: _TwoPassConfig, neg) -> Certificate:
     return Certificate(reg, upper, lower)
 
 
-def _block_counts(blocks: _Blocks, stats, t_blocks, totals: DrawTotals, m, cfg) -> np.ndarray:
+def _block_counts(blocks: ResidentRows, stats, t_blocks, totals: DrawTotals, m, cfg):
     """Draws of each block: a multinomial split of m by the blocks' shares of q."""
-    sizes = blocks.sizes()
+    sizes = _block_sizes(blocks)
     hinge_sums = np.array([s.hinge_sum for s in stats])
     L_blocks = part_costs(hinge_sums, sizes, C=cfg.C, reg=totals.reg, U_total=totals.U)
     mass = _mixture_q(t_blocks, totals.t, L_blocks, totals.L, sizes, totals.U, cfg.mix)
-    n = int(blocks.bounds[-1])
-    return _node_rng(cfg.seed, 0, n, _BLOCKS).multinomial(m, mass / mass.sum())
+    return _node_rng(cfg.seed, 0, blocks.n_rows, _BLOCKS).multinomial(m, mass / mass.sum())
 
 
-def _certificate_pass(blocks: _Blocks, cfg: _TwoPassConfig, sol: SampleSolve):
-    """Pass 1 (:func:`_block_geometry` on every block): the states, persisted on the
-    workers, and their stats, on the client."""
-    geometry = _step(_block_geometry, "certificate")
-    states = dask.persist(
-        *[
-            geometry(a, b, cfg, sol, *blocks.rows(i))
-            for i, (a, b) in enumerate(zip(blocks.X, blocks.y))
-        ]
+def _geometry_part(block, k: int, rows, cfg: _TwoPassConfig, sol: SampleSolve) -> BlockState:
+    return _block_geometry(*block, cfg, sol, *rows)
+
+
+def _stats_part(state: BlockState, k: int) -> BlockStats:
+    return state.stats
+
+
+def _gamma_part(state: BlockState, k: int, C, opt, U) -> BlockGamma:
+    return _block_gamma(state, C, opt, U)
+
+
+def _total_part(gam: BlockGamma, k: int) -> float:
+    return gam.total
+
+
+def _sample_part(block, k: int, each, m, totals: DrawTotals, mix, seed) -> BlockDraw | None:
+    state, gam, count, (start, stop) = each
+    if count == 0:
+        return None
+    return _block_sample(*block, state, gam, count, m, totals, mix, seed, start, stop)
+
+
+def _certificate_pass(blocks: ResidentRows, cfg: _TwoPassConfig, sol: SampleSolve):
+    """Pass 1 (:func:`_block_geometry` on every block): the states, kept on the workers,
+    and their stats, here."""
+    states = blocks.apply(
+        _geometry_part, cfg, sol, name=f"{blocks.name}-certificate", each=blocks.ranges
     )
-    stats = dask.compute(*[_step(_block_stats, "certificate-stats")(s) for s in states])
-    return states, stats
+    return states, states.collect(_stats_part, name=f"{blocks.name}-certificate-stats")
 
 
-def _sensitivity_pass(states, cfg: _TwoPassConfig, opt: float):
-    """Pass 2: every block's gamma, persisted on the workers, and their totals."""
-    sensitivity = _step(_block_gamma, "sensitivity")
-    gams = dask.persist(*[sensitivity(s, cfg.C, opt, cfg.U) for s in states])
-    t_blocks = np.array(dask.compute(*[_step(_gamma_total, "sensitivity-total")(g) for g in gams]))
-    return gams, t_blocks
+def _sensitivity_pass(states: ResidentRows, cfg: _TwoPassConfig, opt: float):
+    """Pass 2: every block's gamma, kept on the workers, and their totals."""
+    gams = states.apply(_gamma_part, cfg.C, opt, cfg.U, name=f"{states.name}-sensitivity")
+    return gams, np.array(gams.collect(_total_part, name=f"{gams.name}-total"))
 
 
-def _draw_pass(blocks: _Blocks, states, gams, counts, m, totals: DrawTotals, cfg):
-    """Pass 3: each block's share of the global draw of m (blocks with no draws skipped)."""
-    sample = _step(_block_sample, "sample")
-    return dask.compute(
-        *[
-            sample(
-                blocks.X[i],
-                blocks.y[i],
-                states[i],
-                gams[i],
-                int(c),
-                m,
-                totals,
-                cfg.mix,
-                cfg.seed,
-                *blocks.rows(i),
-            )
-            for i, c in enumerate(counts)
-            if c > 0
-        ]
+def _draw_pass(blocks: ResidentRows, states, gams, counts, m, totals: DrawTotals, cfg):
+    """Pass 3: each block's share of the global draw of m (blocks with no draws send
+    nothing)."""
+    each = list(zip(states.parts, gams.parts, counts.tolist(), blocks.ranges))
+    drawn = blocks.collect(
+        _sample_part, m, totals, cfg.mix, cfg.seed, name=f"{blocks.name}-sample", each=each
     )
+    return [d for d in drawn if d is not None]
 
 
 def _two_pass(X, y, m, *, cfg: _TwoPassConfig, neg, bar: Progress) -> Coreset:
     """The two-pass build (see :func:`distributed_coreset`): a sample solve, then three
     rounds of one task per block."""
-    X, y = dask.persist(X, y)
-    blocks = _Blocks(X.to_delayed().ravel(), y.to_delayed().ravel(), chunk_bounds(X))
+    with phase("blocks", width=X.numblocks[0]):  # read once: every pass runs on them
+        blocks = ResidentRows.load(
+            (X, y), itertools.pairwise(chunk_bounds(X)), _pair,
+            name=f"coreset-block-{uuid.uuid4().hex}",
+        )  # fmt: skip
     # the sample's products (<= _SAMPLE_ROWS x d) are too small for BLAS threads to pay,
     # and on a busy client the threads oversubscribe the cores and slow every product down
-    with timer("two-pass: sample solve", logger), ONE_BLAS_THREAD:
-        sol = _sample_solve(X, y, cfg)
+    with timer("two-pass: sample solve", logger), phase("sample solve"), ONE_BLAS_THREAD:
+        sol = _sample_solve(blocks, cfg)
     if sol.separable:
         cfg = cfg._replace(mix=cfg.mix._replace(beta=1.0))
     bar.update(1, step="sample solve")
-    with timer("two-pass: certificate and clustering", logger):
+    width = len(blocks)
+    with timer("two-pass: certificate and clustering", logger), phase("certificate", width=width):
         states, stats = _certificate_pass(blocks, cfg, sol)
     bar.update(1, step="certificate")
     cert = _certify(stats, sol, cfg, neg)
-    with timer("two-pass: sensitivities", logger):
+    with timer("two-pass: sensitivities", logger), phase("sensitivities", width=width):
         gams, t_blocks = _sensitivity_pass(states, cfg, cert.lower)
     bar.update(1, step="sensitivities")
     totals = DrawTotals(float(t_blocks.sum()), cert.upper, cfg.U, cert.reg, cfg.C)
     counts = _block_counts(blocks, stats, t_blocks, totals, m, cfg)
-    with timer("two-pass: draw", logger):
+    with timer("two-pass: draw", logger), phase("draw", width=width):
         parts = _draw_pass(blocks, states, gams, counts, m, totals, cfg)
     bar.update(1, step="draw")
     return Coreset(
@@ -429,14 +440,14 @@ def _two_pass(X, y, m, *, cfg: _TwoPassConfig, neg, bar: Progress) -> Coreset:
         weight=np.concatenate([p.weight for p in parts]),
         sensitivity=np.concatenate([p.sensitivity for p in parts]),
         total_sensitivity=totals.t,
-        source_size=int(X.shape[0]),
+        source_size=blocks.n_rows,
         C=cfg.C,
         classes=(neg, cfg.pos),
         info={
             "method": "two-pass",
             "opt": cert.lower,
             "coarse_cost": cert.upper,
-            "n_blocks": len(blocks.X),
+            "n_blocks": len(blocks),
             "levels": 1,
             "beta": cfg.mix.beta,
             "loss_share": cfg.mix.loss_share,
@@ -720,14 +731,33 @@ def distributed_coreset(
     C, mix, k = _check_options(
         method, multiclass, C, beta, loss_share, split_every, tol, verbose, k
     )
-    X, y, store_classes = _inputs(X, y)
-    m = _check_m(m, int(X.shape[0]))
-    leaf_size = _check_leaf_size(leaf_size, int(X.shape[0]), m)
-    # a store's row source is regrouped, not rechunked: each leaf's task reads its chunks
-    # itself (whole chunks once each when the leaves align with them, as by default)
-    X = _leaves(X, leaf_size)
-    y = _leaves(y, leaf_size)
-    classes = _labels(y, store_classes if classes is None else classes, multiclass)
+    with accounting(distributed_client()) as acc:
+        out = _build_coreset(
+            X, y, m, method=method, C=C, k=k, mix=mix, beta=beta, loss_share=loss_share,
+            split_every=split_every, leaf_size=leaf_size, classes=classes,
+            multiclass=multiclass, random_state=random_state, tol=tol, verbose=verbose,
+        )  # fmt: skip
+    if isinstance(out, Coreset):  # one-vs-rest: each class's coreset has its own
+        out.info["phases"] = acc.report()
+        out.info["timings"] = {name: row["wall"] for name, row in out.info["phases"].items()}
+    return out
+
+
+def _build_coreset(
+    X, y, m, *, method, C, k, mix, beta, loss_share, split_every, leaf_size, classes,
+    multiclass, random_state, tol, verbose,
+):  # fmt: skip
+    """:func:`distributed_coreset` after its option checks."""
+    with phase("setup"):
+        X, y, store_classes = _inputs(X, y)
+        m = _check_m(m, int(X.shape[0]))
+        leaf_size = _check_leaf_size(leaf_size, int(X.shape[0]), m)
+        # a store's row source is regrouped, not rechunked: each leaf's task reads its
+        # chunks itself (whole chunks once each when the leaves align with them, as by
+        # default)
+        X = _leaves(X, leaf_size)
+        y = _leaves(y, leaf_size)
+        classes = _labels(y, store_classes if classes is None else classes, multiclass)
     if len(classes) > 2:
         return _one_vs_rest(
             X,
@@ -759,19 +789,20 @@ def distributed_coreset(
             out = _two_pass(X, y, m, cfg=cfg, neg=neg, bar=bar)
             _warn_vacuous(out)  # the root of a tree resamples m rows: its t is not over n
             return out
-        return _merge_reduce(
-            X,
-            y,
-            m,
-            C=C,
-            k=k,
-            mix=mix,
-            seed=seed,
-            pos=pos,
-            neg=neg,
-            split_every=int(split_every),
-            bar=bar,
-        )
+        with phase("merge-reduce", width=X.numblocks[0]):
+            return _merge_reduce(
+                X,
+                y,
+                m,
+                C=C,
+                k=k,
+                mix=mix,
+                seed=seed,
+                pos=pos,
+                neg=neg,
+                split_every=int(split_every),
+                bar=bar,
+            )
 
 
 def _check_options(method, multiclass, C, beta, loss_share, split_every, tol, verbose, k):

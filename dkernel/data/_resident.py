@@ -180,6 +180,23 @@ class ResidentRows:
         out = self.map(func, *args, name=name, **kwargs)
         return self.client.gather(out) if self.client is not None else out
 
+    def take(self, rows: np.ndarray, pick: Callable, *, name: str) -> list:
+        """``pick(part, positions)`` of every part that the sorted global ``rows`` touch,
+        with the positions of those rows in it: the touched parts' picks, here, in row
+        order (one round trip; each part sends only its picked rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts = np.array([s for s, _ in self.ranges], dtype=np.int64)
+        owner = np.searchsorted(starts, rows, side="right") - 1
+        touched = np.unique(owner)
+        local = [rows[owner == k] - starts[k] for k in touched]
+        if self.client is None:
+            return [pick(self.parts[k], pos) for k, pos in zip(touched, local)]
+        futures = [
+            self.client.submit(pick, self.parts[k], pos, key=f"{name}-{k}")
+            for k, pos in zip(touched, local)
+        ]
+        return self.client.gather(futures)
+
     def apply(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> ResidentRows:
         """:meth:`map`'s results as resident parts of their own (same rows, same workers):
         a pass whose per-row output stays on the cluster for the next pass."""
