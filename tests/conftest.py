@@ -57,6 +57,14 @@ def no_cluster(monkeypatch):
     monkeypatch.setattr(dkernel.runtime, "get_client", refuse)
 
 
+@pytest.fixture
+def rounds_only():
+    """A distributed BudgetedSVC trains in rounds from its first step (no stream prefix:
+    ``dkernel.svm.prefix-steps: 0``), so that tests on small data exercise the rounds."""
+    with dask.config.set({"dkernel.svm.prefix-steps": 0}):
+        yield
+
+
 @pytest.fixture(params=["threads", "distributed"])
 def scheduler(request):
     """Run the test body under the threaded scheduler, then under a LocalCluster client.

@@ -15,6 +15,9 @@ from dkernel.data import make_checkerboard
 from dkernel.kernels import pairwise_kernels
 from dkernel.svm import BudgetedSVC, load_model
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 
 @pytest.fixture(scope="module")
 def data():

@@ -19,6 +19,9 @@ import zarr
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
 from dkernel.data import _verify, make_rings
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 N, CHUNK = 2000, 250  # 8 row chunks of X
 N_CHUNKS = N // CHUNK
 

@@ -20,6 +20,9 @@ from dkernel.coreset import distributed_coreset
 from dkernel.data import ingest
 from dkernel.svm import BudgetedSVC
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 #: A named dkernel step: the algorithm, then the step (``kkmeans-labels``, ``bsgd-round``,
 #: ``coreset-sensitivity``), the data layer's row gathers and a store's chunk reads.
 STEP = re.compile(r"(kkmeans|bsgd|svm|coreset)(-[a-z]+)+|take-rows|dkernel-(X|y)")

@@ -18,6 +18,9 @@ import pytest
 
 from dkernel.data import make_gauss, make_rings
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 
 class _ProcessCluster:
     """A 2-worker process LocalCluster shared by the module, rebuilt if a killed worker

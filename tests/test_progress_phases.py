@@ -15,6 +15,9 @@ from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _distributed as dist
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_notes():

@@ -28,6 +28,9 @@ import os, signal, sys
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC, _bsgd
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 BudgetedSVC._block_rows = {block_rows}
 X, y = make_checkerboard(3000, n_cells=2, random_state=0)
 save = _bsgd._Checkpoint.save

@@ -95,6 +95,9 @@ _FIT_PRINTING_BITS = """
 import numpy as np
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC
+
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
 X, y = make_checkerboard(700, n_cells=2, random_state=0)
 for maintenance in ("merge", "remove"):
     clf = BudgetedSVC(budget=25, maintenance=maintenance, gamma=2.0, alpha=1e-3, max_iter=1,
@@ -275,3 +278,40 @@ def test_distributed_weights_and_bad_values_are_checked_on_the_shards():
     Xbad[1234, 1] = np.nan
     with pytest.raises(DKernelError, match="NaN at row 1234, column 1"):
         BudgetedSVC(distributed=True, **_fit_kw()).fit(da.from_array(Xbad, chunks=(500, 2)), yd)
+
+
+# ------------------------------------------------------------------ the stream prefix
+def test_a_small_distributed_fit_is_the_sequential_fit():
+    """Below ``dkernel.svm.prefix-steps`` SGD steps the distributed fit runs the sequential
+    stream (one task on one worker): the same support and coefficients."""
+    import dask
+
+    X, y = _board(3000)
+    kw = dict(budget=40, gamma=2.0, max_iter=2, refit=False, random_state=0)
+    seq = BudgetedSVC(distributed=False, **kw).fit(X, y)
+    with dask.config.set({"dkernel.svm.prefix-steps": 6000}):
+        dist = BudgetedSVC(distributed=True, **kw).fit(X, y)
+    np.testing.assert_array_equal(dist.support_vectors_, seq.support_vectors_)
+    np.testing.assert_allclose(dist.dual_coef_, seq.dual_coef_, rtol=1e-12, atol=1e-15)
+    assert dist.distributed_ and dist.n_maintenance_ == seq.n_maintenance_
+
+
+def test_prefix_then_rounds_is_one_model_with_or_without_a_client(local_cluster_client):
+    """Two stream epochs, then one epoch of rounds: the same model on a cluster as here, and
+    another model than the rounds alone or the stream alone."""
+    import dask
+
+    X, y = _board(4000)
+    Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
+    kw = _fit_kw(max_iter=3, refit=False)
+    with dask.config.set({"dkernel.svm.prefix-steps": 8000}):
+        here = BudgetedSVC(distributed=True, n_shards=4, **kw).fit(Xd, yd)
+        with local_cluster_client.as_current():
+            there = BudgetedSVC(distributed=True, n_shards=4, **kw).fit(Xd, yd)
+        assert "prefix" in there.phase_stats_ and "rounds" in there.phase_stats_
+    _same(here, there)
+    rounds = BudgetedSVC(distributed=True, n_shards=4, **kw).fit(Xd, yd)  # prefix-steps 0
+    stream = BudgetedSVC(distributed=False, **kw).fit(X, y)
+    for other in (rounds, stream):
+        assert not np.array_equal(other.support_vectors_, here.support_vectors_)
+    assert here.score(X, y) > 0.85

@@ -10,6 +10,9 @@ from dkernel import DKernelError
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC, load_model
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 KW = dict(budget=30, gamma=0.5, alpha=1e-3, max_iter=2, random_state=0)
 
 

@@ -197,6 +197,14 @@ class ResidentRows:
         ]
         return self.client.gather(futures)
 
+    def join(self, func: Callable, *args: Any, name: str) -> Any:
+        """``func(parts, *args)`` in one task, the parts brought together on one worker (a
+        future), or here without a client (the value): for work that needs every row at
+        once and is small enough for one worker."""
+        if self.client is None:
+            return func(self.parts, *args)
+        return self.client.submit(func, self.parts, *args, key=name)
+
     def apply(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> ResidentRows:
         """:meth:`map`'s results as resident parts of their own (same rows, same workers):
         a pass whose per-row output stays on the cluster for the next pass."""

@@ -75,6 +75,8 @@ _MERGE_SEARCH = "lookup"
 #: ``_MIN_SHARDS`` and at most ``_MAX_SHARDS`` (a function of n only, so the model never
 #: depends on the number of workers; never more than one per row).
 _SHARD_ROWS = 1 << 17
+#: An averaging start no clock reaches.
+_NEVER = 1 << 62
 _MIN_SHARDS = 8
 _MAX_SHARDS = 256
 #: ``distributed="auto"`` trains on the workers from this many rows on (2^24; below, the
@@ -762,20 +764,47 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             scaler=scaler, head=head, spec=spec,
         )  # fmt: skip
 
-    def _sgd_config(self, plan: _FitPlan) -> nb.BSGDConfig:
+    def _sgd_config(self, plan: _FitPlan, prefix: int = 0) -> nb.BSGDConfig:
         """The SGD passes' configuration: a distributed fit's merged model advances its
-        clock by the mean shard's rows per epoch, a sequential one by every row."""
+        clock by the mean shard's rows per epoch, a sequential one by every row.
+
+        ``prefix``: a distributed fit's first epochs ran as the stream (clock n each), so
+        the last epoch, the one averaged, starts after them and the rounds before it."""
         n = plan.n
-        if plan.use_dist:
-            k = len(dist.plan_shards(n, _shard_count(self.n_shards, n)).starts)
-            n = max(1, round(n / k))
-        return self._config(plan.spec, plan.alpha, n)
+        if not plan.use_dist:
+            return self._config(plan.spec, plan.alpha, n)
+        k = len(dist.plan_shards(n, _shard_count(self.n_shards, n)).starts)
+        n_c = max(1, round(n / k))
+        cfg = self._config(plan.spec, plan.alpha, n_c)
+        if prefix and self.average is True and prefix < int(self.max_iter):
+            last = prefix * n + (int(self.max_iter) - prefix - 1) * n_c
+            cfg = cfg._replace(avg_start=last + 1)
+        return cfg
+
+    def _stream_prefix(self, plan: _FitPlan, shards, epochs: int) -> dist.Partial:
+        """The first ``epochs`` epochs of a distributed fit as the sequential stream, in one
+        task on one worker (:func:`~._distributed.stream_prefix`)."""
+        cfg = self._config(plan.spec, plan.alpha, plan.n)
+        if epochs < int(self.max_iter) and cfg.avg_mode != nb.AVG_OFF:
+            cfg = cfg._replace(avg_start=_NEVER)  # the averaged epoch is a rounds epoch
+        if shards.client is not None and cfg.search == nb.LOOKUP:
+            cfg = cfg._replace(T=np.zeros((1, 1)))  # each process builds its own table
+        run = functools.partial(
+            dist.stream_prefix, cfg=cfg, n_cols=plan.n_cols, seed=plan.seed, epochs=epochs,
+            shuffle=bool(self.shuffle), block_rows=int(self._block_rows),
+        )  # fmt: skip
+        with timer("bsgd prefix", logger), phase("prefix", width=1):
+            out = shards.join(run, name=f"bsgd-prefix-{shards.name}")
+            return out if shards.client is None else out.result()
 
     def _fit_distributed(self, plan: _FitPlan):
         """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`):
         ``(state, config, shards)``, the shards' rows still on the workers for the refit."""
         level = logging.INFO if self.verbose else logging.DEBUG
-        cfg = self._sgd_config(plan)
+        prefix = 0
+        if plan.saved is None:
+            prefix = dist.prefix_epochs(plan.n, plan.d, int(self.max_iter))
+        cfg = self._sgd_config(plan, prefix)
         start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
         if plan.saved is not None:
             start, first = _partial_of(plan.saved), tuple(plan.saved["position"])
@@ -801,6 +830,11 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             with bar.compiling("bsgd"), phase("compile"):
                 dist.compile_kernels(plan.client, cfg, plan.d, plan.n_cols)
             shards = self._load_shards(plan)
+            if prefix:
+                start, first = self._stream_prefix(plan, shards, prefix), (prefix, 0)
+                bar.update(prefix * n_rounds)
+                if prefix == int(self.max_iter):  # the whole fit was the stream
+                    cfg = self._config(plan.spec, plan.alpha, plan.n)
             part = dist.fit_rounds(
                 shards, cfg=cfg, start=start, n_rounds=n_rounds,
                 n_epochs=int(self.max_iter), split_every=int(self.split_every),

@@ -39,13 +39,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import dask
 import numpy as np
 
 from ..data import ResidentRows
 from ..kernels import pair_gram, sq_norms
 from ..runtime import TreeNode, phase, timer
 from . import _budget as nb
-from ._stream import Standardizer, load_ranges, row_parts
+from ._stream import Standardizer, block_plan, load_ranges, row_parts
 
 logger = logging.getLogger(__name__)
 
@@ -301,6 +302,51 @@ def plan_shards(n: int, n_shards: int) -> ShardPlan:
     store of one chunk. Depends on n only."""
     parts = row_parts(n, n_shards)
     return ShardPlan([a for a, _ in parts], [b for _, b in parts])
+
+
+#: A distributed fit runs its first whole epochs as one sequential stream, in one task on
+#: one worker, while they add up to at most ``dkernel.svm.prefix-steps`` SGD steps (Dask
+#: config, read at each fit) and its rows to at most ``PREFIX_BYTES`` (float64): a fit of
+#: that size is the sequential fit (averaging shards costs accuracy most while the steps
+#: are large, and buys least on few rows).
+PREFIX_BYTES = 1 << 30
+
+
+def prefix_epochs(n: int, d: int, n_epochs: int) -> int:
+    """Whole epochs of a distributed fit of n rows x d features run as one stream."""
+    steps = int(dask.config.get("dkernel.svm.prefix-steps", 0) or 0)
+    if n * d * 8 > PREFIX_BYTES:
+        return 0
+    return min(int(n_epochs), steps // max(1, n))
+
+
+def stream_prefix(
+    parts: list,
+    cfg: nb.BSGDConfig,
+    *,
+    n_cols: int,
+    seed: int,
+    epochs: int,
+    shuffle: bool,
+    block_rows: int,
+) -> Partial:
+    """``epochs`` epochs of the sequential stream over all the shards' rows, joined in row
+    order, in the sequential fit's visiting order (:func:`~._stream.block_plan`): the
+    model ``BudgetedSVC(distributed=False)`` trains on them, here in one task."""
+    X = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([p[2] for p in parts])
+    cfg = _with_table(cfg)
+    st = nb.new_state(int(cfg.budget), X.shape[1], n_cols, int(cfg.maint))
+    for epoch in range(epochs):
+        for task in block_plan(len(y), seed=seed, epoch=epoch, shuffle=shuffle,
+                               block_rows=block_rows):  # fmt: skip
+            rows = slice(task.start, task.stop)
+            Xb, yb, wb = X[rows], y[rows], w[rows]
+            if task.order is not None:
+                Xb, yb, wb = Xb[task.order], yb[task.order], wb[task.order]
+            nb.sgd_chunk(np.ascontiguousarray(Xb), yb, wb, st, cfg)
+    return partial_from_state(st, n=len(y))
 
 
 def load_shards(

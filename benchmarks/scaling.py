@@ -1,0 +1,409 @@
+"""How training scales with workers: measured walls, phase accounting, Amdahl's prediction.
+
+    python benchmarks/scaling.py --workers 1,2,4,8,14 [--svm-rows 10000000]
+        [--kmeans-rows 4000000] [--store-dir bench-data] [--out benchmarks/results]
+    python benchmarks/scaling.py --big --workers 2 [--big-rows 100000000]   # the 10^8 run
+    python benchmarks/scaling.py --report       # scaling.md from scaling.json
+
+The protocol (issue 34), the same data, parameters and warm-up at every worker count:
+
+- a fresh ``LocalCluster(n_workers=w, threads_per_worker=1)`` per w (processes), then one
+  warm-up of every call on the first 2^17 rows of each store (numba compiles in every
+  worker on its first call: no compilation is timed);
+- kernel k-means: ``MiniBatchKernelKMeans(n_clusters=3, random_state=0)`` (defaults) on a
+  ``make_waveform`` store (``--kmeans-rows`` x 21, float32): ``fit``, then ``predict`` over
+  the store (its labels stay on the cluster; only the k cluster counts come back);
+- BudgetedSVC: ``BudgetedSVC(budget=500, gamma=2.0, max_iter=1, distributed=True,
+  random_state=0)`` (one pass + the exact refit) on a ``make_checkerboard`` store
+  (``--svm-rows``): ``fit``, then ``score`` over the same store;
+- ``distributed_coreset(store, m=2000, random_state=0)`` on the checkerboard store;
+- once, without a cluster: ``BudgetedSVC(distributed=False)`` (the sequential stream) on
+  the checkerboard store, one core, the peer the distributed fit must beat.
+
+Each call runs under :func:`dkernel.runtime.accounting`; per phase the JSON keeps the wall,
+the client's CPU, the summed worker task time, the blocking round trips and the bytes to
+and from the client. :func:`dkernel.runtime.amdahl` splits each phase into serial seconds
+(its wall beyond its worker time spread over the workers it could use) and parallel seconds
+(the worker time, shared by at most ``width`` workers: shards, parts or chunks) and predicts
+the wall at 1, 2, 4, 8, 14, 64 and 100 workers from the run at each measured w.
+
+``--big``: the 10^8-row run on this machine's workers: the same calls on ``--big-rows``
+rows (k-means on a 20-feature float32 store, the checkerboard for BudgetedSVC and the
+coreset), with the floor (one read of each store: a sum over its chunks on the same
+workers), each call's wall as a multiple of it, the peak RSS of the client and of the
+largest worker (sampled every 0.5 s), and the accuracy / inertia.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PREDICT_AT = [1, 2, 4, 8, 14, 64, 100]
+WARM_ROWS = 1 << 17
+
+
+def _args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4,8,14")
+    p.add_argument("--svm-rows", type=int, default=10**7)
+    p.add_argument("--kmeans-rows", type=int, default=4 * 10**6)
+    p.add_argument("--coreset-m", type=int, default=2000)
+    p.add_argument("--store-dir", default="bench-data")
+    p.add_argument("--data-dir", default="../shared/datasets", help="unused (no shared set)")
+    p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--skip-stream", action="store_true")
+    p.add_argument("--tasks", default="kmeans,svm,coreset")
+    p.add_argument("--big", action="store_true", help="the 10^8-row run")
+    p.add_argument("--big-rows", type=int, default=10**8)
+    p.add_argument("--report", action="store_true")
+    return p.parse_args(argv)
+
+
+# ----------------------------------------------------------------------------- data
+def _stores(args, *, n_svm: int, n_km: int, km_features: int | None = None):
+    """The checkerboard and waveform stores (written once, reused)."""
+    from dkernel.data import make_checkerboard, make_waveform, open_dataset
+
+    os.makedirs(args.store_dir, exist_ok=True)
+    board = os.path.join(args.store_dir, f"checkerboard-{n_svm}.zarr")
+    if not os.path.exists(board):
+        make_checkerboard(n_svm, random_state=0, store=board, dtype=np.float32)
+    if km_features is None:
+        wave = os.path.join(args.store_dir, f"waveform-{n_km}.zarr")
+        if not os.path.exists(wave):
+            make_waveform(n_km, random_state=0, store=wave, dtype=np.float32)
+    else:
+        wave = os.path.join(args.store_dir, f"blobs{km_features}-{n_km}.zarr")
+        if not os.path.exists(wave):
+            _blob_store(wave, n_km, km_features)
+    return open_dataset(board), open_dataset(wave)
+
+
+def _blob_store(path: str, n: int, d: int, block: int = 1 << 20) -> None:
+    """Three Gaussian blobs in d dimensions, float32, written block by block (never all in
+    memory): the 10^8 x 20 k-means store."""
+    from dkernel.data import write_arrays
+
+    centres = np.random.default_rng(1).uniform(-5, 5, size=(3, d))
+
+    def blocks():
+        for i, a in enumerate(range(0, n, block)):
+            rng = np.random.default_rng([0, i])
+            m = min(block, n - a)
+            y = rng.integers(0, 3, m)
+            yield (centres[y] + rng.normal(size=(m, d))).astype(np.float32), y
+
+    write_arrays(path, blocks(), n=n, n_features=d, dtype=np.float32, chunk_rows=None,
+                 has_y=True, attrs={"generator": "three blobs", "classes": [0, 1, 2]})  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- calls
+def _timed(client, fn):
+    """``fn()`` under an accounting: (wall, result, phases)."""
+    from dkernel.runtime import accounting
+
+    with accounting(client) as acc:
+        t0 = time.perf_counter()
+        out = fn()
+        wall = time.perf_counter() - t0
+    return wall, out, acc.report()
+
+
+def _calls(board, wave, args, *, rows: int | None = None):
+    """The protocol's calls, each a (name, function) over the stores (cut to ``rows``)."""
+    import dask.array as da
+
+    from dkernel.cluster import MiniBatchKernelKMeans
+    from dkernel.coreset import distributed_coreset
+    from dkernel.runtime import phase
+    from dkernel.svm import BudgetedSVC
+
+    def cut(ds, k):
+        return (ds.X, ds.y) if k is None else (ds.X[:k], ds.y[:k])
+
+    Xb, yb = cut(board, rows)
+    Xw, _ = cut(wave, rows)
+    state = {}
+
+    def km_fit():
+        state["km"] = MiniBatchKernelKMeans(n_clusters=3, random_state=0).fit(Xw)
+        return state["km"]
+
+    def km_predict():
+        with phase("predict", width=Xw.numblocks[0]):
+            labels = state["km"].predict(Xw)
+            return np.asarray(da.bincount(labels, minlength=3).compute())
+
+    def svm_fit():
+        clf = BudgetedSVC(budget=500, gamma=2.0, max_iter=1, distributed=True, random_state=0)
+        state["svm"] = clf.fit(Xb, yb)
+        return clf
+
+    def svm_score():
+        with phase("score", width=Xb.numblocks[0]):
+            return state["svm"].score(Xb, yb)
+
+    def coreset():
+        return distributed_coreset(Xb, yb, args.coreset_m, random_state=0)
+
+    table = {
+        "kmeans": [("kmeans_fit", km_fit), ("kmeans_predict", km_predict)],
+        "svm": [("svm_fit", svm_fit), ("svm_score", svm_score)],
+        "coreset": [("coreset", coreset)],
+    }
+    return [c for task in args.tasks.split(",") for c in table[task]]
+
+
+def _phases_of(name: str, result, outer: dict) -> dict:
+    """The call's own accounting (the estimator's or the coreset's), else the outer one."""
+    own = getattr(result, "phase_stats_", None)
+    if own is None and hasattr(result, "info"):
+        own = result.info.get("phases")
+    return own if own else outer
+
+
+def _run_workers(args, w: int, board, wave) -> dict:
+    """Every call on a fresh cluster of w workers, after one warm-up of each."""
+    from distributed import Client, LocalCluster
+
+    from dkernel.runtime import amdahl
+
+    out = {}
+    with (
+        LocalCluster(
+            n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cl,
+        Client(cl) as client,
+    ):
+        for _, fn in _calls(board, wave, args, rows=WARM_ROWS):
+            fn()
+        for name, fn in _calls(board, wave, args):
+            wall, result, outer = _timed(client, fn)
+            phases = _phases_of(name, result, outer)
+            row = {"wall": wall, "phases": phases, "amdahl": amdahl(phases, w, PREDICT_AT)}
+            row.update(_quality(name, result))
+            out[name] = row
+            print(f"w={w} {name}: {wall:.2f} s {_quality(name, result)}", flush=True)
+    return out
+
+
+def _quality(name: str, result) -> dict:
+    if name == "svm_score":
+        return {"accuracy": float(result)}
+    if name == "kmeans_fit":
+        return {"inertia": float(result.inertia_)}
+    if name == "kmeans_predict":
+        return {"cluster_sizes": [int(v) for v in result]}
+    if name == "coreset":
+        return {"size": len(result)}
+    return {}
+
+
+def _stream(board) -> dict:
+    """The sequential stream on one core, no cluster (the peer of the distributed fit)."""
+    import dask
+
+    from dkernel.svm import BudgetedSVC
+
+    kw = dict(budget=500, gamma=2.0, max_iter=1, distributed=False, random_state=0)
+    with dask.config.set(scheduler="sync"):
+        BudgetedSVC(**kw).fit(board.X[:WARM_ROWS], board.y[:WARM_ROWS])
+        t0 = time.perf_counter()
+        clf = BudgetedSVC(**kw).fit(board.X, board.y)
+        wall = time.perf_counter() - t0
+    print(f"stream: {wall:.2f} s", flush=True)
+    return {"wall": wall, "phases": clf.phase_stats_}
+
+
+# ------------------------------------------------------------------------------ big
+class _PeakRSS:
+    """The peak RSS of this process and of the largest worker, sampled every 0.5 s."""
+
+    def __init__(self, client):
+        import psutil
+
+        self.client, self.proc, self.psutil = client, psutil.Process(), psutil
+        self.pids = list(client.run(os.getpid).values())
+        self.client_peak = self.worker_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self.client_peak = max(self.client_peak, self.proc.memory_info().rss)
+            for pid in self.pids:
+                try:
+                    rss = self.psutil.Process(pid).memory_info().rss
+                except self.psutil.Error:
+                    continue
+                self.worker_peak = max(self.worker_peak, rss)
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _floor(client, ds) -> float:
+    """One read of the store on the workers: every chunk read, decoded and summed."""
+    t0 = time.perf_counter()
+    ds.X.sum(axis=0).compute()
+    return time.perf_counter() - t0
+
+
+def _run_big(args, w: int) -> dict:
+    from distributed import Client, LocalCluster
+
+    n = args.big_rows
+    board, blobs = _stores(args, n_svm=n, n_km=n, km_features=20)
+    out: dict = {"rows": n, "workers": w}
+    with (
+        LocalCluster(
+            n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cl,
+        Client(cl) as client,
+    ):
+        for _, fn in _calls(board, blobs, args, rows=WARM_ROWS):
+            fn()
+        out["floor"] = {"checkerboard": _floor(client, board), "blobs20": _floor(client, blobs)}
+        print(f"floor: {out['floor']}", flush=True)
+        for name, fn in _calls(board, blobs, args):
+            with _PeakRSS(client) as rss:
+                wall, result, outer = _timed(client, fn)
+            store = "blobs20" if name.startswith("kmeans") else "checkerboard"
+            out[name] = {
+                "wall": wall,
+                "floor_multiple": wall / out["floor"][store],
+                "client_peak_rss_mb": rss.client_peak / 2**20,
+                "worker_peak_rss_mb": rss.worker_peak / 2**20,
+                "phases": _phases_of(name, result, outer),
+                **_quality(name, result),
+            }
+            print(
+                f"big {name}: {wall:.1f} s ({out[name]['floor_multiple']:.1f}x floor)", flush=True
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def main(argv=None):
+    args = _args(argv)
+    out_dir = Path(args.out)
+    path = out_dir / "scaling.json"
+    res = _load(path)
+    if not args.report:
+        command = "python benchmarks/scaling.py " + shlex.join(
+            sys.argv[1:] if argv is None else argv
+        )
+        machine = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
+        if args.big:
+            for w in [int(v) for v in args.workers.split(",")]:
+                res.setdefault("big", {})[str(w)] = {**_run_big(args, w), "command": command,
+                                                     "machine": machine}  # fmt: skip
+        else:
+            board, wave = _stores(args, n_svm=args.svm_rows, n_km=args.kmeans_rows)
+            run = {"command": command, "machine": machine, "svm_rows": args.svm_rows,
+                   "kmeans_rows": args.kmeans_rows, "workers": {}}  # fmt: skip
+            if not args.skip_stream and "svm" in args.tasks:
+                run["stream"] = _stream(board)
+            for w in [int(v) for v in args.workers.split(",")]:
+                run["workers"][str(w)] = _run_workers(args, w, board, wave)
+            res.setdefault("runs", {})[f"{os.cpu_count()}cores"] = run
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1, default=float))
+    (out_dir / "scaling.md").write_text(report(res))
+    print(f"wrote {path} and scaling.md")
+
+
+def _fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _run_tables(key: str, run: dict) -> list[str]:
+    lines = [f"## {key}: measured", "", f"Command: `{run['command']}`", ""]
+    ws = sorted(run["workers"], key=int)
+    names = list(run["workers"][ws[0]])
+    lines += ["| workers | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    base = run["workers"][ws[0]]
+    for w in ws:
+        cells = []
+        for nm in names:
+            r = run["workers"][w][nm]
+            cells.append(f"{r['wall']:.2f} s ({base[nm]['wall'] / r['wall']:.2f}x)")
+        lines.append(f"| {w} | " + " | ".join(cells) + " |")
+    if "stream" in run:
+        best = min(run["workers"][w]["svm_fit"]["wall"] for w in ws) if "svm_fit" in names else None
+        lines += ["", f"Sequential stream (one core, no cluster): {run['stream']['wall']:.2f} s"
+                  + (f"; the fastest distributed fit is {run['stream']['wall'] / best:.2f}x faster."
+                     if best else "")]  # fmt: skip
+    lines += ["", f"## {key}: Amdahl's prediction (speed-up over 1 worker)", ""]
+    lines += ["| call | from w | " + " | ".join(f"{p}" for p in PREDICT_AT) + " |",
+              "|---|---" + "|---" * len(PREDICT_AT) + "|"]  # fmt: skip
+    for nm in names:
+        for w in ws:
+            pred = run["workers"][w][nm]["amdahl"]["predicted_wall"]
+            one = pred[str(1)] if str(1) in pred else pred[1]
+            cells = [
+                f"{one / (pred[str(p)] if str(p) in pred else pred[p]):.2f}x" for p in PREDICT_AT
+            ]
+            lines.append(f"| {nm} | {w} | " + " | ".join(cells) + " |")
+    lines += ["", f"## {key}: phases (from the largest measured w)", ""]
+    w = ws[-1]
+    lines += [
+        "| call | phase | wall s | client CPU s | worker s | round trips | MB to client "
+        "| MB from client | width | serial s | serial share |",
+        "|---" * 11 + "|",
+    ]
+    for nm in names:
+        r = run["workers"][w][nm]
+        for ph, st in r["phases"].items():
+            a = r["amdahl"]["phases"][ph]
+            lines.append(
+                f"| {nm} | {ph} | {st['wall']:.3f} | {st['client_cpu']:.3f} | "
+                f"{_fmt(st['worker_seconds'], 3)} | {st['round_trips']} | "
+                f"{st['bytes_to_client'] / 2**20:.2f} | {st['bytes_from_client'] / 2**20:.2f} | "
+                f"{st['width'] or '-'} | {a['serial_seconds']:.3f} | {a['serial_fraction']:.3f} |"
+            )
+    return lines
+
+
+def report(res: dict) -> str:
+    lines = ["# Scaling with workers (`benchmarks/scaling.py`)", "",
+             "Generated from `scaling.json`; the module docstring gives the protocol.", ""]  # fmt: skip
+    for key, run in res.get("runs", {}).items():
+        lines += _run_tables(key, run) + [""]
+    for w, big in res.get("big", {}).items():
+        lines += [f"## {big['rows']:.0e} rows on {w} workers", "", f"Command: `{big['command']}`",
+                  "", f"Floor (one read): {big['floor']}", "",
+                  "| call | wall s | x floor | client peak MB | worker peak MB | quality |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for nm, r in big.items():
+            if not isinstance(r, dict) or "wall" not in r:
+                continue
+            q = {k: r[k] for k in ("accuracy", "inertia", "size", "cluster_sizes") if k in r}
+            lines.append(f"| {nm} | {r['wall']:.1f} | {r['floor_multiple']:.1f} | "
+                         f"{r['client_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} | {q} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
