@@ -24,7 +24,7 @@ from dkernel.coreset import distributed_coreset
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC
 
-N = 500_000
+N = 1_000_000
 #: Bytes the client may receive per call: a quarter of one n-row int64 array.
 LIMIT = N * 8 // 4
 
