@@ -242,8 +242,11 @@ class MiniBatchKernelKMeans(
 
     Attributes
     ----------
-    labels_ : ndarray of shape (n_samples,)
-        Nearest center of each training row (one blockwise pass over the data).
+    labels_ : ndarray or dask array of shape (n_samples,)
+        Nearest center of each training row (one pass over the data). For dask, zarr or
+        store input a dask array held by the workers (each chunk read and assigned in one
+        task; under a distributed client its parts stay in the workers' memory): nothing of
+        n rows comes to the client.
     inertia_ : float
         Kernel k-means objective ``sum_i w_i ||phi(x_i) - C_{labels_i}||^2`` over all
         training rows.
@@ -266,6 +269,9 @@ class MiniBatchKernelKMeans(
         ``partial_fit`` call; diagonals excluded.
     timings_ : dict
         Seconds spent by ``fit`` in ``setup``, ``init``, ``iterations`` and ``labels``.
+    phase_stats_ : dict
+        The same phases' accounting (:func:`dkernel.runtime.accounting`): wall, client
+        CPU, summed worker task time, blocking round trips, bytes to and from the client.
     kernel_evals_ : dict
         ``n_kernel_evals_`` of ``fit`` split into ``init``, ``iterations`` and ``labels``
         (``iterations / n_iter_`` is the cost of one iteration).

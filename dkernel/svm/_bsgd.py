@@ -317,6 +317,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         Whether the last fit ran distributed.
     probA_, probB_ : ndarray of shape (n_cols,) or None
         Platt scaling of each score column (``probability=True``), else None.
+    timings_ : dict
+        Seconds of the last ``fit`` per phase: ``setup``, then ``stream`` (sequential) or
+        ``compile``, ``shards``, ``prefix``, ``rounds`` (distributed), ``refit parts``,
+        ``refit solve``, ``calibration``.
+    phase_stats_ : dict
+        The same phases' accounting (:func:`dkernel.runtime.accounting`): wall, client
+        CPU, summed worker task time, blocking round trips, bytes to and from the client,
+        the most tasks the phase can run at once.
 
     Notes
     -----
