@@ -24,7 +24,7 @@ from dkernel.kernels import (
     pairwise_kernels,
     resolve_kernel,
 )
-from dkernel.kernels import _kernels as nb
+from dkernel.kernels import _numba as nb
 
 KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
 PSD_KERNELS = ["rbf", "laplacian", "linear", "polynomial", "cosine"]

@@ -19,7 +19,7 @@ from ..kernels import (
     run_tiles,
 )
 from ..kernels import row_sq_norms as _row_sq_norms
-from . import _kernels as _nb
+from . import _numba as _nb
 
 #: Rows per local tile in the untruncated dynamic program.
 _TILE_ROWS = 4096
@@ -102,7 +102,7 @@ def _support_inner(support, coef, spec):
 
     ``inner(K, out)`` writes ``K @ coef.T`` (float64). When every support point belongs to
     one center (the mini-batch model), the support is ordered by center and the product
-    is a vectorised segment sum (:func:`~dkernel.cluster._kernels.center_inner`: one read
+    is a vectorised segment sum (:func:`~dkernel.cluster._numba.center_inner`: one read
     of K, no widened copy of it); otherwise a dense float64 product.
     """
     mu = support.mean(axis=0, dtype=np.float64).astype(support.dtype) if len(support) else None

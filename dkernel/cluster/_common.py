@@ -30,7 +30,7 @@ from .._validation import (
 from ..data import take_rows
 from ..kernels import check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import compute_blocks, named_worker_errors, progress, progress_enabled
-from . import _kernels as _nb
+from . import _numba as _nb
 from ._blocks import (
     _TILE_ROWS,
     NumericOracle,

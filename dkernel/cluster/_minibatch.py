@@ -33,7 +33,7 @@ from ..runtime import (
     save_checkpoint,
     timer,
 )
-from . import _kernels as _nb
+from . import _numba as _nb
 from ._blocks import _TILE_ROWS, NumericOracle
 from ._common import (
     SUPPORTED_KERNELS,

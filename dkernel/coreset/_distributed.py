@@ -71,7 +71,7 @@ from ._coreset import (
     _with_labels,
     merge,
 )
-from ._kernels import _bounds_from_geometry
+from ._numba import _bounds_from_geometry
 from ._sensitivity import Geometry, _base_seed, _cluster_geometry, check_C
 from ._solver import _dual_bound, _local_aggregates, coarse_svm
 from ._svm_terms import (

@@ -7,7 +7,7 @@ from ._bandwidth import gamma_from_rows as gamma_from_rows
 from ._bandwidth import sample_dense as sample_dense
 from ._blocks import kernel_matrix
 from ._graph import GraphKernel, HeatKernel, KNNKernel, heat_kernel, knn_kernel
-from ._kernels import row_sq_norms as row_sq_norms
+from ._numba import row_sq_norms as row_sq_norms
 from ._pair import KERNEL_CODES as KERNEL_CODES
 from ._pair import krow_into as krow_into
 from ._pair import kval as kval

@@ -6,7 +6,7 @@ kernel as a plain argument and :func:`kval` dispatches on it. :func:`pair_gram` 
 kernel matrix of a point set with exactly the arithmetic of :func:`kval` (the same dot
 product summed in the same order, the same closing formula), so a matrix rebuilt from the
 points (after ``load``, after a distributed round) equals the one the loop grew entry by
-entry. The BLAS tile kernels of :mod:`._kernels` serve whole blocks instead
+entry. The BLAS tile kernels of :mod:`._numba` serve whole blocks instead
 (:func:`~dkernel.kernels.pairwise_kernels`); they round differently.
 
 Nothing here imports dask; every function trusts its input.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import fast_exp
+from ._numba import fast_exp
 
 RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
 #: The kernels a pair loop knows, by name (the names of :func:`~dkernel.kernels.resolve_kernel`).

@@ -1,4 +1,4 @@
-"""Kernel functions on NumPy input: validation here, numba in ``_kernels.py``."""
+"""Kernel functions on NumPy input: validation here, numba in ``_numba.py``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from . import _kernels as _nb
+from . import _numba as _nb
 
 #: Kernel names and their aliases (scikit-learn's vocabulary, plus "gaussian").
 KERNEL_ALIASES = {
