@@ -30,11 +30,12 @@ from ._validation import (
     report_nonfinite,
 )
 from .data import Dataset, RowSource, as_array_input, sample_rows
-from .kernels import KernelSpec, gamma_from_rows, pairwise_from_spec, resolve_kernel
+from .kernels import KERNELS, KernelSpec, gamma_from_rows, pairwise_from_spec, resolve_kernel
 
-#: gamma=None rules: 1/n_features; the median heuristic (rbf/laplacian); "scale",
-#: 1 / (n_features * X.var()) for rbf (scikit-learn's SVC default; the L1 median heuristic for
-#: laplacian), the best label-free rule measured (benchmarks/results/defaults.md).
+#: gamma=None rules: 1/n_features; the median heuristic (kernels whose gamma is a width);
+#: "scale", each kernel's ``scale_rule`` in the kernel table: 1 / (n_features * X.var()) for
+#: rbf (scikit-learn's SVC default), the L1 median heuristic for laplacian, the
+#: best label-free rule measured (benchmarks/results/defaults.md).
 GAMMA_RULES = ("inverse_dim", "median", "scale")
 #: Rows of a caller's sample used by the median heuristic (as estimate_gamma's default).
 _GAMMA_SAMPLE = 1000
@@ -109,9 +110,10 @@ class _BaseKernelEstimator(BaseEstimator):
     def _resolve_gamma(self, X, rng=None, *, sample=None) -> KernelSpec:
         """The kernel with ``gamma=None`` resolved once, by the estimator's ``_gamma_rule``.
 
-        ``"scale"``: rbf takes ``1 / (n_features * X.var())`` on a row sample, laplacian the
-        L1 median heuristic, other kernels ``1 / n_features``. ``"median"``: the median
-        heuristic (rbf/laplacian). ``"inverse_dim"``: ``1 / n_features``. The sample is
+        ``"scale"``: the kernel's ``scale_rule`` (:class:`~dkernel.kernels.KernelInfo`): rbf
+        takes ``1 / (n_features * X.var())`` on a row sample, laplacian the L1 median
+        heuristic, other kernels ``1 / n_features``. ``"median"``: the median heuristic
+        (kernels with a width ``distance``). ``"inverse_dim"``: ``1 / n_features``. The sample is
         ``sample`` (rows the caller already fetched, e.g. for its initialisation; nothing is
         read then) or 1000 rows drawn with ``rng`` (seed 0 without one: a function of the
         data alone). All rows equal: ``1 / n_features``.
@@ -120,10 +122,9 @@ class _BaseKernelEstimator(BaseEstimator):
         if spec.gamma is not None or not isinstance(spec.kernel, str):
             return spec
         d = int(X.shape[1])
-        rule = self._gamma_rule
-        if rule == "scale" and spec.kernel == "laplacian":
-            rule = "median"
-        if rule == "inverse_dim" or spec.kernel not in ("rbf", "laplacian") or X.shape[0] < 2:
+        info = KERNELS[spec.kernel]
+        rule = info.scale_rule if self._gamma_rule == "scale" else self._gamma_rule
+        if rule == "inverse_dim" or info.distance is None or X.shape[0] < 2:
             return spec._replace(gamma=1.0 / d)
         seed = 0 if rng is None else int(rng.randint(0, 2**31 - 1))
         if sample is None or len(sample) < 2:

@@ -587,7 +587,7 @@ def test_estimate_gamma_bad_input(rng):
     X = rng.normal(size=(10, 2))
     with pytest.raises(DKernelError, match="method must be 'median' or 'mean'"):
         estimate_gamma(X, method="mode")
-    with pytest.raises(DKernelError, match="supports 'rbf' and 'laplacian'"):
+    with pytest.raises(DKernelError, match="supports 'rbf', 'laplacian'"):
         estimate_gamma(X, kernel="linear")
     with pytest.raises(DKernelError, match="sample_size must be >= 2"):
         estimate_gamma(X, sample_size=1)

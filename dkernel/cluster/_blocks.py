@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import (
+    KERNELS,
     KernelSpec,
     diag_from_spec,
     effective_n_jobs,
@@ -30,7 +31,8 @@ _LABEL_TILE_BYTES = 16 << 20
 class NumericOracle:
     """Kernel values on rows of X through the kernel module's numba+BLAS core.
 
-    ``mu`` (float32 rbf only, as :func:`~dkernel.kernels.pairwise_kernels` centres): a
+    ``mu`` (float32 radial kernels with a BLAS form only, as
+    :func:`~dkernel.kernels.pairwise_kernels` centres): a
     fixed centre subtracted from every row once, by :meth:`prep`, so that float32
     distances cancel less (they are translation invariant). :meth:`prep`
     returns the centred rows with their squared norms; :meth:`kernel_p` takes prepared
@@ -42,7 +44,10 @@ class NumericOracle:
 
     def __init__(self, spec: KernelSpec, mu: np.ndarray | None = None):
         self.spec = spec
-        self.mu = mu if spec.kernel == "rbf" and mu is not None and mu.dtype == np.float32 else None
+        info = KERNELS.get(spec.kernel) if isinstance(spec.kernel, str) else None
+        centre = info is not None and info.radial and info.tile is not None
+        self.mu = mu if centre and mu is not None and mu.dtype == np.float32 else None
+        self.norms = info is not None and info.norms is not None
         self.evals = 0
 
     def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -55,10 +60,11 @@ class NumericOracle:
         return np.asarray(diag_from_spec(A, self.spec), dtype=np.float64)
 
     def prep(self, A: np.ndarray, out: np.ndarray | None = None):
-        """``(rows - mu, squared row norms)``; norms only for rbf/cosine (else None)."""
+        """``(rows - mu, squared row norms)``; norms only for kernels whose tile transform
+        reads them (else None)."""
         if self.mu is not None:
             A = np.subtract(A, self.mu, out=out)
-        if self.spec.kernel in ("rbf", "cosine"):
+        if self.norms:
             return A, _row_sq_norms(np.ascontiguousarray(A))
         return A, None
 

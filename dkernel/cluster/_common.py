@@ -28,7 +28,7 @@ from .._validation import (
     report_nonfinite,
 )
 from ..data import take_rows
-from ..kernels import check_kernel_scale, heat_kernel, knn_kernel
+from ..kernels import KERNEL_CODES, check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import compute_blocks, named_worker_errors, progress, progress_enabled
 from . import _numba as _nb
 from ._blocks import (
@@ -42,7 +42,7 @@ from ._blocks import (
 #: Transductive graph kernels, built on the training rows and addressed by index.
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
-SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
+SUPPORTED_KERNELS = frozenset(KERNEL_CODES)
 #: Rows per step of the labels pass over rows in memory when its bar is shown.
 _LABEL_SLAB_ROWS = 1 << 16
 

@@ -36,7 +36,7 @@ from .._validation import (
     unique_labels,
 )
 from ..data import Dataset, chunk_bounds, open_dataset, take_rows
-from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram
+from ..kernels import KERNEL_CODES, KERNELS, KernelSpec, check_kernel_scale, pair_gram
 from ..runtime import (
     load_checkpoint,
     named_worker_errors,
@@ -157,7 +157,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     budget : int, default=500
         Maximum number of support vectors B (>= 2).
     maintenance : {"merge", "project", "remove"}, default="merge"
-        Budget maintenance. ``"merge"`` needs a radial kernel (``rbf`` or ``laplacian``).
+        Budget maintenance. ``"merge"`` needs a kernel ``exp(-gamma ||x - z||^p)`` (``rbf``
+        or ``laplacian``: the kernel table's ``merge_power``); other kernels are refused.
     algorithm : {"pegasos", "norma", "perceptron"}, default="pegasos"
         Learning rate eta_t: ``1/(alpha t)``, ``eta0/sqrt(t)`` or ``eta0`` (margin
         perceptron, where ``alpha`` is ignored, i.e. 0).
@@ -495,14 +496,16 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             )
         if callable(self.kernel) or self.kernel == "precomputed":
             raise DKernelError(
-                "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
-                "sigmoid, cosine); callables and 'precomputed' are not supported"
+                f"BudgetedSVC needs a named kernel ({', '.join(KERNEL_CODES)}); callables "
+                "and 'precomputed' are not supported"
             )
         spec = self._kernel_spec(None)  # unknown names raise here
-        if self.maintenance == "merge" and not spec.is_radial:
+        if self.maintenance == "merge" and KERNELS[str(spec.kernel)].merge_power is None:
+            mergeable = " or ".join(k.name for k in KERNELS.values() if k.merge_power)
             raise DKernelError(
-                f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
-                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
+                f"maintenance='merge' cannot merge support vectors of kernel {spec.kernel!r}: "
+                f"the merge needs k(x, z) = exp(-gamma ||x - z||^p) ({mergeable}); with "
+                f"kernel {spec.kernel!r} use maintenance='remove' or 'project'"
             )
 
     def _check_state_memory(self, d: int, n_cols: int) -> None:
@@ -527,7 +530,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def _samples_gamma(self) -> bool:
         """Whether resolving gamma needs rows of the data (the base's rule on raw data)."""
         spec = self._kernel_spec(None)
-        return spec.gamma is None and not self.standardize and spec.kernel in ("rbf", "laplacian")
+        width = KERNELS[str(spec.kernel)].distance is not None
+        return spec.gamma is None and not self.standardize and width
 
     def _resolve_spec(self, X, *, sample=None) -> KernelSpec:
         """The kernel with gamma resolved (the base's rule, on ``sample`` when given;
@@ -539,7 +543,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _config(self, spec: KernelSpec, alpha: float, n: int) -> nb.BSGDConfig:
         algo = nb.ALGORITHM_CODES[self.algorithm]
-        pw = 1 if spec.kernel == "laplacian" else 2
+        pw = KERNELS[str(spec.kernel)].merge_power or 2  # unused unless merging
         lookup = _MERGE_SEARCH == "lookup"
         if self.average is False:
             avg_mode, avg_start = nb.AVG_OFF, 0
