@@ -26,8 +26,8 @@ from dkernel.kernels import (
 )
 from dkernel.kernels import _numba as nb
 
-KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
-PSD_KERNELS = ["rbf", "laplacian", "linear", "polynomial", "cosine"]
+KERNELS = ["rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "cosine"]
+PSD_KERNELS = ["rbf", "laplacian", "matern", "linear", "polynomial", "cosine"]
 PARAMS = {"gamma": 0.3, "degree": 3, "coef0": 0.5}
 
 
@@ -40,6 +40,9 @@ def numpy_kernel(X, Y, kernel, gamma=0.3, degree=3, coef0=0.5):
         return np.exp(-gamma * (diff**2).sum(-1))
     if kernel == "laplacian":
         return np.exp(-gamma * np.abs(diff).sum(-1))
+    if kernel == "matern":  # nu = 3/2, length scale 1 / sqrt(2 gamma)
+        s = np.sqrt(3.0) * np.sqrt((diff**2).sum(-1)) * np.sqrt(2.0 * gamma)
+        return (1.0 + s) * np.exp(-s)
     G = X @ Y.T
     if kernel == "linear":
         return G

@@ -19,7 +19,7 @@ from numba import njit
 
 from ._numba import fast_exp
 
-RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
+RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE, MATERN = 0, 1, 2, 3, 4, 5, 6
 
 
 @njit(cache=True, nogil=True)
@@ -31,6 +31,12 @@ def from_dot(kind, gamma, degree, coef0, dot, xsq, zsq):
         if d2 < 0.0:
             d2 = 0.0
         return fast_exp(-gamma * d2)
+    if kind == MATERN:  # nu = 3/2, length scale 1 / sqrt(2 gamma) (see _table.py)
+        d2 = xsq + zsq - 2.0 * dot
+        if d2 < 0.0:
+            d2 = 0.0
+        s = np.sqrt(6.0 * gamma * d2)
+        return (1.0 + s) * fast_exp(-s)
     if kind == LINEAR:
         return dot
     if kind == POLYNOMIAL:

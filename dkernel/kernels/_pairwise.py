@@ -111,10 +111,13 @@ def pairwise_kernels(
     X : array of shape (m, d)
     Y : array of shape (n, d), default=None
         ``None`` means ``Y = X``.
-    kernel : {"rbf", "gaussian", "laplacian", "polynomial", "linear", "sigmoid", "cosine", \
-"precomputed"} or callable
+    kernel : {"rbf", "gaussian", "laplacian", "matern", "polynomial", "linear", "sigmoid", \
+"cosine", "precomputed"} or callable
         RBF is ``exp(-gamma ||x - y||^2)``: the papers' ``exp(-||x - y||^2 / kappa)`` is
-        ``gamma = 1 / kappa``. Laplacian is ``exp(-gamma ||x - y||_1)``; polynomial
+        ``gamma = 1 / kappa``. Laplacian is ``exp(-gamma ||x - y||_1)``; Matérn (nu = 3/2)
+        ``(1 + s) exp(-s)`` with ``s = sqrt(3) ||x - y|| / l`` and length scale
+        ``l = 1 / sqrt(2 gamma)`` (rbf's gamma: the Matérn family tends to the rbf of the
+        same gamma as nu grows); polynomial
         ``(gamma <x, y> + coef0) ** degree``; sigmoid ``tanh(gamma <x, y> + coef0)``;
         cosine ``<x, y> / (||x|| ||y||)``. ``"precomputed"`` returns X (already a kernel
         matrix). A callable is called as ``kernel(X, Y, **kernel_params)`` and must return

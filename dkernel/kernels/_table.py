@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validation import DKernelError
 from . import _numba as _nb
-from ._pair import COSINE, LAPLACIAN, LINEAR, POLYNOMIAL, RBF, SIGMOID
+from ._pair import COSINE, LAPLACIAN, LINEAR, MATERN, POLYNOMIAL, RBF, SIGMOID
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,10 @@ def _rbf_tile(G, xx, yy, gamma, coef0, degree, r0, r1, c0):
     _nb.rbf_from_gram(G, xx, yy, gamma, r0, r1, c0)
 
 
+def _matern_tile(G, xx, yy, gamma, coef0, degree, r0, r1, c0):
+    _nb.matern_from_gram(G, xx, yy, gamma, r0, r1, c0)
+
+
 def _poly_tile(G, xx, yy, gamma, coef0, degree, r0, r1, c0):
     _nb.poly_from_gram(G, gamma, coef0, degree, r0, r1, c0)
 
@@ -128,6 +132,24 @@ KERNELS: dict[str, KernelInfo] = {
             merge_power=1,
             norms=None,
             tile=None,
+            diag=None,
+        ),
+        # Matérn nu = 3/2: (1 + s) exp(-s), s = sqrt(3) ||x - z|| / l with the length scale
+        # l = 1 / sqrt(2 gamma), so s = sqrt(6 gamma ||x - z||^2). As nu grows the Matérn
+        # family tends to exp(-||x - z||^2 / (2 l^2)) = exp(-gamma ||x - z||^2): gamma means
+        # what it means for rbf, and gamma=None follows rbf's rules.
+        KernelInfo(
+            name="matern",
+            aliases=("matern32",),
+            code=MATERN,
+            radial=True,
+            distance="sqeuclidean",
+            scale_rule="scale",
+            uses_gamma=True,
+            unit_diagonal=True,
+            merge_power=None,
+            norms="squared",
+            tile=_matern_tile,
             diag=None,
         ),
         KernelInfo(
