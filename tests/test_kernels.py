@@ -230,9 +230,8 @@ def test_out_argument(XY):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
-    monkeypatch.setattr(_pairwise, "_TILE_BYTES", 1)  # 8-row tiles
-    monkeypatch.setattr(_pairwise, "_MIN_PARALLEL_WORK", 0)
+def test_many_tiles_and_threads_agree(rng, dkernel_config, kernel, dtype):
+    dkernel_config({"kernels.tile-bytes": 1, "kernels.min-parallel-work": 0})  # 8-row tiles
     X = rng.normal(size=(61, 70)).astype(dtype)
     Y = rng.normal(size=(45, 70)).astype(dtype)
     kw = dict(kernel=kernel, gamma=0.01, degree=2, coef0=1.0)

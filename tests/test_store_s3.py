@@ -497,7 +497,7 @@ def test_example_runs_against_the_server(s3, bucket):
 def test_models_and_checkpoints_on_s3(bucket, tmp_path):
     """A model file and fit checkpoints by URL: the same bytes' worth as on a local disk."""
     from dkernel.cluster import MiniBatchKernelKMeans
-    from dkernel.runtime import load_checkpoint, save_checkpoint
+    from dkernel.data import load_checkpoint, save_checkpoint
     from dkernel.svm import BudgetedSVC, load_model
 
     X, y = _data(1500)

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.data import make_checkerboard
-from dkernel.runtime import load_checkpoint
+from dkernel.data import load_checkpoint, make_checkerboard
 from dkernel.runtime._progress import _forget_compiled
 from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb

@@ -152,7 +152,7 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
 
 
 def test_train_with_checkpoint(tmp_path, store, cluster_cfg, capsys):
-    from dkernel.runtime import save_checkpoint
+    from dkernel.data import save_checkpoint
     from dkernel.svm import BudgetedSVC
 
     model, ckpt = str(tmp_path / "m.npz"), str(tmp_path / "fit.ckpt.npz")

@@ -18,13 +18,13 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import read_inputs, read_weights
+from .._defaults import setting
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._params import check_table
 from .._validation import (
     DKernelError,
-    check_sample_weight,
     checked_block,
-    is_dask_array,
     report_nonfinite,
 )
 from ..data import take_rows
@@ -43,8 +43,6 @@ from ._blocks import (
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
 SUPPORTED_KERNELS = frozenset(KERNEL_CODES)
-#: Rows per step of the labels pass over rows in memory when its bar is shown.
-_LABEL_SLAB_ROWS = 1 << 16
 
 
 class _IndexOracle(abc.ABC):
@@ -219,7 +217,7 @@ class _KernelCentersMixin:
         Returns ``(X, is_dask, n, weights, rng, dtype)``.
         """
         self.check_params()
-        X, is_dask = self._validate_X(X, reset=True)
+        X, is_dask = read_inputs(X, estimator=self)[:2]
         n = int(X.shape[0])
         self._check_data_params(n)
         w = _check_weights(sample_weight, n)
@@ -328,8 +326,9 @@ class _KernelCentersMixin:
             n = len(X)
             parts = []
             with progress(n, desc, enabled=True, unit="rows", unit_scale=True) as bar:
-                for r0 in range(0, n, _LABEL_SLAB_ROWS):
-                    parts.append(self._assign_all(X[r0 : r0 + _LABEL_SLAB_ROWS], False))
+                slab = int(setting("kmeans.label-slab-rows"))
+                for r0 in range(0, n, slab):
+                    parts.append(self._assign_all(X[r0 : r0 + slab], False))
                     bar.update(len(parts[-1]))
             res = np.concatenate(parts)
         else:
@@ -507,6 +506,4 @@ class _KernelCentersMixin:
 
 
 def _check_weights(sample_weight, n):
-    if sample_weight is not None and is_dask_array(sample_weight):
-        sample_weight = np.asarray(sample_weight.compute())
-    return check_sample_weight(sample_weight, n)
+    return read_weights(sample_weight, n, lazy=False)

@@ -20,19 +20,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from .._base import _BaseKernelEstimator
+from .._defaults import setting
 from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT_OR_NONE
 from .._validation import DKernelError
-from ..data import draw_indices
+from ..data import draw_indices, load_checkpoint, save_checkpoint
 from ..kernels import ONE_BLAS_THREAD
-from ..runtime import (
-    Progress,
-    load_checkpoint,
-    named_worker_errors,
-    progress,
-    progress_enabled,
-    save_checkpoint,
-    timer,
-)
+from ..runtime import Progress, named_worker_errors, progress, progress_enabled, timer
 from . import _numba as _nb
 from ._blocks import _TILE_ROWS, NumericOracle
 from ._common import (
@@ -46,9 +39,6 @@ from ._common import (
 from ._init import _init_centers
 
 logger = logging.getLogger(__name__)
-
-#: Bytes of batch rows fetched together (one pass over the touched chunks per group).
-_PREFETCH_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -221,7 +211,7 @@ class MiniBatchKernelKMeans(
         iterations (INFO).
     checkpoint : str or os.PathLike, default=None
         A file (``.npz``) where :meth:`fit` saves its full state every
-        ``checkpoint_every`` iterations, atomically (:func:`dkernel.runtime.save_checkpoint`).
+        ``checkpoint_every`` iterations, atomically (:func:`dkernel.data.save_checkpoint`).
         A later ``fit`` with the same parameters, data and checkpoint resumes from it and
         returns exactly the model an uninterrupted fit gives (same labels and centers,
         bit for bit). A checkpoint saved with other parameters (or data of another shape,
@@ -977,8 +967,8 @@ def _batch_stream(
     """Yield ``(indices, points)`` per iteration; rows of several batches fetched at once.
 
     Indices are drawn one batch at a time from ``rng`` in the calling thread (so they do
-    not depend on the grouping or the prefetch); a group of batches (at most
-    ``_PREFETCH_BYTES`` of rows, balanced over ``max_batches``) is gathered in one pass
+    not depend on the grouping or the prefetch); a group of batches (at most the setting
+    ``kmeans.prefetch-bytes`` of rows, balanced over ``max_batches``) is gathered in one pass
     over the touched chunks (rows in memory, ``prefetch=False``: one batch per fetch).
     ``head``: indices fetched with the first group and yielded first (the initial sample:
     one read serves both). ``prefetch``: the next group is fetched in a background thread
@@ -991,7 +981,7 @@ def _batch_stream(
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
     # rows in memory (no prefetch) are gathered a batch at a time: a group only pays off as
     # one pass over a store's chunks, and a large gather costs fresh pages
-    group = max(1, _PREFETCH_BYTES // per_batch) if prefetch else 1
+    group = max(1, int(setting("kmeans.prefetch-bytes")) // per_batch) if prefetch else 1
     n_groups = None
     if max_batches is not None:
         n_groups = -(-max_batches // group)

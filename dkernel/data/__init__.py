@@ -2,6 +2,7 @@
 
 # The internal surface: what the other subpackages use (not part of the public API).
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
+from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._files import file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,
@@ -36,7 +37,9 @@ __all__ = [
     "chunk_bounds",
     "draw_indices",
     "file_size",
+    "fingerprint",
     "ingest",
+    "load_checkpoint",
     "make_checkerboard",
     "make_gauss",
     "make_pathological",
@@ -45,6 +48,7 @@ __all__ = [
     "open_dataset",
     "read_bytes",
     "sample_rows",
+    "save_checkpoint",
     "take_rows",
     "write_array",
     "write_arrays",

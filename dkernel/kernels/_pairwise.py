@@ -15,12 +15,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from .._defaults import setting
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from . import _numba as _nb
 from ._table import KERNELS, kernel_info
 
-# Rows per tile: the BLAS product of one tile and its transform stay in cache together.
-_TILE_BYTES = 2 << 20
+# Rows per tile: the BLAS product of one tile and its transform stay in cache together
+# (setting "kernels.tile-bytes", runtime/dkernel.yaml).
 # Rows per tile at least min(d, this) (the product dominates for wide X).
 _WIDE_TILE_ROWS = 512
 # Row width (d * itemsize) from which K(X, X) computes the upper triangle only.
@@ -29,8 +30,8 @@ _MIRROR_MIN_ROW_BYTES = 512
 _CENTRE_MIN_ROWS = 32
 # From this much product work (m n d) BLAS is held at one thread (a few microseconds).
 _MIN_BLAS_LIMIT_WORK = 1 << 18
-# Below this much work (m n (d + 16) flops) one thread is faster than a pool hand-off.
-_MIN_PARALLEL_WORK = 1 << 24
+# Below "kernels.min-parallel-work" (m n (d + 16) flops) one thread is faster than a pool
+# hand-off.
 
 
 class KernelSpec(NamedTuple):
@@ -218,12 +219,13 @@ def pairwise_from_spec(
     # Tile rows: the tile of the output stays in cache while it is transformed; wide X
     # (large d, where the product dominates) gets taller tiles because BLAS re-packs Y
     # for every tile; and every thread gets at least two tiles to balance the load.
-    tile = max(8, _TILE_BYTES // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
+    tile_bytes = int(setting("kernels.tile-bytes"))
+    tile = max(8, tile_bytes // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
     tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
     # A small symmetric K(X, X) (one cache-sized tile) is one product X @ X.T, which BLAS
     # computes as a rank-k update (half the work, symmetric by construction): a fixed
     # rule of the shape, so the result is the same for any n_jobs.
-    whole = symmetric and info.tile is not None and m * m * dt.itemsize <= _TILE_BYTES
+    whole = symmetric and info.tile is not None and m * m * dt.itemsize <= tile_bytes
     if whole:
         tile = m
     tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
@@ -357,7 +359,7 @@ def effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
     Never more threads than tiles.
     """
     if n_jobs is None:
-        if work < _MIN_PARALLEL_WORK or _in_parallel_context():
+        if work < int(setting("kernels.min-parallel-work")) or _in_parallel_context():
             return 1
         n_jobs = min(_cpu_count(), _blas_thread_limit())
     elif n_jobs < 0:

@@ -1,6 +1,5 @@
 """Runtime: the embedded default cluster, cluster-config files, clients, timing."""
 
-from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 
@@ -23,14 +22,11 @@ __all__ = [
     "check_cluster_config",
     "check_worker_memory",
     "compile_note",
-    "fingerprint",
     "get_client",
-    "load_checkpoint",
     "load_cluster_config",
     "make_cluster",
     "progress",
     "progress_enabled",
-    "save_checkpoint",
     "show_progress",
     "timer",
 ]

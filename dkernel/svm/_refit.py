@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._base import _BaseKernelEstimator
+from .._defaults import setting
 from ..kernels import KernelSpec, effective_n_jobs, run_tiles
 from ..runtime import timer, tree_reduce
 from ._budget import weighted_colsums
@@ -64,9 +65,6 @@ _TILE_ROWS = 8192
 #: Rows per step of a pass: a step's features stay in cache across its products (a pass
 #: over 8192-row steps read the features from memory once per product).
 _PASS_ROWS = 256
-#: Cached features of all parts together may take this many bytes; above it each pass
-#: recomputes them from the part's rows.
-_FEATURE_CACHE_BYTES = 2 << 30
 #: The refit's default row count per support vector (above it: a uniform sample).
 _ROWS_PER_SV = 256
 #: Eigenvalues of K_ZZ below this share of the largest are dropped.
@@ -123,7 +121,7 @@ class Part(NamedTuple):
     cached: bool
 
 
-def take_rows(rows, sample: tuple[int, int, int] | None):
+def sample_part(rows, sample: tuple[int, int, int] | None):
     """The rows a part keeps of a loaded range: all (``sample`` None), or for ``sample =
     (seed, range index, m)`` a seeded uniform draw of m of them, in their order."""
     if sample is None:
@@ -557,7 +555,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
 
     def kept(k: int):  # the rows of range k the refit keeps, read here
         rows = load_ranges(X, y, w, [ranges[k]], classes=classes, scaler=scaler)[0]
-        return take_rows(rows, samples[k])
+        return sample_part(rows, samples[k])
 
     if client is None:  # one range at a time: only its raw rows are held beside the parts
         return [make_part([kept(k) for k in range(a, b)], basis, cache) for a, b in groups], basis
@@ -571,7 +569,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
     )  # fmt: skip
     if samples[0] is not None:
         rows = [
-            client.submit(take_rows, r, sample, key=f"svm-refit-sample-{run}-{k}")
+            client.submit(sample_part, r, sample, key=f"svm-refit-sample-{run}-{k}")
             for k, (r, sample) in enumerate(zip(rows, samples))
         ]
     parts = [
@@ -638,7 +636,9 @@ def refit(
         V0 = np.vstack([V0, np.asarray(intercept, dtype=np.float64)[None, :] / icpt])
     ranges = row_parts(n)
     m = min(n, max_rows if max_rows is not None else _ROWS_PER_SV * len(Z))
-    cache = m * basis.width * 8 <= _FEATURE_CACHE_BYTES
+    # cached features of all parts together (setting "svm.refit-feature-cache-bytes"); above
+    # it each pass recomputes them from the part's rows
+    cache = m * basis.width * 8 <= int(setting("svm.refit-feature-cache-bytes"))
     samples: list = [None] * len(ranges)
     groups = [(k, k + 1) for k in range(len(ranges))]
     if m < n:  # the kept rows of consecutive ranges make a part of the sampled size
