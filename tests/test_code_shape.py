@@ -62,7 +62,8 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
 
 
 def _imported(node: ast.AST, package: str) -> list[str]:
-    """The dkernel modules (or names of a package) an import statement reads."""
+    """The dkernel modules an import statement reads (``from . import name``: the module
+    ``name`` if there is one, else the package whose attribute it is)."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     if not isinstance(node, ast.ImportFrom):
@@ -72,7 +73,13 @@ def _imported(node: ast.AST, package: str) -> list[str]:
     base = package.split(".")[: len(package.split(".")) - node.level + 1]
     if node.module:
         return [".".join([*base, node.module])]
-    return [".".join([*base, a.name]) for a in node.names]
+    root = pathlib.Path(dkernel.__file__).parent.parent
+    out = []
+    for a in node.names:
+        where = root.joinpath(*base, a.name)
+        is_module = where.is_dir() or where.with_suffix(".py").is_file()
+        out.append(".".join([*base, a.name] if is_module else base))
+    return out
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -135,3 +142,28 @@ def test_no_import_circle_even_through_function_level_imports():
 def test_the_circle_finder_finds_a_circle():
     assert _cycle({"data": {"runtime"}, "runtime": {"data"}}) == ["data", "runtime", "data"]
     assert _cycle({"data": {"runtime"}, "runtime": set()}) is None
+
+
+#: The layers of the package, lowest first: a part imports only parts of lower layers
+#: (the floor modules are the top-level private modules, declared here one by one).
+LAYERS = (
+    ("_version", "_validation", "_defaults"),  # no dkernel imports
+    ("runtime",),  # clusters, clients, progress, the tree-reduce
+    ("data",),  # stores, readers, sampling, checkpoint files
+    ("kernels",),
+    ("_params", "_base", "_model_io"),  # the estimator floor
+    ("dkernel",),  # the package's __init__ (dkernel.load_model)
+    ("cluster", "svm"),
+    ("coreset",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def test_every_import_goes_down_the_layers():
+    layer = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+    edges = import_graph()
+    undeclared = sorted(({*edges} | {b for bs in edges.values() for b in bs}) - {*layer})
+    assert not undeclared, f"parts not in LAYERS (a floor module must be declared): {undeclared}"
+    upward = [f"{a} -> {b}" for a, bs in edges.items() for b in bs if layer[b] >= layer[a]]
+    assert not upward, f"imports that do not go down the layers: {upward}"
