@@ -10,8 +10,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from dkernel import DKernelError
-from dkernel.data import _readers, ingest
-from dkernel.data._readers import guess_format, iter_csv, scan_csv, scan_svmlight
+from dkernel.data import _readers, guess_format, ingest, iter_csv, scan_csv, scan_svmlight
 
 
 def _write(path, text: str):

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from dkernel.cluster import MiniBatchKernelKMeans
-from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled
+from dkernel.runtime import COMPILE_NOTE, forget_compiled
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _distributed as dist
 
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_notes():
-    _forget_compiled()
+    forget_compiled()
     yield
-    _forget_compiled()
+    forget_compiled()
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,11 @@ from ._generators import (
     make_waveform,
 )
 from ._location import URL_FORMS, Location, as_location
+from ._location import describe_error as describe_error
+from ._readers import guess_format as guess_format
+from ._readers import iter_csv as iter_csv
+from ._readers import scan_csv as scan_csv
+from ._readers import scan_svmlight as scan_svmlight
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
     ALIGN_ROWS,
@@ -23,7 +28,11 @@ from ._store import (
     write_array,
     write_arrays,
 )
+from ._store import StoreWriter as StoreWriter
+from ._store import default_chunk_rows as default_chunk_rows
+from ._verify import MANIFEST_KEY as MANIFEST_KEY
 from ._verify import RowSource
+from ._verify import checksum as checksum
 
 __all__ = [
     "ALIGN_ROWS",

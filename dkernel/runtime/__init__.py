@@ -7,10 +7,15 @@ from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 from ._errors import NoWorkersError as NoWorkersError
 from ._errors import named_worker_errors as named_worker_errors
 from ._memory import PauseGuard, check_worker_memory
+from ._plugins import ThreadSettings as ThreadSettings
+from ._plugins import apply_thread_settings as apply_thread_settings
+from ._progress import COMPILE_NOTE as COMPILE_NOTE
 from ._progress import Progress as Progress
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
 from ._progress import distributed_client as distributed_client
+from ._progress import forget_compiled as forget_compiled
+from ._progress import in_notebook as in_notebook
 from ._timing import timer
 from ._tree import TreeNode as TreeNode
 from ._tree import tree_levels as tree_levels
