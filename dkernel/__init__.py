@@ -38,16 +38,18 @@ or held-out block of rows: ``(seed, block)``), so results depend on the rows, ne
 chunking, the workers or the order tasks run in.
 """
 
-__version__ = "0.1.0"
-
+from . import _defaults  # noqa: F401  (the dkernel.* defaults in Dask's config)
 from ._validation import DKernelError
+from ._version import __version__
 
 __all__ = ["DKernelError", "__version__", "load_model"]
 
 
 def load_model(path, **options):
     """Read a model file written by the ``save`` method of any dkernel estimator
-    (:func:`dkernel._model_io.load_model`, ``max_bytes=`` as there; imported on first use)."""
-    from ._model_io import load_model as _load
+    (:func:`dkernel._model_io.read_model`, ``max_bytes=`` as there; imported on first use).
 
-    return _load(path, **options)
+    Also :func:`dkernel.svm.load_model` (the same function)."""
+    from ._model_io import read_model
+
+    return read_model(path, **options)

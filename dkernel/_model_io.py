@@ -6,7 +6,8 @@ A model file is an uncompressed ``.npz`` (read with ``allow_pickle=False``) hold
 estimator's module knows its own arrays and checks (``dkernel.svm._io``,
 ``dkernel.cluster._io``); this one writes and reads the container (atomically, through
 :func:`dkernel.data.write_bytes`, so that a path or a URL such as ``s3://`` names it) and
-finds the estimator a file belongs to (:func:`load_model`).
+finds the estimator a file belongs to (:func:`read_model`, public as
+:func:`dkernel.load_model`).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def check_format(url: str, header: dict[str, Any], fmt: str, version: int) -> No
         )
 
 
-def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES):
+def read_model(path, *, max_bytes: int = MAX_MODEL_BYTES):
     """Read a model written by the ``save`` method of any dkernel estimator.
 
     The file's header names its estimator (:class:`~dkernel.svm.BudgetedSVC`,

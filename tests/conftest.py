@@ -25,6 +25,20 @@ def rng(seed) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+@pytest.fixture
+def dkernel_config():
+    """Set ``dkernel.*`` settings (runtime/dkernel.yaml) for the rest of a test, through
+    Dask's config as a user would: ``dkernel_config({"kernels.tile-bytes": 1})``."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+
+        def set_values(values: dict) -> None:
+            stack.enter_context(dask.config.set({f"dkernel.{k}": v for k, v in values.items()}))
+
+        yield set_values
+
+
 @pytest.fixture(scope="session")
 def local_cluster_client():
     """One in-process LocalCluster (2 workers x 1 thread) for the whole session."""

@@ -191,7 +191,7 @@ def test_svm_labels_that_cannot_be_classes(data, on_dask):
     X, y = data
     wrap = (lambda a: da.from_array(a, chunks=100)) if on_dask else (lambda a: a)
     continuous = np.random.default_rng(0).normal(size=len(y))
-    with pytest.raises(DKernelError, match="look continuous: BudgetedSVC is a classifier"):
+    with pytest.raises(DKernelError, match="look continuous: an SVM needs class labels"):
         _svm().fit(wrap(X), wrap(continuous))
     mixed = np.array([1, "a"] * (len(y) // 2), dtype=object)
     with pytest.raises(DKernelError, match=r"y mixes label types \(int, str\)"):
@@ -259,3 +259,54 @@ def test_work_without_workers_is_a_named_dkernel_error(data):
     finally:
         cluster.close()
     assert issubclass(NoWorkersError, DKernelError)
+
+
+# ------------------------------------------------------------ one reader, one text
+def _one_reader_cases():
+    """(name, X, y, sample_weight, the message): bad X, y or weights, NumPy and dask."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.arange(40) % 2
+    nan = X.copy()
+    nan[3, 1] = np.nan
+    w = np.ones(40)
+    return [
+        ("X NaN", nan, y, None, "X contains NaN at row 3, column 1"),
+        ("X NaN dask", da.from_array(nan, chunks=20), y, None, "X contains NaN at row 3, column 1"),
+        ("X 1-D", X[:, 0], y, None, "Expected 2D array, got 1D array instead"),
+        ("X no rows", X[:0], y[:0], None, r"Found array with 0 sample\(s\) \(shape=\(0, 3\)\)"),
+        ("X complex", X + 1j, y, None, "X has complex dtype complex128: Complex data not"),
+        ("X complex dask", da.from_array(X + 1j, chunks=20), y, None, "X has complex dtype"),
+        ("X sparse", __import__("scipy.sparse").sparse.csr_matrix(X), y, None, "sparse input"),
+        ("y short", X, y[:-1], None, "y has 39 labels but X has 40 rows"),
+        ("y dask short", X, da.from_array(y[:-1], chunks=10), None, "y has 39 labels but X"),
+        ("y 2-D", X, np.c_[y, y], None, r"y must be 1-D, got shape \(40, 2\)"),
+        ("y NaN", X, np.where(np.arange(40) == 5, np.nan, y), None, "y contains NaN or inf"),
+        ("y None", X, None, None, "requires y to be passed, but the target y is None"),
+        ("w negative", X, y, -w, r"sample_weight is negative at row 0 \(-1.0\)"),
+        ("w short", X, y, w[:-1], r"sample_weight has shape \(39,\), expected \(40,\) to match"),
+        ("w dask short", X, y, da.ones(39, chunks=10), r"sample_weight has shape \(39,\)"),
+        ("w NaN", X, y, np.r_[np.nan, w[1:]], "sample_weight contains NaN at row 0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name,X,y,w,match", _one_reader_cases(), ids=[c[0] for c in _one_reader_cases()]
+)
+def test_one_reader_gives_one_message(name, X, y, w, match):
+    """BudgetedSVC.fit, MiniBatchKernelKMeans.fit and distributed_coreset read X, y and the
+    weights through the floor's one reader: the same bad input, the same text (each call
+    that takes the argument)."""
+    from dkernel.coreset import distributed_coreset
+
+    calls = {"svm": lambda: _svm().fit(X, y, sample_weight=w)}
+    if not name.startswith("y"):
+        calls["minibatch"] = lambda: _km().fit(X, sample_weight=w)
+    if not name.startswith("w"):
+        calls["coreset"] = lambda: distributed_coreset(X, y, 10, random_state=0)
+    texts = {}
+    for who, call in calls.items():
+        with pytest.raises(DKernelError, match=match) as err:
+            call()
+        texts[who] = str(err.value)
+    assert len(set(texts.values())) == 1, texts

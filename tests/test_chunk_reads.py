@@ -12,6 +12,7 @@ import os
 import re
 from collections import Counter
 
+import dask
 import numpy as np
 import pytest
 import zarr
@@ -97,16 +98,13 @@ def test_minibatch_untruncated_reads_once(store, reads):
     _assert_reads(reads, 1)
 
 
-def test_minibatch_prefetch_groups(store, reads, monkeypatch):
+def test_minibatch_prefetch_groups(store, reads):
     # batches in 3 groups of 4 (the sample rides on the first), prefetched, none beyond
     # max_iter: 3 reads of each chunk, then one labels pass
-    from dkernel.cluster import _minibatch
-
-    monkeypatch.setattr(_minibatch, "_PREFETCH_BYTES", 4 * 100 * 4 * 4)  # 4 batches
-    m = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
-    m.fit(store)
+    with dask.config.set({"dkernel.kmeans.prefetch-bytes": 4 * 100 * 4 * 4}):  # 4 batches
+        m = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
+        m.fit(store)
     _assert_reads(reads, 4)
-    monkeypatch.setattr(_minibatch, "_PREFETCH_BYTES", 64 << 20)
     ref = MiniBatchKernelKMeans(2, batch_size=100, tau=50, max_iter=10, random_state=0)
     np.testing.assert_array_equal(ref.fit(store).labels_, m.labels_)  # grouping-independent
 

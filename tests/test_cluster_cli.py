@@ -149,7 +149,7 @@ def test_kmeans_gamma_options(rings_store, cluster_cfg, capsys):
     assert main([*base, "--gamma", "nope"]) != 0
     assert "'scale', 'median' or 'select'" in capsys.readouterr().err
     assert main([*base, "--gamma", "median", "--kernel", "polynomial"]) != 0
-    assert "needs --kernel rbf or laplacian" in capsys.readouterr().err
+    assert "needs a --kernel of " in capsys.readouterr().err
     out = {}
     for opt in ("scale", "median"):
         argv = ["--cluster", cluster_cfg, *base, "--gamma", opt, "--labels-name", opt]

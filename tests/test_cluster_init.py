@@ -69,7 +69,7 @@ def test_select_gamma_is_seeded():
 
 def test_select_gamma_bad_input(rng):
     X, _ = _blobs(rng)
-    with pytest.raises(DKernelError, match="supports 'rbf' and 'laplacian'"):
+    with pytest.raises(DKernelError, match="supports 'rbf', 'laplacian'"):
         select_gamma(X, 3, kernel="polynomial")
     with pytest.raises(DKernelError, match="candidates must be"):
         select_gamma(X, 3, candidates=[])

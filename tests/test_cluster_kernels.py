@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dkernel.cluster import _kernels as nb
+from dkernel.cluster import _numba as nb
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

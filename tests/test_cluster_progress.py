@@ -6,7 +6,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled
+from dkernel.runtime import COMPILE_NOTE, forget_compiled
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +16,9 @@ def X():
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_notes():
-    _forget_compiled()
+    forget_compiled()
     yield
-    _forget_compiled()
+    forget_compiled()
 
 
 def test_minibatch_fit_bar(X, capfd):

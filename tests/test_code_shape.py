@@ -41,3 +41,129 @@ def test_no_long_functions():
                 if _body_lines(node) > limit:
                     long.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
     assert not long, f"functions over {MAX_LINES} lines (numba {NUMBA_MAX}): {long}"
+
+
+# ----------------------------------------------------------------- the import graph
+def _unit(module: str) -> str:
+    """The part of the package a module belongs to: its subpackage (``data``), a floor
+    module (``_base``), or ``dkernel`` for the package's ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "dkernel"
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:`` (imports for annotations only, never run)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def _imported(node: ast.AST, package: str) -> list[str]:
+    """The dkernel modules an import statement reads (``from . import name``: the module
+    ``name`` if there is one, else the package whose attribute it is)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if not node.level:
+        return [node.module or ""]
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    if node.module:
+        return [".".join([*base, node.module])]
+    root = pathlib.Path(dkernel.__file__).parent.parent
+    out = []
+    for a in node.names:
+        where = root.joinpath(*base, a.name)
+        is_module = where.is_dir() or where.with_suffix(".py").is_file()
+        out.append(".".join([*base, a.name] if is_module else base))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Which part of the package imports which, from every import statement: at module
+    level and inside functions alike (a function-level import is a dependency deferred,
+    not removed)."""
+    root = pathlib.Path(dkernel.__file__).parent
+    edges: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_pkg else parts)
+        package = module if is_pkg else module.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            for target in _imported(node, package):
+                if target.split(".")[0] != "dkernel":
+                    continue
+                a, b = _unit(module), _unit(target)
+                if a != b:
+                    edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of the graph, as a path, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(u: str) -> list[str] | None:
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                return [*stack[stack.index(v) :], v]
+            if v not in state and (found := visit(v)):
+                return found
+        stack.pop()
+        state[u] = 2
+        return None
+
+    for u in sorted(edges):
+        if u not in state and (found := visit(u)):
+            return found
+    return None
+
+
+def test_no_import_circle_even_through_function_level_imports():
+    """The parts of the package form a layering: runtime below data, data below kernels,
+    the estimator floor and the estimators above; no part imports one that imports it,
+    at module level or inside a function."""
+    edges = import_graph()
+    assert "data" in edges["_base"] and "runtime" in edges["data"]  # the graph sees them
+    assert _cycle(edges) is None, f"import circle: {' -> '.join(_cycle(edges) or [])}"
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _cycle({"data": {"runtime"}, "runtime": {"data"}}) == ["data", "runtime", "data"]
+    assert _cycle({"data": {"runtime"}, "runtime": set()}) is None
+
+
+#: The layers of the package, lowest first: a part imports only parts of lower layers
+#: (the floor modules are the top-level private modules, declared here one by one).
+LAYERS = (
+    ("_version", "_validation", "_defaults"),  # no dkernel imports
+    ("runtime",),  # clusters, clients, progress, the tree-reduce
+    ("data",),  # stores, readers, sampling, checkpoint files
+    ("kernels",),
+    ("_params", "_base", "_model_io"),  # the estimator floor
+    ("dkernel",),  # the package's __init__ (dkernel.load_model)
+    ("cluster", "svm"),
+    ("coreset",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def test_every_import_goes_down_the_layers():
+    layer = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+    edges = import_graph()
+    undeclared = sorted(({*edges} | {b for bs in edges.values() for b in bs}) - {*layer})
+    assert not undeclared, f"parts not in LAYERS (a floor module must be declared): {undeclared}"
+    upward = [f"{a} -> {b}" for a, bs in edges.items() for b in bs if layer[b] >= layer[a]]
+    assert not upward, f"imports that do not go down the layers: {upward}"

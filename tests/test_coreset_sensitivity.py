@@ -7,7 +7,7 @@ import pytest
 
 from dkernel import DKernelError
 from dkernel.coreset import coarse_svm, svm_cost, svm_sensitivity, with_bias
-from dkernel.coreset._kernels import (
+from dkernel.coreset._numba import (
     _kmeanspp_partitions,
     _sensitivity_bound,
     _weighted_kmeanspp,

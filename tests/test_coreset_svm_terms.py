@@ -5,13 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dkernel.coreset import coreset_cost, decision, hinge, regulariser, signs, svm_cost, with_bias
-from dkernel.coreset._svm_terms import (
+from dkernel.coreset import (
     class_counts,
+    coreset_cost,
+    decision,
+    hinge,
     labels_of,
     part_costs,
     point_costs,
+    regulariser,
+    signs,
+    svm_cost,
     weight_vector,
+    with_bias,
 )
 
 

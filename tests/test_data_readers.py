@@ -10,8 +10,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from dkernel import DKernelError
-from dkernel.data import _readers, ingest
-from dkernel.data._readers import guess_format, iter_csv, scan_csv, scan_svmlight
+from dkernel.data import _readers, guess_format, ingest, iter_csv, scan_csv, scan_svmlight
 
 
 def _write(path, text: str):
@@ -376,8 +375,8 @@ def test_csv_text_in_a_feature_column_is_still_an_error(tmp_path):
         ingest(src, tmp_path / "d.zarr")
 
 
-def test_csv_too_many_distinct_text_labels(tmp_path, monkeypatch):
-    monkeypatch.setattr(_readers, "MAX_LABEL_NAMES", 3)
+def test_csv_too_many_distinct_text_labels(tmp_path, dkernel_config):
+    dkernel_config({"data.max-label-names": 3})
     src = _write(tmp_path / "d.csv", "".join(f"{i},id{i}\n" for i in range(10)))
     with pytest.raises(DKernelError, match="column 2 has more than 3 distinct text values"):
         ingest(src, tmp_path / "d.zarr")

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.data import Dataset, as_array_input, ingest, open_dataset, write_arrays
-from dkernel.data._store import StoreWriter
+from dkernel.data import Dataset, StoreWriter, as_array_input, ingest, open_dataset, write_arrays
 
 
 def _siblings(tmp_path) -> list[str]:
@@ -111,8 +110,7 @@ def test_labels_dtypes(tmp_path, xy):
 
 
 def test_default_chunking_is_a_power_of_two_up_to_8_mib(tmp_path, rng):
-    from dkernel.data import ALIGN_ROWS
-    from dkernel.data._store import default_chunk_rows
+    from dkernel.data import ALIGN_ROWS, default_chunk_rows
 
     X = rng.random((3000, 1000), dtype=np.float32)
     ds = ingest(X, tmp_path / "s.zarr")

@@ -1,4 +1,4 @@
-"""dkernel.runtime checkpoints: atomic, tied to their parameters; a SIGKILLed loop resumes
+"""dkernel.data checkpoints: atomic, tied to their parameters; a SIGKILLed loop resumes
 to exactly the result of an uninterrupted one."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.runtime import fingerprint, load_checkpoint, save_checkpoint
+from dkernel.data import fingerprint, load_checkpoint, save_checkpoint
 
 PARAMS = {"n_clusters": 3, "tol": 0.0, "random_state": 0, "kernel": "rbf"}
 
@@ -72,7 +72,7 @@ _LOOP = textwrap.dedent(
     """
     import os, signal, sys
     import numpy as np
-    from dkernel.runtime import load_checkpoint, save_checkpoint
+    from dkernel.data import load_checkpoint, save_checkpoint
 
     path, die_at = sys.argv[1], int(sys.argv[2])
     params = {"steps": 40, "seed": 3}

@@ -24,10 +24,10 @@ from dkernel.kernels import (
     pairwise_kernels,
     resolve_kernel,
 )
-from dkernel.kernels import _kernels as nb
+from dkernel.kernels import _numba as nb
 
-KERNELS = ["rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"]
-PSD_KERNELS = ["rbf", "laplacian", "linear", "polynomial", "cosine"]
+KERNELS = ["rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "cosine"]
+PSD_KERNELS = ["rbf", "laplacian", "matern", "linear", "polynomial", "cosine"]
 PARAMS = {"gamma": 0.3, "degree": 3, "coef0": 0.5}
 
 
@@ -40,6 +40,9 @@ def numpy_kernel(X, Y, kernel, gamma=0.3, degree=3, coef0=0.5):
         return np.exp(-gamma * (diff**2).sum(-1))
     if kernel == "laplacian":
         return np.exp(-gamma * np.abs(diff).sum(-1))
+    if kernel == "matern":  # nu = 3/2, length scale 1 / sqrt(2 gamma)
+        s = np.sqrt(3.0) * np.sqrt((diff**2).sum(-1)) * np.sqrt(2.0 * gamma)
+        return (1.0 + s) * np.exp(-s)
     G = X @ Y.T
     if kernel == "linear":
         return G
@@ -227,9 +230,8 @@ def test_out_argument(XY):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_many_tiles_and_threads_agree(rng, monkeypatch, kernel, dtype):
-    monkeypatch.setattr(_pairwise, "_TILE_BYTES", 1)  # 8-row tiles
-    monkeypatch.setattr(_pairwise, "_MIN_PARALLEL_WORK", 0)
+def test_many_tiles_and_threads_agree(rng, dkernel_config, kernel, dtype):
+    dkernel_config({"kernels.tile-bytes": 1, "kernels.min-parallel-work": 0})  # 8-row tiles
     X = rng.normal(size=(61, 70)).astype(dtype)
     Y = rng.normal(size=(45, 70)).astype(dtype)
     kw = dict(kernel=kernel, gamma=0.01, degree=2, coef0=1.0)
@@ -587,7 +589,7 @@ def test_estimate_gamma_bad_input(rng):
     X = rng.normal(size=(10, 2))
     with pytest.raises(DKernelError, match="method must be 'median' or 'mean'"):
         estimate_gamma(X, method="mode")
-    with pytest.raises(DKernelError, match="supports 'rbf' and 'laplacian'"):
+    with pytest.raises(DKernelError, match="supports 'rbf', 'laplacian'"):
         estimate_gamma(X, kernel="linear")
     with pytest.raises(DKernelError, match="sample_size must be >= 2"):
         estimate_gamma(X, sample_size=1)

@@ -10,15 +10,21 @@ import sys
 import dask
 import pytest
 
-from dkernel.runtime import compile_note, progress, progress_enabled
-from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled, in_notebook
+from dkernel.runtime import (
+    COMPILE_NOTE,
+    compile_note,
+    forget_compiled,
+    in_notebook,
+    progress,
+    progress_enabled,
+)
 
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_notes():
-    _forget_compiled()
+    forget_compiled()
     yield
-    _forget_compiled()
+    forget_compiled()
 
 
 def test_enabled_bar_prints_desc_count_and_postfix(capsys):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dkernel.cluster import MiniBatchKernelKMeans
-from dkernel.runtime._progress import COMPILE_NOTE, _forget_compiled
+from dkernel.runtime import COMPILE_NOTE, forget_compiled
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _distributed as dist
 
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.usefixtures("rounds_only")
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_notes():
-    _forget_compiled()
+    forget_compiled()
     yield
-    _forget_compiled()
+    forget_compiled()
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +89,8 @@ def test_minibatch_labels_pass_bar_names_the_estimator(data, capfd):
     assert "MiniBatchKernelKMeans labels (4 chunks)" in err and "4/4" in err
 
 
-def test_minibatch_labels_pass_over_rows_in_memory_has_its_bar(capfd, monkeypatch):
-    from dkernel.cluster import _common
-
-    monkeypatch.setattr(_common, "_LABEL_SLAB_ROWS", 1000)  # several slabs on small data
+def test_minibatch_labels_pass_over_rows_in_memory_has_its_bar(capfd, dkernel_config):
+    dkernel_config({"kmeans.label-slab-rows": 1000})  # several slabs on small data
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3500, 3))
     km = MiniBatchKernelKMeans(3, batch_size=64, max_iter=5, random_state=0, verbose=1).fit(X)

@@ -11,9 +11,8 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
-from dkernel.runtime import get_client
+from dkernel.runtime import ThreadSettings, apply_thread_settings, get_client
 from dkernel.runtime._client import _default_address
-from dkernel.runtime._plugins import ThreadSettings, apply_thread_settings
 
 
 @pytest.fixture

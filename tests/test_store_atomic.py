@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.data import _atomic, ingest, open_dataset, write_array
-from dkernel.data._verify import MANIFEST_KEY
+from dkernel.data import MANIFEST_KEY, _atomic, ingest, open_dataset, write_array
 
 
 def _dead_pid() -> int:

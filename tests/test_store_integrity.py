@@ -11,8 +11,15 @@ import zarr
 
 from dkernel import DKernelError
 from dkernel.cli.main import main
-from dkernel.data import ingest, open_dataset, sample_rows, take_rows, write_array
-from dkernel.data._verify import MANIFEST_KEY, checksum
+from dkernel.data import (
+    MANIFEST_KEY,
+    checksum,
+    ingest,
+    open_dataset,
+    sample_rows,
+    take_rows,
+    write_array,
+)
 
 
 @pytest.fixture

@@ -497,7 +497,7 @@ def test_example_runs_against_the_server(s3, bucket):
 def test_models_and_checkpoints_on_s3(bucket, tmp_path):
     """A model file and fit checkpoints by URL: the same bytes' worth as on a local disk."""
     from dkernel.cluster import MiniBatchKernelKMeans
-    from dkernel.runtime import load_checkpoint, save_checkpoint
+    from dkernel.data import load_checkpoint, save_checkpoint
     from dkernel.svm import BudgetedSVC, load_model
 
     X, y = _data(1500)
@@ -529,7 +529,7 @@ def test_models_and_checkpoints_on_s3(bucket, tmp_path):
 def test_error_descriptions_read_the_kind_not_the_port_digits():
     from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
-    from dkernel.data._location import describe_error
+    from dkernel.data import describe_error
 
     url = "http://127.0.0.1:40350/bucket/key"  # a port holding 403 and 50
     assert "did not answer in time" in describe_error(ReadTimeoutError(endpoint_url=url))

@@ -263,7 +263,7 @@ def test_nan_in_a_dask_block_names_global_row():
         ({"algorithm": "adam"}, "algorithm must be one of"),
         (
             {"kernel": "polynomial"},
-            r"maintenance='merge' needs a radial kernel.*'remove' or 'project'",
+            r"maintenance='merge' cannot merge support vectors of kernel.*'remove' or 'project'",
         ),
         ({"kernel": "precomputed"}, "callables and 'precomputed' are not supported"),
         ({"radius": -1.0}, "radius must be > 0"),

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.data import make_checkerboard
-from dkernel.runtime import load_checkpoint
-from dkernel.runtime._progress import _forget_compiled
+from dkernel.data import load_checkpoint, make_checkerboard
+from dkernel.runtime import forget_compiled
 from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb
 
@@ -178,7 +177,7 @@ def test_bad_checkpoint_parameters(tmp_path, board):
 @pytest.mark.parametrize("distributed", [False, True])
 def test_verbose_shows_a_progress_bar_and_compile_note(board, capfd, distributed):
     X, y = board
-    _forget_compiled()
+    forget_compiled()
     BudgetedSVC(**PARAMS, distributed=distributed, verbose=1).fit(X, y)
     err = capfd.readouterr().err
     if distributed:

@@ -96,7 +96,7 @@ def test_errors_leave_store_intact(tmp_path, store, cluster_cfg, capsys):
     assert main(["svm", "train", store.path, model, "--budget", "1"]) == 2
     assert "budget must be >= 2" in capsys.readouterr().err
     assert main(["svm", "train", store.path, model, "--kernel", "linear"]) == 2
-    assert "maintenance='merge' needs a radial kernel" in capsys.readouterr().err
+    assert "maintenance='merge' cannot merge support vectors" in capsys.readouterr().err
     assert main(["svm", "train", str(tmp_path / "nope.zarr"), model]) == 2
     assert "no dataset store" in capsys.readouterr().err
     (tmp_path / "bad.npz").write_bytes(b"garbage")
@@ -152,7 +152,7 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
 
 
 def test_train_with_checkpoint(tmp_path, store, cluster_cfg, capsys):
-    from dkernel.runtime import save_checkpoint
+    from dkernel.data import save_checkpoint
     from dkernel.svm import BudgetedSVC
 
     model, ckpt = str(tmp_path / "m.npz"), str(tmp_path / "fit.ckpt.npz")

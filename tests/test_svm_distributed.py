@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -28,67 +29,6 @@ def _same(a, b):
     np.testing.assert_array_equal(a.support_vectors_, b.support_vectors_)
     np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
     assert a.t_ == b.t_ and a.n_maintenance_ == b.n_maintenance_
-
-
-# Model fingerprints of the sequential one-pass algorithm (same seed, same data): the step
-# counts are exact, the sums within FINGERPRINT_RTOL, which a change in the order of the
-# floating-point arithmetic stays under and a change of the algorithm (another SV kept or
-# merged) does not. The loops sum in their own order, never the BLAS's, so the pins hold
-# whichever BLAS kernel the processor (or OPENBLAS_CORETYPE) picks; projection's refreshed
-# inverse comes from LAPACK, whose kernels round differently (1.3e-6 apart between
-# OpenBLAS's Haswell and SkylakeX kernels), hence its own tolerance. Regenerate after a
-# deliberate change by printing (clf.t_, clf.n_maintenance_, clf.dual_coef_.sum(),
-# abs(clf.dual_coef_).sum(), clf.support_vectors_.sum()) from the fit below.
-FINGERPRINT_RTOL = {"merge": 1e-6, "project": 1e-5, "remove": 1e-6}
-_PINNED = {
-    "merge": (700, 75, 0.6970566209994242, 138.2169489232897, 2.0125825600684832),
-    "project": (700, 74, 1.0351877604874744, 617.4733125085575, 1.769410573235363),
-    "remove": (700, 147, 1.4285714285714293, 35.71428571428572, 3.0238624866573955),
-}
-
-
-@pytest.mark.parametrize("maintenance", sorted(_PINNED))
-def test_sequential_one_pass_is_unchanged(maintenance):
-    X, y = _board(700)
-    clf = BudgetedSVC(
-        budget=25,
-        maintenance=maintenance,
-        gamma=2.0,
-        alpha=1e-3,
-        max_iter=1,
-        average=False,
-        distributed=False,
-        refit=False,
-        random_state=3,
-    ).fit(X, y)
-    t, n_maint, coef_sum, coef_abs, sv_sum = _PINNED[maintenance]
-    # behaviour: one step per row, the budget kept, the board learnt
-    assert clf.t_ == len(X) and clf.support_vectors_.shape[0] <= 25
-    assert clf.score(X, y) > 0.8
-    # the fingerprint
-    assert (clf.t_, clf.n_maintenance_) == (t, n_maint)
-    got = (clf.dual_coef_.sum(), np.abs(clf.dual_coef_).sum(), clf.support_vectors_.sum())
-    np.testing.assert_allclose(
-        got, (coef_sum, coef_abs, sv_sum), rtol=FINGERPRINT_RTOL[maintenance]
-    )
-
-
-def test_sequential_multiclass_epochs_unchanged():
-    X, y = load_digits(return_X_y=True)
-    X = X / 16
-    clf = BudgetedSVC(
-        budget=40,
-        gamma=0.05,
-        alpha=1e-4,
-        max_iter=2,
-        average=False,
-        random_state=1,
-        refit=False,
-    ).fit(X[:600], y[:600])
-    assert clf.score(X[600:], y[600:]) > 0.7  # behaviour: digits learnt (10 classes, B = 40)
-    assert (clf.t_, clf.n_maintenance_) == (1200, 187)  # the fingerprint
-    coef_abs = np.abs(clf.dual_coef_).sum()
-    np.testing.assert_allclose(coef_abs, 3459.738134400749, rtol=FINGERPRINT_RTOL["merge"])
 
 
 _FIT_PRINTING_BITS = """
@@ -213,8 +153,8 @@ def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
             raise AssertionError("a row block was read on the client")
 
         monkeypatch.setattr(_bsgd, "read_block", no_reads)
-        monkeypatch.setattr(_bsgd, "_AUTO_MIN_ROWS", 3000)
-        clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)
+        with dask.config.set({"dkernel.svm.auto-min-rows": 3000}):
+            clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)
     assert clf.distributed_ and clf.score(X, y) > 0.85
 
 

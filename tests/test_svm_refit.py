@@ -244,12 +244,12 @@ def test_defaults_on_a_store_under_a_client_are_never_the_worse_choice(
     assert acc_default >= sgd + 0.02
 
 
-def test_features_recomputed_per_pass_when_they_do_not_fit(monkeypatch):
+def test_features_recomputed_per_pass_when_they_do_not_fit(dkernel_config):
     X, y = _board(3000)
     Z = X[:30]
     w = np.random.default_rng(2).uniform(0.5, 2.0, size=len(y))
     cached = _solve(X, y, Z, alpha=1e-3, w=w, icpt=1.0)
-    monkeypatch.setattr(R, "_FEATURE_CACHE_BYTES", 0)
+    dkernel_config({"svm.refit-feature-cache-bytes": 0})
     recomputed = _solve(X, y, Z, alpha=1e-3, w=w, icpt=1.0)
     np.testing.assert_array_equal(recomputed.coef, cached.coef)
     np.testing.assert_array_equal(recomputed.intercept, cached.intercept)

@@ -109,6 +109,7 @@ def _parse_gamma(text: str) -> str | float:
 def _parse_flags(args) -> tuple[int | None, str | float, str | float]:
     """``tau``, learning rate and gamma option, every flag checked that needs no data."""
     from ..data import check_array_name
+    from ..kernels import kernel_info, width_kernels
 
     check_array_name(args.labels_name, what="--labels-name")
     tau = _parse_tau(args.tau)
@@ -119,8 +120,8 @@ def _parse_flags(args) -> tuple[int | None, str | float, str | float]:
             raise DKernelError(f"{flag} must be >= 1, got {value}")
     if tau is not None and tau < 1:
         raise DKernelError(f"--tau must be >= 1 or 'none', got {tau}")
-    if gamma_opt in ("median", "select") and args.kernel not in ("rbf", "gaussian", "laplacian"):
-        raise DKernelError(f"--gamma {gamma_opt} needs --kernel rbf or laplacian")
+    if gamma_opt in ("median", "select") and kernel_info(args.kernel).distance is None:
+        raise DKernelError(f"--gamma {gamma_opt} needs a --kernel of {width_kernels()}")
     if isinstance(gamma_opt, float) and not (np.isfinite(gamma_opt) and gamma_opt > 0):
         raise DKernelError(f"--gamma must be > 0, 'scale', 'median' or 'select', got {gamma_opt}")
     return tau, rate, gamma_opt

@@ -9,8 +9,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
 from .._validation import DKernelError
+from .._version import __version__
 from ..runtime import show_progress
 from ._common import check_cluster_option, fail, parse_storage_options
 

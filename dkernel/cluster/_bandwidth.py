@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
 from ..data import as_array_input
-from ..kernels import estimate_gamma, pairwise_kernels, sample_dense
+from ..kernels import estimate_gamma, kernel_info, pairwise_kernels, sample_dense, width_kernels
 from ._common import _PrecomputedOracle
 from ._full import _best_lloyd, _DenseProduct
 
@@ -48,7 +48,9 @@ def select_gamma(
     X : ndarray, scipy.sparse matrix, dask array or zarr store path of shape (n, d)
         Sparse input: only the sampled rows are made dense.
     n_clusters : int
-    kernel : {"rbf", "laplacian"}, default="rbf"
+    kernel : str, default="rbf"
+        A kernel whose gamma is a width (``rbf``, ``laplacian``, ...: a ``distance`` in
+        its row of the kernel table).
     candidates : sequence of float, default=(0.25, 0.5, 1, 2, 4)
         Multiples of the median-heuristic gamma.
     sample_size : int, default=2000
@@ -82,8 +84,8 @@ def select_gamma(
     >>> g > 0
     True
     """
-    if kernel not in ("rbf", "gaussian", "laplacian"):
-        raise DKernelError(f"select_gamma supports 'rbf' and 'laplacian', got {kernel!r}")
+    if kernel_info(kernel).distance is None:
+        raise DKernelError(f"select_gamma supports {width_kernels()}, got {kernel!r}")
     check_scalar(n_clusters, "n_clusters", kind=numbers.Integral, low=2)
     check_scalar(sample_size, "sample_size", kind=numbers.Integral, low=2)
     check_scalar(n_init, "n_init", kind=numbers.Integral, low=1)

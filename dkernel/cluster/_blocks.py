@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import (
+    KERNELS,
     KernelSpec,
     diag_from_spec,
     effective_n_jobs,
@@ -19,7 +20,7 @@ from ..kernels import (
     run_tiles,
 )
 from ..kernels import row_sq_norms as _row_sq_norms
-from . import _kernels as _nb
+from . import _numba as _nb
 
 #: Rows per local tile in the untruncated dynamic program.
 _TILE_ROWS = 4096
@@ -30,7 +31,8 @@ _LABEL_TILE_BYTES = 16 << 20
 class NumericOracle:
     """Kernel values on rows of X through the kernel module's numba+BLAS core.
 
-    ``mu`` (float32 rbf only, as :func:`~dkernel.kernels.pairwise_kernels` centres): a
+    ``mu`` (float32 radial kernels with a BLAS form only, as
+    :func:`~dkernel.kernels.pairwise_kernels` centres): a
     fixed centre subtracted from every row once, by :meth:`prep`, so that float32
     distances cancel less (they are translation invariant). :meth:`prep`
     returns the centred rows with their squared norms; :meth:`kernel_p` takes prepared
@@ -42,7 +44,10 @@ class NumericOracle:
 
     def __init__(self, spec: KernelSpec, mu: np.ndarray | None = None):
         self.spec = spec
-        self.mu = mu if spec.kernel == "rbf" and mu is not None and mu.dtype == np.float32 else None
+        info = KERNELS.get(spec.kernel) if isinstance(spec.kernel, str) else None
+        centre = info is not None and info.radial and info.tile is not None
+        self.mu = mu if centre and mu is not None and mu.dtype == np.float32 else None
+        self.norms = info is not None and info.norms is not None
         self.evals = 0
 
     def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -55,10 +60,11 @@ class NumericOracle:
         return np.asarray(diag_from_spec(A, self.spec), dtype=np.float64)
 
     def prep(self, A: np.ndarray, out: np.ndarray | None = None):
-        """``(rows - mu, squared row norms)``; norms only for rbf/cosine (else None)."""
+        """``(rows - mu, squared row norms)``; norms only for kernels whose tile transform
+        reads them (else None)."""
         if self.mu is not None:
             A = np.subtract(A, self.mu, out=out)
-        if self.spec.kernel in ("rbf", "cosine"):
+        if self.norms:
             return A, _row_sq_norms(np.ascontiguousarray(A))
         return A, None
 
@@ -102,7 +108,7 @@ def _support_inner(support, coef, spec):
 
     ``inner(K, out)`` writes ``K @ coef.T`` (float64). When every support point belongs to
     one center (the mini-batch model), the support is ordered by center and the product
-    is a vectorised segment sum (:func:`~dkernel.cluster._kernels.center_inner`: one read
+    is a vectorised segment sum (:func:`~dkernel.cluster._numba.center_inner`: one read
     of K, no widened copy of it); otherwise a dense float64 product.
     """
     mu = support.mean(axis=0, dtype=np.float64).astype(support.dtype) if len(support) else None

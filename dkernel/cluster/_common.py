@@ -21,17 +21,18 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import read_inputs, read_weights
+from .._defaults import setting
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
 from .._params import check_table
 from .._validation import (
     DKernelError,
-    check_sample_weight,
     checked_block,
     is_dask_array,
     report_nonfinite,
 )
 from ..data import ResidentRows, chunk_bounds, take_rows
-from ..kernels import check_kernel_scale, heat_kernel, knn_kernel
+from ..kernels import KERNEL_CODES, check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import (
     compute_blocks,
     distributed_client,
@@ -41,7 +42,7 @@ from ..runtime import (
     progress_enabled,
     watch,
 )
-from . import _kernels as _nb
+from . import _numba as _nb
 from ._blocks import (
     _TILE_ROWS,
     NumericOracle,
@@ -53,9 +54,7 @@ from ._blocks import (
 #: Transductive graph kernels, built on the training rows and addressed by index.
 GRAPH_KERNELS = ("knn", "heat")
 #: Numeric kernels the estimators accept (plus a callable).
-SUPPORTED_KERNELS = frozenset({"rbf", "laplacian", "polynomial", "linear", "sigmoid", "cosine"})
-#: Rows per step of the labels pass over rows in memory when its bar is shown.
-_LABEL_SLAB_ROWS = 1 << 16
+SUPPORTED_KERNELS = frozenset(KERNEL_CODES)
 
 
 class _IndexOracle(abc.ABC):
@@ -224,14 +223,14 @@ class _KernelCentersMixin:
         return isinstance(self.kernel, str) and self.kernel.lower() in GRAPH_KERNELS
 
     # ------------------------------------------------------------------ input
-    def _start_fit(self, X, sample_weight, *, lazy_unit: bool = False):
+    def _start_fit(self, X, sample_weight, *, lazy_unit=False):
         """The checks every ``fit`` starts with, in order, before any work.
 
         Returns ``(X, is_dask, n, weights, rng, dtype)``; ``lazy_unit``: dask or store
         input without weights gets :class:`UnitWeights` (no n-row array on the client).
         """
         self.check_params()
-        X, is_dask = self._validate_X(X, reset=True)
+        X, is_dask = read_inputs(X, estimator=self)[:2]
         n = int(X.shape[0])
         self._check_data_params(n)
         if lazy_unit and is_dask and sample_weight is None:
@@ -343,8 +342,9 @@ class _KernelCentersMixin:
             n = len(X)
             parts = []
             with progress(n, desc, enabled=True, unit="rows", unit_scale=True) as bar:
-                for r0 in range(0, n, _LABEL_SLAB_ROWS):
-                    parts.append(self._assign_all(X[r0 : r0 + _LABEL_SLAB_ROWS], False))
+                slab = int(setting("kmeans.label-slab-rows"))
+                for r0 in range(0, n, slab):
+                    parts.append(self._assign_all(X[r0 : r0 + slab], False))
                     bar.update(len(parts[-1]))
             res = np.concatenate(parts)
         else:
@@ -593,6 +593,4 @@ def _label_column(res: np.ndarray, k: int) -> np.ndarray:
 
 
 def _check_weights(sample_weight, n):
-    if sample_weight is not None and is_dask_array(sample_weight):
-        sample_weight = np.asarray(sample_weight.compute())
-    return check_sample_weight(sample_weight, n)
+    return read_weights(sample_weight, n, lazy=False)

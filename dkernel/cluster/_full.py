@@ -21,7 +21,7 @@ from ..kernels import (
     pairwise_from_spec,
 )
 from ..runtime import named_worker_errors, progress, progress_enabled, timer
-from . import _kernels as _nb
+from . import _numba as _nb
 from ._blocks import NumericOracle
 from ._common import (
     SUPPORTED_KERNELS,

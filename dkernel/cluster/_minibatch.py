@@ -21,23 +21,22 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from .._base import _BaseKernelEstimator
+from .._defaults import setting
 from .._params import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_INT_OR_NONE
 from .._validation import DKernelError
-from ..data import draw_indices
+from ..data import draw_indices, load_checkpoint, save_checkpoint
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
     accounting,
     distributed_client,
-    load_checkpoint,
     named_worker_errors,
     phase,
     progress,
     progress_enabled,
-    save_checkpoint,
     timer,
 )
-from . import _kernels as _nb
+from . import _numba as _nb
 from ._blocks import _TILE_ROWS, NumericOracle
 from ._common import (
     SUPPORTED_KERNELS,
@@ -50,9 +49,6 @@ from ._common import (
 from ._init import _init_centers
 
 logger = logging.getLogger(__name__)
-
-#: Bytes of batch rows fetched together (one pass over the touched chunks per group).
-_PREFETCH_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -225,7 +221,7 @@ class MiniBatchKernelKMeans(
         iterations (INFO).
     checkpoint : str or os.PathLike, default=None
         A file (``.npz``) where :meth:`fit` saves its full state every
-        ``checkpoint_every`` iterations, atomically (:func:`dkernel.runtime.save_checkpoint`).
+        ``checkpoint_every`` iterations, atomically (:func:`dkernel.data.save_checkpoint`).
         A later ``fit`` with the same parameters, data and checkpoint resumes from it and
         returns exactly the model an uninterrupted fit gives (same labels and centers,
         bit for bit). A checkpoint saved with other parameters (or data of another shape,
@@ -418,7 +414,7 @@ class MiniBatchKernelKMeans(
         self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
         return self
 
-    def _fit_accounted(self, X, is_dask, n, w, rng, dtype, sample_weight) -> None:
+    def _fit_accounted(self, X, is_dask, n, w, rng, dtype, sample_weight):
         """:meth:`fit` after its checks, each phase counted by the accounting around it."""
         self._rng = rng
         run = _Run(n=n, b=min(self.batch_size, n), w=w, rng=rng)
@@ -999,8 +995,8 @@ def _batch_stream(
     """Yield ``(indices, points)`` per iteration; rows of several batches fetched at once.
 
     Indices are drawn one batch at a time from ``rng`` in the calling thread (so they do
-    not depend on the grouping or the prefetch); a group of batches (at most
-    ``_PREFETCH_BYTES`` of rows, balanced over ``max_batches``) is gathered in one pass
+    not depend on the grouping or the prefetch); a group of batches (at most the setting
+    ``kmeans.prefetch-bytes`` of rows, balanced over ``max_batches``) is gathered in one pass
     over the touched chunks (rows in memory, ``prefetch=False``: one batch per fetch).
     ``head``: indices fetched with the first group and yielded first (the initial sample:
     one read serves both). ``prefetch``: the next group is fetched in a background thread
@@ -1013,7 +1009,7 @@ def _batch_stream(
     per_batch = max(1, batch_size * d * np.dtype(dtype).itemsize)
     # rows in memory (no prefetch) are gathered a batch at a time: a group only pays off as
     # one pass over a store's chunks, and a large gather costs fresh pages
-    group = max(1, _PREFETCH_BYTES // per_batch) if prefetch else 1
+    group = max(1, int(setting("kmeans.prefetch-bytes")) // per_batch) if prefetch else 1
     n_groups = None
     if max_batches is not None:
         n_groups = -(-max_batches // group)

@@ -50,11 +50,16 @@ from ._sensitivity import svm_sensitivity
 from ._solver import coarse_svm as coarse_svm
 from ._store import uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
+from ._svm_terms import class_counts as class_counts
 from ._svm_terms import decision as decision
 from ._svm_terms import hinge as hinge
+from ._svm_terms import labels_of as labels_of
+from ._svm_terms import part_costs as part_costs
+from ._svm_terms import point_costs as point_costs
 from ._svm_terms import regulariser as regulariser
 from ._svm_terms import signs as signs
 from ._svm_terms import svm_cost as svm_cost
+from ._svm_terms import weight_vector as weight_vector
 from ._svm_terms import with_bias as with_bias
 
 __all__ = [

@@ -39,15 +39,14 @@ from dask import delayed
 from dask.base import tokenize
 from dask.callbacks import Callback
 
-from .._base import as_dask_or_numpy, check_dask_2d
+from .._base import read_classes, read_inputs
 from .._validation import (
     DKernelError,
     check_scalar,
     is_dask_array,
     report_nonfinite,
-    unique_labels,
 )
-from ..data import ALIGN_ROWS, Dataset, ResidentRows, RowSource, chunk_bounds, open_dataset
+from ..data import ALIGN_ROWS, ResidentRows, RowSource, chunk_bounds
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
@@ -76,7 +75,7 @@ from ._coreset import (
     _with_labels,
     merge,
 )
-from ._kernels import _bounds_from_geometry
+from ._numba import _bounds_from_geometry
 from ._sensitivity import Geometry, _base_seed, _cluster_geometry, check_C
 from ._solver import _dual_bound, _local_aggregates, coarse_svm
 from ._svm_terms import (
@@ -359,7 +358,8 @@ def _block_counts(blocks: ResidentRows, stats, t_blocks, totals: DrawTotals, m, 
 
 
 def _geometry_part(block, k: int, rows, cfg: _TwoPassConfig, sol: SampleSolve) -> BlockState:
-    return _block_geometry(*block, cfg, sol, *rows)
+    (Xb, yb), (start, stop) = block, rows
+    return _block_geometry(Xb, yb, cfg, sol, start, stop)
 
 
 def _stats_part(state: BlockState, k: int) -> BlockStats:
@@ -375,10 +375,10 @@ def _total_part(gam: BlockGamma, k: int) -> float:
 
 
 def _sample_part(block, k: int, each, m, totals: DrawTotals, mix, seed) -> BlockDraw | None:
-    state, gam, count, (start, stop) = each
+    (Xb, yb), (state, gam, count, (start, stop)) = block, each
     if count == 0:
         return None
-    return _block_sample(*block, state, gam, count, m, totals, mix, seed, start, stop)
+    return _block_sample(Xb, yb, state, gam, count, m, totals, mix, seed, start, stop)
 
 
 def _certificate_pass(blocks: ResidentRows, cfg: _TwoPassConfig, sol: SampleSolve):
@@ -584,42 +584,15 @@ def _merge_reduce(X, y, m, *, C, k, mix, seed, pos, neg, split_every, bar: Progr
 
 # ------------------------------------------------------------------------------ public
 def _inputs(X, y):
-    """(X, y, store classes) as row-chunked dask arrays with one column chunk."""
-    store_classes = None
-    if isinstance(X, (str, bytes)) or hasattr(X, "__fspath__"):
-        X = open_dataset(X)
-    if isinstance(X, Dataset):
-        store_classes = X.attrs.get("classes")
-        if y is None:
-            y = X.y
-        X = X.X
-    if y is None:
-        raise DKernelError("y is required (the store has no labels)")
-    X = as_dask_or_numpy(X)
-    if hasattr(X, "toarray") and not is_dask_array(X):
-        raise DKernelError(
-            "X: sparse input is not supported; pass a dense array (X.toarray()) or a dask array"
-        )
-    if not is_dask_array(X):
-        Xa = np.asarray(X)
-        if Xa.ndim != 2:
-            raise DKernelError(f"X must be 2-D (n_samples, n_features), got shape {Xa.shape}")
-        X = da.from_array(Xa, chunks=(max(1, min(len(Xa), 65536)), Xa.shape[1]))
-    if np.dtype(X.dtype).kind == "c":
-        raise DKernelError(
-            f"X has complex dtype {X.dtype}: an SVM coreset needs real features "
-            "(take .real, .imag or abs() explicitly)"
-        )
-    check_dask_2d(X)
-    if not is_dask_array(y):
-        y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise DKernelError(
-            f"y has shape {y.shape}, expected ({X.shape[0]},) to match the rows of X"
-        )
+    """(X, y, store classes) from the floor's one reader (:func:`read_inputs`), as
+    row-chunked dask arrays with one column chunk."""
+    got = read_inputs(X, y, needs_y=True)
+    X, y = got.X, got.y
+    if not got.is_dask:
+        X = da.from_array(X, chunks=(max(1, min(len(X), 65536)), X.shape[1]))
     if not is_dask_array(y):
         y = da.from_array(y, chunks=(X.chunks[0],))
-    return X, y, store_classes
+    return X, y, got.classes
 
 
 def distributed_coreset(
@@ -835,7 +808,7 @@ def _labels(y, classes, multiclass) -> list:
     with ``multiclass="ovr"``."""
     if classes is None:
         with timer("labels", logger):
-            classes = unique_labels(y, token="coreset-classes")
+            classes = read_classes(y, token="coreset-classes")
     classes = sorted(np.asarray(classes).tolist())
     if len(classes) < 2:
         raise DKernelError(f"y has one class only ({classes}); an SVM coreset needs two")

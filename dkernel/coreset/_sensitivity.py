@@ -11,7 +11,7 @@ import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
 from ..runtime import timer
-from ._kernels import (
+from ._numba import (
     _bounds_from_geometry,
     _kmeanspp_partitions,
     _sensitivity_bound,

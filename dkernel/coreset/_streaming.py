@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from ..runtime import load_checkpoint, progress, progress_enabled, save_checkpoint
+from ..data import load_checkpoint, save_checkpoint
+from ..runtime import progress, progress_enabled
 from ._coreset import (
     BETA,
     LOSS_SHARE,

@@ -2,6 +2,7 @@
 
 # The internal surface: what the other subpackages use (not part of the public API).
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
+from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._files import file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,
@@ -11,6 +12,11 @@ from ._generators import (
     make_waveform,
 )
 from ._location import URL_FORMS, Location, as_location
+from ._location import describe_error as describe_error
+from ._readers import guess_format as guess_format
+from ._readers import iter_csv as iter_csv
+from ._readers import scan_csv as scan_csv
+from ._readers import scan_svmlight as scan_svmlight
 from ._resident import ResidentRows, range_workers
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
@@ -23,7 +29,11 @@ from ._store import (
     write_array,
     write_arrays,
 )
+from ._store import StoreWriter as StoreWriter
+from ._store import default_chunk_rows as default_chunk_rows
+from ._verify import MANIFEST_KEY as MANIFEST_KEY
 from ._verify import RowSource
+from ._verify import checksum as checksum
 
 __all__ = [
     "ALIGN_ROWS",
@@ -38,7 +48,9 @@ __all__ = [
     "chunk_bounds",
     "draw_indices",
     "file_size",
+    "fingerprint",
     "ingest",
+    "load_checkpoint",
     "make_checkerboard",
     "make_gauss",
     "make_pathological",
@@ -48,6 +60,7 @@ __all__ = [
     "range_workers",
     "read_bytes",
     "sample_rows",
+    "save_checkpoint",
     "take_rows",
     "write_array",
     "write_arrays",

@@ -57,7 +57,8 @@ def sibling(target: str, kind: str) -> str:
     return os.path.join(parent, f".{base}.{kind}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -90,7 +91,7 @@ def _debris(target: str) -> list[_Debris]:
 
 def _is_stale(d: _Debris, now: float) -> bool:
     if d.pid is not None and d.host == _HOST:
-        return d.pid != os.getpid() and not _pid_alive(d.pid)
+        return d.pid != os.getpid() and not pid_alive(d.pid)
     return now - d.mtime > STALE_SECONDS or (d.pid is None and d.kind != "tmp")
 
 

@@ -20,6 +20,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
+from .._defaults import setting
 from .._validation import DKernelError
 from ..runtime import progress
 
@@ -34,9 +35,6 @@ class TextLayout(NamedTuple):
     #: the label column (0-based) of a CSV with text labels
     label_index: int | None = None
 
-
-#: Distinct text labels beyond which a column is not taken for class names.
-MAX_LABEL_NAMES = 10_000
 
 _GZIP, _BZIP2 = b"\x1f\x8b", b"BZh"
 
@@ -205,9 +203,10 @@ def _label_names(path: str, lab: int, delimiter: str, header: bool) -> tuple[str
         if not name:
             raise DKernelError(f"{path}: line {lineno}, column {lab + 1}: the label is empty")
         names.add(name)
-        if len(names) > MAX_LABEL_NAMES:
+        most = int(setting("data.max-label-names"))
+        if len(names) > most:
             raise DKernelError(
-                f"{path}: column {lab + 1} has more than {MAX_LABEL_NAMES} distinct text "
+                f"{path}: column {lab + 1} has more than {most} distinct text "
                 "values: not class labels (choose the label column with label_column=, "
                 "--label-column in the CLI)"
             )

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._validation import DKernelError
-from ._atomic import _HOST, STALE_SECONDS, _pid_alive
+from ._atomic import _HOST, STALE_SECONDS, pid_alive
 from ._location import Location, describe_error
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def clean_debris(loc: Location, head: Mapping[str, Any] | None) -> None:
             dead = True
         elif m["host"] == _HOST:
             pid = int(m["pid"])
-            dead = pid != os.getpid() and not _pid_alive(pid)
+            dead = pid != os.getpid() and not pid_alive(pid)
         else:
             dead = _prefix_age(loc.child(name)) > STALE_SECONDS
         if dead:

@@ -24,7 +24,7 @@ ranges' loads are one graph whose tasks are the arrays' own chunk tasks).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import dask
@@ -101,7 +101,7 @@ class ResidentRows:
     def load(
         cls,
         arrays: Sequence[Any],
-        ranges: Sequence[tuple[int, int]],
+        ranges: Iterable[tuple[int, int]],
         load: Callable,
         *,
         client: Any = "current",

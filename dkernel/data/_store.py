@@ -19,8 +19,8 @@ import numpy as np
 import psutil
 import zarr
 
-from .. import __version__
 from .._validation import DKernelError, check_scalar, is_dask_array, report_nonfinite
+from .._version import __version__
 from ..runtime import distributed_client
 from . import _atomic, _remote
 from ._location import Location, as_location

@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from scipy.spatial.distance import pdist
 
 from .._validation import DKernelError, check_finite_2d, check_scalar
+from ._table import kernel_info, width_kernels
 
 
 def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random_state=None):
@@ -14,7 +15,8 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
 
     ``gamma = 1 / median(||x - x'||^2)`` (``method="median"``) or ``1 / mean(...)``
     over distinct pairs of at most ``sample_size`` rows drawn with the data layer's seeded
-    sampler; for ``kernel="laplacian"`` the L1 distance is used instead. Costs
+    sampler; the distance is the kernel's own (:class:`~dkernel.kernels.KernelInfo`
+    ``distance``: the L1 distance for ``kernel="laplacian"``). Costs
     O(sample_size^2 d) whatever n is.
 
     Parameters
@@ -22,7 +24,9 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
     X : ndarray, scipy.sparse matrix, dask array, zarr store path or Dataset
         Sparse input: only the sampled rows are made dense.
     method : {"median", "mean"}
-    kernel : {"rbf", "laplacian"}, default="rbf"
+    kernel : str, default="rbf"
+        A kernel whose gamma is a width (``rbf``, ``laplacian``, ...: a ``distance`` in
+        its row of the kernel table).
     sample_size : int, default=1000
     random_state : int, RandomState or None
 
@@ -42,8 +46,8 @@ def estimate_gamma(X, *, method="median", kernel="rbf", sample_size=1000, random
 
     if method not in ("median", "mean"):
         raise DKernelError(f"method must be 'median' or 'mean', got {method!r}")
-    if kernel not in ("rbf", "gaussian", "laplacian"):
-        raise DKernelError(f"estimate_gamma supports 'rbf' and 'laplacian', got {kernel!r}")
+    if kernel_info(kernel).distance is None:
+        raise DKernelError(f"estimate_gamma supports {width_kernels()}, got {kernel!r}")
     check_scalar(sample_size, "sample_size", kind=(int, np.integer), low=2)
     X = as_array_input(X)
     n = int(X.shape[0])
@@ -73,9 +77,9 @@ def gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median
     Callers that fetch a row sample for another purpose (an estimator's initialisation)
     pass it here, so the width costs no second read of the data.
     """
-    D = pdist(
-        np.asarray(S, dtype=np.float64), "cityblock" if kernel == "laplacian" else "sqeuclidean"
-    )
+    metric = kernel_info(kernel).distance
+    assert metric is not None, kernel
+    D = pdist(np.asarray(S, dtype=np.float64), metric)
     D = D[D > 0]
     if D.size == 0:
         raise DKernelError("all sampled rows are identical: no bandwidth can be estimated")

@@ -1,13 +1,13 @@
 """numba pair kernels: one kernel value ``k(x, z)`` at a time, for loops that visit one
 example at a time (the budgeted SGD step, budget maintenance, its scoring).
 
-Each kernel has an integer code (:data:`KERNEL_CODES`), so that a jitted loop takes the
-kernel as a plain argument and :func:`kval` dispatches on it. :func:`pair_gram` builds the
-kernel matrix of a point set with exactly the arithmetic of :func:`kval` (the same dot
-product summed in the same order, the same closing formula), so a matrix rebuilt from the
-points (after ``load``, after a distributed round) equals the one the loop grew entry by
-entry. The BLAS tile kernels of :mod:`._kernels` serve whole blocks instead
-(:func:`~dkernel.kernels.pairwise_kernels`); they round differently.
+Each kernel has an integer code (its ``code`` in the kernel table, ``_table.py``), so that a
+jitted loop takes the kernel as a plain argument and :func:`kval` dispatches on it.
+:func:`pair_gram` builds the kernel matrix of a point set with exactly the arithmetic of
+:func:`kval` (the same dot product summed in the same order, the same closing formula), so a
+matrix rebuilt from the points (after ``load``, after a distributed round) equals the one
+the loop grew entry by entry. The BLAS tile kernels of :mod:`._numba` serve whole blocks
+instead (:func:`~dkernel.kernels.pairwise_kernels`); they round differently.
 
 Nothing here imports dask; every function trusts its input.
 """
@@ -17,18 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import fast_exp
+from ._numba import fast_exp
 
-RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE = 0, 1, 2, 3, 4, 5
-#: The kernels a pair loop knows, by name (the names of :func:`~dkernel.kernels.resolve_kernel`).
-KERNEL_CODES = {
-    "rbf": RBF,
-    "laplacian": LAPLACIAN,
-    "linear": LINEAR,
-    "polynomial": POLYNOMIAL,
-    "sigmoid": SIGMOID,
-    "cosine": COSINE,
-}
+RBF, LAPLACIAN, LINEAR, POLYNOMIAL, SIGMOID, COSINE, MATERN = 0, 1, 2, 3, 4, 5, 6
 
 
 @njit(cache=True, nogil=True)
@@ -40,6 +31,12 @@ def from_dot(kind, gamma, degree, coef0, dot, xsq, zsq):
         if d2 < 0.0:
             d2 = 0.0
         return fast_exp(-gamma * d2)
+    if kind == MATERN:  # nu = 3/2, length scale 1 / sqrt(2 gamma) (see _table.py)
+        d2 = xsq + zsq - 2.0 * dot
+        if d2 < 0.0:
+            d2 = 0.0
+        s = np.sqrt(6.0 * gamma * d2)
+        return (1.0 + s) * fast_exp(-s)
     if kind == LINEAR:
         return dot
     if kind == POLYNOMIAL:

@@ -1,4 +1,4 @@
-"""Kernel functions on NumPy input: validation here, numba in ``_kernels.py``."""
+"""Kernel functions on NumPy input: validation here, numba in ``_numba.py``."""
 
 from __future__ import annotations
 
@@ -15,26 +15,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from .._defaults import setting
 from .._validation import DKernelError, check_finite_2d, check_scalar
-from . import _kernels as _nb
+from . import _numba as _nb
+from ._table import KERNELS, kernel_info
 
-#: Kernel names and their aliases (scikit-learn's vocabulary, plus "gaussian").
-KERNEL_ALIASES = {
-    "rbf": "rbf",
-    "gaussian": "rbf",
-    "laplacian": "laplacian",
-    "polynomial": "polynomial",
-    "poly": "polynomial",
-    "linear": "linear",
-    "sigmoid": "sigmoid",
-    "cosine": "cosine",
-    "precomputed": "precomputed",
-}
-#: Kernels with k(x, y) = f(||x - y||): the ones BSGD merging accepts.
-RADIAL_KERNELS = frozenset({"rbf", "laplacian"})
-
-# Rows per tile: the BLAS product of one tile and its transform stay in cache together.
-_TILE_BYTES = 2 << 20
+# Rows per tile: the BLAS product of one tile and its transform stay in cache together
+# (setting "kernels.tile-bytes", runtime/dkernel.yaml).
 # Rows per tile at least min(d, this) (the product dominates for wide X).
 _WIDE_TILE_ROWS = 512
 # Row width (d * itemsize) from which K(X, X) computes the upper triangle only.
@@ -43,8 +30,8 @@ _MIRROR_MIN_ROW_BYTES = 512
 _CENTRE_MIN_ROWS = 32
 # From this much product work (m n d) BLAS is held at one thread (a few microseconds).
 _MIN_BLAS_LIMIT_WORK = 1 << 18
-# Below this much work (m n (d + 16) flops) one thread is faster than a pool hand-off.
-_MIN_PARALLEL_WORK = 1 << 24
+# Below "kernels.min-parallel-work" (m n (d + 16) flops) one thread is faster than a pool
+# hand-off.
 
 
 class KernelSpec(NamedTuple):
@@ -58,7 +45,7 @@ class KernelSpec(NamedTuple):
 
     @property
     def is_radial(self) -> bool:
-        return isinstance(self.kernel, str) and self.kernel in RADIAL_KERNELS
+        return isinstance(self.kernel, str) and KERNELS[self.kernel].radial
 
 
 def resolve_kernel(
@@ -70,17 +57,15 @@ def resolve_kernel(
     params = dict(kernel_params or {})
     if callable(kernel):
         return KernelSpec(kernel, gamma, degree, coef0, params)
-    if not isinstance(kernel, str) or kernel.lower() not in KERNEL_ALIASES:
-        names = ", ".join(sorted(KERNEL_ALIASES))
-        raise DKernelError(f"unknown kernel {kernel!r}; choose one of {names} or a callable")
-    name = KERNEL_ALIASES[kernel.lower()]
+    info = kernel_info(kernel)
+    name = info.name
     if params:
         raise DKernelError(
             f"kernel_params {sorted(params)} are not used by kernel {kernel!r}: a named kernel "
             "takes gamma, degree and coef0 (kernel_params go to a callable kernel, or to the "
             "graph kernels 'knn'/'heat' of kernel k-means)"
         )
-    if gamma is None and n_features is not None and name not in ("linear", "cosine", "precomputed"):
+    if gamma is None and n_features is not None and info.uses_gamma:
         gamma = 1.0 / n_features
     if gamma is not None:
         check_scalar(gamma, "gamma", low=0.0, low_inclusive=False)
@@ -127,10 +112,13 @@ def pairwise_kernels(
     X : array of shape (m, d)
     Y : array of shape (n, d), default=None
         ``None`` means ``Y = X``.
-    kernel : {"rbf", "gaussian", "laplacian", "polynomial", "linear", "sigmoid", "cosine", \
-"precomputed"} or callable
+    kernel : {"rbf", "gaussian", "laplacian", "matern", "polynomial", "linear", "sigmoid", \
+"cosine", "precomputed"} or callable
         RBF is ``exp(-gamma ||x - y||^2)``: the papers' ``exp(-||x - y||^2 / kappa)`` is
-        ``gamma = 1 / kappa``. Laplacian is ``exp(-gamma ||x - y||_1)``; polynomial
+        ``gamma = 1 / kappa``. Laplacian is ``exp(-gamma ||x - y||_1)``; Matérn (nu = 3/2)
+        ``(1 + s) exp(-s)`` with ``s = sqrt(3) ||x - y|| / l`` and length scale
+        ``l = 1 / sqrt(2 gamma)`` (rbf's gamma: the Matérn family tends to the rbf of the
+        same gamma as nu grows); polynomial
         ``(gamma <x, y> + coef0) ** degree``; sigmoid ``tanh(gamma <x, y> + coef0)``;
         cosine ``<x, y> / (||x|| ||y||)``. ``"precomputed"`` returns X (already a kernel
         matrix). A callable is called as ``kernel(X, Y, **kernel_params)`` and must return
@@ -218,6 +206,7 @@ def pairwise_from_spec(
         return _callable_kernel(X, Y, spec)
     if k == "precomputed":
         return X
+    info = KERNELS[k]
     symmetric = Y is None
     if Y is None:
         Y = X
@@ -230,17 +219,18 @@ def pairwise_from_spec(
     # Tile rows: the tile of the output stays in cache while it is transformed; wide X
     # (large d, where the product dominates) gets taller tiles because BLAS re-packs Y
     # for every tile; and every thread gets at least two tiles to balance the load.
-    tile = max(8, _TILE_BYTES // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
+    tile_bytes = int(setting("kernels.tile-bytes"))
+    tile = max(8, tile_bytes // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
     tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
     # A small symmetric K(X, X) (one cache-sized tile) is one product X @ X.T, which BLAS
     # computes as a rank-k update (half the work, symmetric by construction): a fixed
     # rule of the shape, so the result is the same for any n_jobs.
-    whole = symmetric and k != "laplacian" and m * m * dt.itemsize <= _TILE_BYTES
+    whole = symmetric and info.tile is not None and m * m * dt.itemsize <= tile_bytes
     if whole:
         tile = m
     tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
     threads = effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
-    if k == "laplacian":
+    if info.tile is None:  # no BLAS form: the laplacian's own loop
         work = _laplacian_work(X, Y, spec, out, symmetric)
     else:
         # Symmetric K(X, X) with wide rows: each tile computes only columns r0.. (its
@@ -250,7 +240,7 @@ def pairwise_from_spec(
         half = symmetric and not whole and X.shape[1] * dt.itemsize >= _MIRROR_MIN_ROW_BYTES
         work = _gram_work(X, Y, spec, out, symmetric, whole or half, half, x_sq, y_sq)
     run_tiles(work, tiles, threads, limit_blas=m * n * X.shape[1] >= _MIN_BLAS_LIMIT_WORK)
-    if symmetric and k in ("rbf", "laplacian"):
+    if symmetric and info.unit_diagonal:
         np.fill_diagonal(out, 1.0)
     return out
 
@@ -290,10 +280,11 @@ def _laplacian_work(X, Y, spec: KernelSpec, out: np.ndarray, symmetric: bool):
 def _gram_work(X, Y, spec, out, symmetric, mirror, half, x_sq, y_sq):
     """The per-tile work of the dot-product kernels: the tile's BLAS product (columns r0..
     only with ``half``) transformed in place, mirrored with ``mirror``."""
-    k = spec.kernel
+    info = KERNELS[spec.kernel]
     dt = X.dtype
     prepared = x_sq is not None or y_sq is not None
-    if k == "rbf" and dt == np.float32 and min(len(X), len(Y)) >= _CENTRE_MIN_ROWS and not prepared:
+    centre = info.radial and dt == np.float32 and min(len(X), len(Y)) >= _CENTRE_MIN_ROWS
+    if centre and not prepared:
         # ||x - y||^2 = ||x||^2 + ||y||^2 - 2 <x, y> cancels when the norms are large
         # next to the distance; centring (distances unchanged) cuts float32's error
         # several-fold for an O((m + n) d) copy (skipped for a few rows against many,
@@ -303,30 +294,25 @@ def _gram_work(X, Y, spec, out, symmetric, mirror, half, x_sq, y_sq):
         Y = X if symmetric else Y - mu
     YT = Y.T
     xx = yy = None
-    if k in ("rbf", "cosine"):
-        xx, yy = _norms(X, Y, symmetric, x_sq, y_sq, cosine=k == "cosine")
+    if info.norms is not None:
+        xx, yy = _norms(X, Y, symmetric, x_sq, y_sq, root=info.norms == "root")
     degree = float(spec.degree)
+    tile = info.tile
+    assert tile is not None
 
     def work(r0, r1):
         c0 = r0 if half else 0
         np.matmul(X[r0:r1], YT[:, c0:], out=out[r0:r1, c0:])
-        if k == "rbf":
-            _nb.rbf_from_gram(out, xx, yy, spec.gamma, r0, r1, c0)
-        elif k == "polynomial":
-            _nb.poly_from_gram(out, spec.gamma, spec.coef0, degree, r0, r1, c0)
-        elif k == "sigmoid":
-            _nb.sigmoid_from_gram(out, spec.gamma, spec.coef0, r0, r1, c0)
-        elif k == "cosine":
-            _nb.cosine_from_gram(out, xx, yy, r0, r1, c0)
+        tile(out, xx, yy, spec.gamma, spec.coef0, degree, r0, r1, c0)
         if mirror:  # exactly symmetric, whatever the transform's rounding
             _nb.mirror_tile(out, r0, r1)
 
     return work
 
 
-def _norms(X, Y, symmetric, x_sq, y_sq, *, cosine: bool):
+def _norms(X, Y, symmetric, x_sq, y_sq, *, root: bool):
     """Squared row norms of X and Y in X's dtype (the caller's when given); their square
-    roots for cosine."""
+    roots with ``root`` (cosine)."""
     dt = X.dtype
     xx = _nb.row_sq_norms(np.ascontiguousarray(X)) if x_sq is None else x_sq
     if symmetric:
@@ -334,7 +320,7 @@ def _norms(X, Y, symmetric, x_sq, y_sq, *, cosine: bool):
     else:
         yy = _nb.row_sq_norms(np.ascontiguousarray(Y)) if y_sq is None else y_sq
     xx, yy = xx.astype(dt, copy=False), yy.astype(dt, copy=False)
-    if cosine:
+    if root:
         xx, yy = np.sqrt(xx), np.sqrt(yy)
     return xx, yy
 
@@ -373,7 +359,7 @@ def effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
     Never more threads than tiles.
     """
     if n_jobs is None:
-        if work < _MIN_PARALLEL_WORK or _in_parallel_context():
+        if work < int(setting("kernels.min-parallel-work")) or _in_parallel_context():
             return 1
         n_jobs = min(_cpu_count(), _blas_thread_limit())
     elif n_jobs < 0:
@@ -560,15 +546,10 @@ def diag_from_spec(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
         if X.shape[0] != X.shape[1]:
             raise DKernelError(f"a precomputed kernel must be square, got shape {X.shape}")
         return np.ascontiguousarray(np.diag(X))
-    if k in ("rbf", "laplacian"):
+    info = KERNELS[k]
+    if info.diag is None:
+        assert info.unit_diagonal, k
         return np.ones(X.shape[0], dtype=X.dtype)
-    if k == "cosine":
-        return (_nb.row_sq_norms(np.ascontiguousarray(X)) > 0).astype(X.dtype)
     xx = _nb.row_sq_norms(np.ascontiguousarray(X))
-    if k == "linear":
-        return xx
-    if k == "polynomial":
-        return ((spec.gamma * xx + spec.coef0) ** spec.degree).astype(X.dtype, copy=False)
-    if k == "sigmoid":
-        return np.tanh(spec.gamma * xx + spec.coef0).astype(X.dtype, copy=False)
-    raise AssertionError(k)
+    d = info.diag(xx, spec.gamma, spec.coef0, spec.degree)
+    return np.asarray(d).astype(X.dtype, copy=False)

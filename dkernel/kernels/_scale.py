@@ -13,7 +13,8 @@ import numpy as np
 from scipy.spatial.distance import pdist
 
 from .._validation import DKernelError
-from ._pairwise import RADIAL_KERNELS, KernelSpec, pairwise_from_spec
+from ._pairwise import KernelSpec, pairwise_from_spec
+from ._table import KERNELS
 
 #: Rows the check looks at (the first of the given ones).
 _ROWS = 256
@@ -26,10 +27,11 @@ _FAR, _NEAR = 1e10, 1e-10
 def kernel_scale_problem(rows, spec: KernelSpec) -> str | None:
     """What makes ``spec`` degenerate on ``rows`` (at most 256 used), or None.
 
-    Radial kernels: ``gamma * distance^p`` over the distinct pairs (p = 2 for rbf, 1 for
-    laplacian, L1) all beyond 1e10 (every value 0) or all below 1e-10 (every value 1), or
-    distances that overflow or underflow. Every named kernel: values that are not finite
-    (a polynomial of high degree). Callables and ``precomputed`` are not checked here.
+    Kernels whose gamma is a width: ``gamma * distance`` over the distinct pairs (the
+    kernel's ``distance``: squared Euclidean for rbf, L1 for laplacian) all beyond 1e10
+    (every value 0) or all below 1e-10 (every value 1), or distances that overflow or
+    underflow. Every named kernel: values that are not finite (a polynomial of high degree).
+    Callables and ``precomputed`` are not checked here.
     """
     if not isinstance(spec.kernel, str) or spec.kernel == "precomputed":
         return None
@@ -38,14 +40,14 @@ def kernel_scale_problem(rows, spec: KernelSpec) -> str | None:
         return None
     top = float(np.abs(R).max())
     with np.errstate(all="ignore"):
-        if spec.kernel in RADIAL_KERNELS and spec.gamma is not None:
+        metric = KERNELS[spec.kernel].distance
+        if metric is not None and spec.gamma is not None:
             R = np.unique(R, axis=0)
             if len(R) < 2:
                 return None
-            p = 2 if spec.kernel == "rbf" else 1
-            D = pdist(R, "sqeuclidean" if p == 2 else "cityblock")
+            D = pdist(R, metric)
             lo, hi = float(D.min()), float(D.max())
-            what = "squared distance" if p == 2 else "L1 distance"
+            what = "squared distance" if metric == "sqeuclidean" else "L1 distance"
             if not np.isfinite(hi):
                 return (
                     f"X's values (up to {top:.3g} in magnitude) overflow the {what}s of "

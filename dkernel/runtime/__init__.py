@@ -1,6 +1,5 @@
 """Runtime: the embedded default cluster, cluster-config files, clients, timing."""
 
-from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._client import get_client, make_cluster
 from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 
@@ -11,10 +10,15 @@ from ._memory import PauseGuard, check_worker_memory
 from ._phases import Accounting as Accounting
 from ._phases import accounting as accounting
 from ._phases import amdahl, phase
+from ._plugins import ThreadSettings as ThreadSettings
+from ._plugins import apply_thread_settings as apply_thread_settings
+from ._progress import COMPILE_NOTE as COMPILE_NOTE
 from ._progress import Progress as Progress
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
 from ._progress import distributed_client as distributed_client
+from ._progress import forget_compiled as forget_compiled
+from ._progress import in_notebook as in_notebook
 from ._progress import watch as watch
 from ._timing import timer
 from ._tree import TreeNode as TreeNode
@@ -28,15 +32,12 @@ __all__ = [
     "check_cluster_config",
     "check_worker_memory",
     "compile_note",
-    "fingerprint",
     "get_client",
-    "load_checkpoint",
     "load_cluster_config",
     "make_cluster",
     "phase",
     "progress",
     "progress_enabled",
-    "save_checkpoint",
     "show_progress",
     "timer",
 ]

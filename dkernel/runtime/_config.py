@@ -8,11 +8,8 @@ from typing import Any
 import dask.config
 import yaml
 
+from .. import _defaults  # noqa: F401  (loaded by the package; named for readers)
 from .._validation import DKernelError
-
-_DEFAULTS = os.path.join(os.path.dirname(__file__), "dkernel.yaml")
-with open(_DEFAULTS, encoding="utf-8") as _fh:
-    dask.config.update_defaults(yaml.safe_load(_fh))
 
 #: The cluster kinds a config file may name.
 CLUSTER_KINDS = ("local", "slurm", "pbs", "scheduler-file", "address")

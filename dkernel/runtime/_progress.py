@@ -348,7 +348,7 @@ def distributed_client() -> Any:
     return None
 
 
-def _forget_compiled() -> None:
+def forget_compiled() -> None:
     """Tests: show the compile notes again."""
     with _COMPILED_LOCK:
         _COMPILED.clear()

@@ -9,42 +9,35 @@ import itertools
 import logging
 import numbers
 import os
-import warnings
 from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.exceptions import DataConversionWarning
 from sklearn.metrics import accuracy_score
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import _BaseKernelEstimator
+from .._base import _BaseKernelEstimator, open_labelled, read_classes, read_inputs
+from .._defaults import setting
 from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
-from .._model_io import load_model as _load_any
 from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_table, options
 from .._validation import (
     DKernelError,
-    check_sample_weight,
     check_scalar,
     is_dask_array,
-    unique_labels,
 )
-from ..data import Dataset, chunk_bounds, open_dataset, take_rows
-from ..kernels import KERNEL_CODES, KernelSpec, check_kernel_scale, pair_gram
+from ..data import chunk_bounds, load_checkpoint, save_checkpoint, take_rows
+from ..kernels import KERNEL_CODES, KERNELS, KernelSpec, check_kernel_scale, pair_gram
 from ..runtime import (
     accounting,
     distributed_client,
-    load_checkpoint,
     named_worker_errors,
     phase,
     progress,
     progress_enabled,
-    save_checkpoint,
     timer,
 )
 from . import _budget as nb
@@ -75,13 +68,10 @@ _MERGE_SEARCH = "lookup"
 #: ``_MIN_SHARDS`` and at most ``_MAX_SHARDS`` (a function of n only, so the model never
 #: depends on the number of workers; never more than one per row).
 _SHARD_ROWS = 1 << 17
-#: An averaging start no clock reaches.
-_NEVER = 1 << 62
 _MIN_SHARDS = 8
 _MAX_SHARDS = 256
-#: ``distributed="auto"`` trains on the workers from this many rows on (2^24; below, the
-#: sequential stream measured as fast or faster: benchmarks/results/bsgd_notes.md).
-_AUTO_MIN_ROWS = 1 << 24
+#: An averaging start no clock reaches.
+_NEVER = 1 << 62
 #: Stopping rule of the refit (``||grad|| <= tol ||grad(0)||`` per class) and its Newton
 #: steps at most.
 _REFIT_TOL = 1e-3
@@ -152,7 +142,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     budget : int, default=500
         Maximum number of support vectors B (>= 2).
     maintenance : {"merge", "project", "remove"}, default="merge"
-        Budget maintenance. ``"merge"`` needs a radial kernel (``rbf`` or ``laplacian``).
+        Budget maintenance. ``"merge"`` needs a kernel ``exp(-gamma ||x - z||^p)`` (``rbf``
+        or ``laplacian``: the kernel table's ``merge_power``); other kernels are refused.
     algorithm : {"pegasos", "norma", "perceptron"}, default="pegasos"
         Learning rate eta_t: ``1/(alpha t)``, ``eta0/sqrt(t)`` or ``eta0`` (margin
         perceptron, where ``alpha`` is ignored, i.e. 0).
@@ -498,14 +489,16 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             )
         if callable(self.kernel) or self.kernel == "precomputed":
             raise DKernelError(
-                "BudgetedSVC needs a named kernel (rbf, laplacian, linear, polynomial, "
-                "sigmoid, cosine); callables and 'precomputed' are not supported"
+                f"BudgetedSVC needs a named kernel ({', '.join(KERNEL_CODES)}); callables "
+                "and 'precomputed' are not supported"
             )
         spec = self._kernel_spec(None)  # unknown names raise here
-        if self.maintenance == "merge" and not spec.is_radial:
+        if self.maintenance == "merge" and KERNELS[str(spec.kernel)].merge_power is None:
+            mergeable = " or ".join(k.name for k in KERNELS.values() if k.merge_power)
             raise DKernelError(
-                f"maintenance='merge' needs a radial kernel (rbf or laplacian), got kernel "
-                f"{spec.kernel!r}; with this kernel use maintenance='remove' or 'project'"
+                f"maintenance='merge' cannot merge support vectors of kernel {spec.kernel!r}: "
+                f"the merge needs k(x, z) = exp(-gamma ||x - z||^p) ({mergeable}); with "
+                f"kernel {spec.kernel!r} use maintenance='remove' or 'project'"
             )
 
     def _check_state_memory(self, d: int, n_cols: int) -> None:
@@ -530,7 +523,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
     def _samples_gamma(self) -> bool:
         """Whether resolving gamma needs rows of the data (the base's rule on raw data)."""
         spec = self._kernel_spec(None)
-        return spec.gamma is None and not self.standardize and spec.kernel in ("rbf", "laplacian")
+        width = KERNELS[str(spec.kernel)].distance is not None
+        return spec.gamma is None and not self.standardize and width
 
     def _resolve_spec(self, X, *, sample=None) -> KernelSpec:
         """The kernel with gamma resolved (the base's rule, on ``sample`` when given;
@@ -542,7 +536,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     def _config(self, spec: KernelSpec, alpha: float, n: int) -> nb.BSGDConfig:
         algo = nb.ALGORITHM_CODES[self.algorithm]
-        pw = 1 if spec.kernel == "laplacian" else 2
+        pw = KERNELS[str(spec.kernel)].merge_power or 2  # unused unless merging
         lookup = _MERGE_SEARCH == "lookup"
         if self.average is False:
             avg_mode, avg_start = nb.AVG_OFF, 0
@@ -573,85 +567,26 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
 
     # ------------------------------------------------------------------ input
     def _prepare(self, X, y, sample_weight, *, reset: bool):
-        """(X, is_dask, y, w, classes): X through the base's validation; y and weights
-        checked here (NumPy now, dask lazily as they are read); ``classes``: the store's
-        recorded classes when y is the store's own labels, else None."""
-        X, y, classes = _with_labels(X, y)
-        if y is None:
-            raise DKernelError("BudgetedSVC requires y to be passed, but the target y is None")
-        X, is_dask = self._validate_X(X, reset=reset)
-        n = int(X.shape[0])
-        if not is_dask_array(y):
-            y = np.asarray(y)
-        elif any(np.isnan(s) for s in y.shape):
-            raise DKernelError(
-                f"y has unknown chunk sizes (shape {y.shape}), as after boolean indexing: "
-                "call y.compute_chunk_sizes() first"
-            )
-        if y.ndim == 2 and y.shape[1] == 1:
-            if not is_dask_array(y):
-                warnings.warn(
-                    "A column-vector y was passed when a 1d array was expected; it is raveled",
-                    DataConversionWarning,
-                    stacklevel=3,
-                )
-            y = y.reshape(-1)
-        if y.ndim != 1:
-            raise DKernelError(f"y must be 1-D, got shape {y.shape}")
-        if int(y.shape[0]) != n:
-            raise DKernelError(f"y has {y.shape[0]} labels but X has {n} rows")
-        if not is_dask_array(y) and y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise DKernelError("y contains NaN or inf")
-        if is_dask_array(sample_weight):
-            if sample_weight.shape != (n,):
-                raise DKernelError(
-                    f"sample_weight has shape {sample_weight.shape}, expected ({n},)"
-                )
-            _check_dask_weights(sample_weight)
-            w = sample_weight
-        else:
-            w = check_sample_weight(sample_weight, n)
-        return X, is_dask, y, w, classes
+        """(X, is_dask, y, w, classes) from the floor's one reader (:func:`read_inputs`):
+        NumPy checked now, dask lazily as it is read (its weights in one pass); ``classes``:
+        the store's recorded classes when y is the store's own labels, else None."""
+        got = read_inputs(
+            X, y, sample_weight, needs_y=True, weights="lazy", estimator=self, reset=reset
+        )
+        return got.X, got.is_dask, got.y, got.sample_weight, got.classes
 
     @staticmethod
     def _classes_of(y) -> np.ndarray:
-        """The sorted labels; labels that cannot be classes (continuous values, NaN, mixed
-        types) raise here, named, for NumPy and dask y alike (dask: from the unique values,
-        one pass over y)."""
-        try:
-            classes = unique_labels(y, token="svm-classes") if is_dask_array(y) else np.unique(y)
-        except TypeError:  # sorting mixed types
-            kinds = sorted({type(v).__name__ for v in np.asarray(y[:1000]).ravel()})
-            raise DKernelError(
-                f"y mixes label types ({', '.join(kinds)}): convert the labels to one type"
-            ) from None
-        if classes.dtype.kind == "f" and np.isnan(classes).any():
-            raise DKernelError("y contains NaN: every row needs a label")
-        if classes.dtype == object and len({type(v) for v in classes}) > 1:
-            kinds = sorted({type(v).__name__ for v in classes})
-            raise DKernelError(
-                f"y mixes label types ({', '.join(kinds)}): convert the labels to one type"
-            )
-        try:
-            with warnings.catch_warnings():
-                # classes holds each label once: "more unique classes than half the samples"
-                # is always true of it from 20 classes on, and says nothing about y
-                warnings.filterwarnings("ignore", message="The number of unique classes")
-                check_classification_targets(classes)
-        except ValueError as exc:
-            if type_of_target(classes) != "continuous":
-                raise DKernelError(str(exc)) from None
-            raise DKernelError(
-                f"y holds {len(classes)} distinct values such as {classes[:3].tolist()}, "
-                "which look continuous: BudgetedSVC is a classifier and needs class labels"
-            ) from None
-        return classes
+        """The sorted labels (:func:`read_classes`)."""
+        return read_classes(y, token="svm-classes")
 
     def _use_distributed(self, is_dask: bool, n: int):
         """(distributed?, client)."""
         client = distributed_client() if is_dask else None
         if self.distributed == "auto":
-            use = client is not None and n >= _AUTO_MIN_ROWS
+            # setting "svm.auto-min-rows": below it the sequential stream measured as fast
+            # or faster (benchmarks/results/bsgd_notes.md)
+            use = client is not None and n >= int(setting("svm.auto-min-rows"))
             return use, client if use else None
         if self.distributed:
             return True, client if client is not None else distributed_client()
@@ -681,7 +616,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
         return self
 
-    def _fit_accounted(self, X, y, sample_weight) -> None:
+    def _fit_accounted(self, X, y, sample_weight):
         """:meth:`fit`'s work, its phases counted by the accounting around it."""
         with phase("setup"):
             plan = self._fit_plan(X, y, sample_weight)
@@ -813,9 +748,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if plan.saved is None:
             prefix = dist.prefix_epochs(plan.n, plan.d, int(self.max_iter))
         cfg = self._sgd_config(plan, prefix)
-        start, first = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
+        start, resume_at = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
         if plan.saved is not None:
-            start, first = _partial_of(plan.saved), tuple(plan.saved["position"])
+            start, resume_at = _partial_of(plan.saved), tuple(plan.saved["position"])
         n_rounds = int(self.n_rounds)
         ckpt, show = plan.ckpt, progress_enabled(self.verbose)
         with (
@@ -824,7 +759,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 int(self.max_iter) * n_rounds, "BudgetedSVC rounds", enabled=show, unit="round"
             ) as bar,
         ):
-            bar.update(first[0] * n_rounds + first[1])
+            bar.update(resume_at[0] * n_rounds + resume_at[1])
 
             def on_round(epoch: int, rnd: int, part) -> None:
                 """After each round; ``part`` is the merged model when it was fetched."""
@@ -839,14 +774,14 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 dist.compile_kernels(plan.client, cfg, plan.d, plan.n_cols)
             shards = self._load_shards(plan)
             if prefix:
-                start, first = self._stream_prefix(plan, shards, prefix), (prefix, 0)
+                start, resume_at = self._stream_prefix(plan, shards, prefix), (prefix, 0)
                 bar.update(prefix * n_rounds)
                 if prefix == int(self.max_iter):  # the whole fit was the stream
                     cfg = self._config(plan.spec, plan.alpha, plan.n)
             part = dist.fit_rounds(
                 shards, cfg=cfg, start=start, n_rounds=n_rounds,
                 n_epochs=int(self.max_iter), split_every=int(self.split_every),
-                seed=plan.seed, shuffle=bool(self.shuffle), first=first, on_round=on_round,
+                seed=plan.seed, shuffle=bool(self.shuffle), first=resume_at, on_round=on_round,
                 fetch_every=ckpt.every if ckpt is not None else (1 if show else 0),
             )  # fmt: skip
             if self.verbose:
@@ -888,7 +823,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 with timer(f"bsgd epoch {epoch}", logger, level):
                     self._run(
                         blocks, plan.X, plan.y, plan.w, plan.y_map, state, cfg, bar=bar,
-                        first=skip, after=after, scaler=plan.scaler,
+                        start_block=skip, after=after, scaler=plan.scaler,
                         head=plan.head if epoch == 0 and skip == 0 else None,
                     )  # fmt: skip
         return state, cfg
@@ -997,20 +932,20 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         cfg,
         *,
         bar=None,
-        first: int = 0,
+        start_block: int = 0,
         after=None,
         scaler: Standardizer | None = None,
         head=None,
     ) -> None:
-        """Blocks ``plan[first:]`` through the numba loop; ``after(i)`` once block i is done.
-        ``head``: block ``plan[first]`` already read (not read again)."""
+        """Blocks ``plan[start_block:]`` through the numba loop; ``after(i)`` once block i is
+        done. ``head``: block ``plan[start_block]`` already read (not read again)."""
 
         def reader(task):
             return read_block(X, y, w, task, y_map=y_map, standardize=scaler)
 
-        rest = prefetch(reader, plan[first + (head is not None) :], depth=2)
+        rest = prefetch(reader, plan[start_block + (head is not None) :], depth=2)
         blocks = rest if head is None else itertools.chain([head], rest)
-        for i, (Xb, yi, wb) in enumerate(blocks, start=first):
+        for i, (Xb, yi, wb) in enumerate(blocks, start=start_block):
             t0, v0 = int(state.ist[nb.IS_T]), int(state.ist[nb.IS_VIOL])
             if bar is not None:
                 with bar.compiling("bsgd"):
@@ -1082,8 +1017,8 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         -------
         self
         """
-        first = not hasattr(self, "classes_")
-        if first:
+        first_call = not hasattr(self, "classes_")
+        if first_call:
             if classes is None:
                 raise DKernelError("classes must be passed to the first call to partial_fit")
             self.check_params()
@@ -1092,9 +1027,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
                 f"classes {np.unique(classes).tolist()} differ from those of the "
                 f"first partial_fit call {self.classes_.tolist()}"
             )
-        X, _is_dask, y, w, _ = self._prepare(X, y, sample_weight, reset=first)
+        X, _is_dask, y, w, _ = self._prepare(X, y, sample_weight, reset=first_call)
         n, d = int(X.shape[0]), int(X.shape[1])
-        if first:
+        if first_call:
             cls = np.unique(np.asarray(classes))
             if len(cls) < 2:
                 raise DKernelError(f"classes has one class only ({cls.tolist()}); need at least 2")
@@ -1286,7 +1221,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         sums, so each chunk of X and of y is read once and only two numbers come back.
         """
         check_is_fitted(self, "dual_coef_")
-        X, y, _ = _with_labels(X, y)
+        X, y, _ = open_labelled(X, y)
         if y is None:
             raise DKernelError("score requires y, but the target y is None")
         Xv, is_dask = self._validate_X(X, reset=False)
@@ -1420,17 +1355,6 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         return tags
 
 
-def load_model(path, *, max_bytes: int = MAX_MODEL_BYTES):
-    """Read a model written by :meth:`BudgetedSVC.save` (or :func:`save_model`), or by the
-    ``save`` of a kernel k-means estimator: the file's header names its class.
-
-    Parameters and fitted values of the header are checked (types and ranges, as the
-    estimator checks its own); files above ``max_bytes`` (default 1 GiB, on disk or
-    unpacked) are refused before their arrays are read. Raises ``DKernelError``.
-    """
-    return _load_any(path, max_bytes=max_bytes)
-
-
 def save_model(est: BudgetedSVC, path) -> None:
     """Write a fitted BudgetedSVC to ``path`` (atomically)."""
     est.save(path)
@@ -1539,24 +1463,6 @@ def _partial_of(saved: dict) -> dist.Partial:
     )  # fmt: skip
 
 
-def _with_labels(X, y):
-    """``(X, y, classes)``: a store path or Dataset becomes its X, and its y when ``y`` is
-    None; ``classes``: then the store's recorded classes (None otherwise, or unrecorded)."""
-    classes = None
-    if isinstance(X, (str, os.PathLike, Dataset)):
-        ds = open_dataset(X)
-        X = ds.X
-        if y is None:
-            if ds.y is None:
-                raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
-            y = ds.y
-            # recorded at ingest with y: no pass over y to find them (a label that is
-            # not one of them is still named when the rows are read)
-            if ds.attrs.get("classes") is not None:
-                classes = np.asarray(sorted(ds.attrs["classes"]))
-    return X, y, classes
-
-
 def _phase_summary(est) -> dict:
     """``timings`` and ``phases`` of a fitted estimator's summary (absent before a fit)."""
     stats = getattr(est, "phase_stats_", None)
@@ -1599,40 +1505,6 @@ def _per_block(func, *arrays, width: int, token: str) -> np.ndarray:
         token=token,
     )
     return np.asarray(out.compute())
-
-
-def _check_dask_weights(w) -> None:
-    """The checks of ``check_sample_weight`` on dask weights, in one pass over them (not X),
-    one named task per chunk: finite, non-negative, not all zero, the first bad row named."""
-    if not np.issubdtype(w.dtype, np.number):
-        raise DKernelError(f"sample_weight must be numeric, got dtype {w.dtype}")
-    stats = _per_block(_weight_stats, w, width=5, token="svm-weights")
-    starts = chunk_bounds(w)[:-1]
-    for col, what in ((0, "bad"), (2, "negative")):
-        hit = np.flatnonzero(stats[:, col] >= 0)
-        if hit.size:
-            k = hit[0]
-            row, value = int(starts[k] + stats[k, col]), float(stats[k, col + 1])
-            if what == "negative":
-                raise DKernelError(f"sample_weight is negative at row {row} ({value})")
-            kind = "NaN" if np.isnan(value) else "inf"
-            raise DKernelError(f"sample_weight contains {kind} at row {row}")
-    if not stats[:, 4].any():
-        raise DKernelError("sample_weight is zero everywhere: nothing to fit")
-
-
-def _weight_stats(wb: np.ndarray) -> np.ndarray:
-    """One chunk of weights: [first non-finite row or -1, its value, first negative row or
-    -1, its value, any positive]."""
-    wb = np.asarray(wb, dtype=np.float64)
-    out = np.array([[-1.0, 0.0, -1.0, 0.0, float((wb > 0).any())]])
-    bad = np.flatnonzero(~np.isfinite(wb))
-    if bad.size:
-        out[0, :2] = bad[0], wb[bad[0]]
-    neg = np.flatnonzero(wb < 0)
-    if neg.size:
-        out[0, 2:4] = neg[0], wb[neg[0]]
-    return out
 
 
 def _without_rows(A, rows: np.ndarray):

@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._base import _BaseKernelEstimator
+from .._defaults import setting
 from ..data import ResidentRows, range_workers
 from ..kernels import KernelSpec, effective_n_jobs, run_tiles
 from ..runtime import phase, timer, tree_reduce
@@ -65,9 +66,6 @@ _TILE_ROWS = 8192
 #: Rows per step of a pass: a step's features stay in cache across its products (a pass
 #: over 8192-row steps read the features from memory once per product).
 _PASS_ROWS = 256
-#: Cached features of all parts together may take this many bytes; above it each pass
-#: recomputes them from the part's rows.
-_FEATURE_CACHE_BYTES = 2 << 30
 #: The refit's default row count per support vector (above it: a uniform sample).
 _ROWS_PER_SV = 256
 #: Eigenvalues of K_ZZ below this share of the largest are dropped.
@@ -124,7 +122,7 @@ class Part(NamedTuple):
     cached: bool
 
 
-def take_rows(rows, sample: tuple[int, int, int] | None):
+def sample_part(rows, sample: tuple[int, int, int] | None):
     """The rows a part keeps of a loaded range: all (``sample`` None), or for ``sample =
     (seed, range index, m)`` a seeded uniform draw of m of them, in their order."""
     if sample is None:
@@ -566,7 +564,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
 
     def kept(k: int):  # the rows of range k the refit keeps, read here
         rows = load_ranges(X, y, w, [ranges[k]], classes=classes, scaler=scaler).parts[0]
-        return take_rows(rows, samples[k])
+        return sample_part(rows, samples[k])
 
     if client is None:  # one range at a time: only its raw rows are held beside the parts
         return [make_part([kept(k) for k in range(a, b)], basis, cache) for a, b in groups], basis
@@ -580,7 +578,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
     ).parts  # fmt: skip
     if samples[0] is not None:
         rows = [
-            client.submit(take_rows, r, sample, key=f"svm-refit-sample-{run}-{k}")
+            client.submit(sample_part, r, sample, key=f"svm-refit-sample-{run}-{k}")
             for k, (r, sample) in enumerate(zip(rows, samples))
         ]
     parts = [
@@ -599,7 +597,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
 
 
 def _resident_part(rows, k: int, samples: list, basis: Basis, cache: bool) -> Part:
-    return make_part([take_rows(rows, samples[k])], basis, cache)
+    return make_part([sample_part(rows, samples[k])], basis, cache)
 
 
 def _parts_of_resident(resident: ResidentRows, n: int, m: int, seed: int, basis, cache, run):
@@ -665,7 +663,9 @@ def refit(
     if icpt > 0:
         V0 = np.vstack([V0, np.asarray(intercept, dtype=np.float64)[None, :] / icpt])
     m = min(n, max_rows if max_rows is not None else _ROWS_PER_SV * len(Z))
-    cache = m * basis.width * 8 <= _FEATURE_CACHE_BYTES
+    # cached features of all parts together (setting "svm.refit-feature-cache-bytes"); above
+    # it each pass recomputes them from the part's rows
+    cache = m * basis.width * 8 <= int(setting("svm.refit-feature-cache-bytes"))
     if m < n:
         logger.info("refit on a uniform sample of %d of the %d rows", m, n)
     run = uuid.uuid4().hex  # this refit's id in its task keys

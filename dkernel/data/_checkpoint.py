@@ -11,7 +11,7 @@ refused instead of resumed.
 Examples
 --------
 >>> import os, tempfile, numpy as np
->>> from dkernel.runtime import load_checkpoint, save_checkpoint
+>>> from dkernel.data import load_checkpoint, save_checkpoint
 >>> path = os.path.join(tempfile.mkdtemp(), "fit.ckpt.npz")
 >>> params = {"n_clusters": 3, "random_state": 0}
 >>> save_checkpoint(path, {"centers": np.zeros((3, 2)), "n_iter": 7}, params=params)
@@ -36,8 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
 from .._validation import DKernelError, json_value
+from .._version import __version__
+from ._atomic import pid_alive
+from ._files import read_bytes, write_bytes
+from ._location import as_location
 
 #: Version of the checkpoint layout.
 CHECKPOINT_FORMAT = 1
@@ -82,8 +85,6 @@ def save_checkpoint(
         The parameters the state belongs to (e.g. ``estimator.get_params()``); their
         fingerprint is stored and checked by :func:`load_checkpoint`.
     """
-    from ..data import as_location, write_bytes
-
     loc = as_location(path)
     path = loc.url
     folder, base = os.path.split(path)
@@ -127,19 +128,9 @@ def _remove_stale_temps(folder: str, base: str) -> None:
             old = time.time() - os.stat(path).st_mtime > 86400
         except OSError:
             continue
-        if old or (pid_text.isdigit() and not _pid_alive(int(pid_text))):
+        if old or (pid_text.isdigit() and not pid_alive(int(pid_text))):
             with contextlib.suppress(OSError):
                 os.remove(path)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def load_checkpoint(
@@ -170,8 +161,6 @@ def load_checkpoint(
     """
     if on_mismatch not in ("raise", "ignore"):
         raise DKernelError(f"on_mismatch must be 'raise' or 'ignore', got {on_mismatch!r}")
-    from ..data import as_location, read_bytes
-
     loc = as_location(path)
     path = loc.url
     source: Any = path

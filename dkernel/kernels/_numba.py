@@ -150,6 +150,26 @@ def rbf_from_gram(G, xx, yy, gamma, r0, r1, c0=0):
 
 
 @njit(cache=True, nogil=True, fastmath=_FMA)
+def matern_from_gram(G, xx, yy, gamma, r0, r1, c0=0):
+    """Matérn nu = 3/2: ``G[i, j] <- (1 + s) exp(-s)``, ``s = sqrt(6 gamma d2)``,
+    ``d2 = max(xx[i] + yy[j] - 2 G[i, j], 0)`` (rows r0..r1, columns c0..)."""
+    g = G.dtype.type(6.0 * gamma)
+    two = G.dtype.type(2.0)
+    zero = G.dtype.type(0.0)
+    one = G.dtype.type(1.0)
+    ys = yy[c0:]
+    for i in range(r0, r1):
+        xi = xx[i]
+        row = G[i, c0:]
+        for j in range(row.shape[0]):
+            d = xi + ys[j] - two * row[j]
+            if d < zero:
+                d = zero
+            s = np.sqrt(g * d)
+            row[j] = (one + s) * fast_exp(-s)
+
+
+@njit(cache=True, nogil=True, fastmath=_FMA)
 def poly_from_gram(G, gamma, coef0, degree, r0, r1, c0=0):
     """``G[i, j] <- (gamma G[i, j] + coef0) ** degree`` (rows r0..r1, columns c0..).
 
