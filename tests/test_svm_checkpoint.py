@@ -18,6 +18,9 @@ from dkernel.runtime import forget_compiled
 from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 #: 3000 rows in blocks of 250: 12 blocks per epoch, 24 in a fit; 4 shards x 3 rounds x 2.
 PARAMS = dict(budget=30, gamma=2.0, alpha=1e-3, max_iter=2, random_state=0, n_shards=4, n_rounds=3)
 BLOCK_ROWS = 250
@@ -26,9 +29,9 @@ CHILD = """
 import os, signal, sys
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC, _bsgd
+import dask
 
-#: Distributed fits here train in rounds from the first step (no stream prefix).
-pytestmark = pytest.mark.usefixtures("rounds_only")
+dask.config.set({{"dkernel.svm.prefix-steps": 0}})  # the rounds from the first step
 
 BudgetedSVC._block_rows = {block_rows}
 X, y = make_checkerboard(3000, n_cells=2, random_state=0)

@@ -19,6 +19,9 @@ from dkernel.svm import BudgetedSVC, _bsgd
 from dkernel.svm import _budget as nb
 from dkernel.svm._distributed import Partial, combine, empty_partial, plan_shards
 
+#: Distributed fits here train in rounds from the first step (no stream prefix).
+pytestmark = pytest.mark.usefixtures("rounds_only")
+
 
 def _board(n, seed=0):
     X, y = make_checkerboard(n, n_cells=2, random_state=seed)
@@ -36,8 +39,6 @@ import numpy as np
 from dkernel.data import make_checkerboard
 from dkernel.svm import BudgetedSVC
 
-#: Distributed fits here train in rounds from the first step (no stream prefix).
-pytestmark = pytest.mark.usefixtures("rounds_only")
 X, y = make_checkerboard(700, n_cells=2, random_state=0)
 for maintenance in ("merge", "remove"):
     clf = BudgetedSVC(budget=25, maintenance=maintenance, gamma=2.0, alpha=1e-3, max_iter=1,
