@@ -263,7 +263,7 @@ def read_weights(sample_weight, n: int, *, lazy: bool):
         raise DKernelError(f"sample_weight must be numeric, got dtype {sample_weight.dtype}")
     stats = sample_weight.map_blocks(
         _weight_stats, chunks=((1,) * sample_weight.numblocks[0], (5,)), new_axis=1,
-        dtype=np.float64, token="weights-check",
+        dtype=np.float64, token="svm-weights",  # the lazy reader is BudgetedSVC's
     )  # fmt: skip
     (stats,) = dask.compute(stats)
     starts = np.cumsum((0, *sample_weight.chunks[0]))[:-1]

@@ -367,19 +367,20 @@ class _KernelCentersMixin:
             if is_dask:  # the same type of result with or without a cluster
                 labels = da.from_array(labels, chunks=(X.chunks[0],))
             return labels, inertia
-        run = f"{token}-{uuid.uuid4().hex}"
+        run = uuid.uuid4().hex  # the pass's id in its task keys (the dashboard names the step)
         assign = functools.partial(
             _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype
         )
         with phase("labels", width=X.numblocks[0]):
-            out = ResidentRows.load((X,), itertools.pairwise(chunk_bounds(X)), assign, name=run)
+            ranges = itertools.pairwise(chunk_bounds(X))
+            out = ResidentRows.load((X,), ranges, assign, name=f"{token}-{run}")
             desc = f"{type(self).__name__} {token.split('-')[-1]}"
             watch(out.parts, desc, verbose=getattr(self, "verbose", 0))
             each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
-            sums = out.collect(_weighted_distance, name=f"{run}-sum", each=each)
-            labels = out.apply(_label_column, name=f"{run}-label")
-            # persisted: the array holds the label parts (their futures) while it lives
-            labels = labels.as_dask_array(n_out=None, dtype=np.int64).persist()
+            sums = out.collect(_weighted_distance, name=f"{token}-total-{run}", each=each)
+            labels = out.apply(_label_column, name=f"{token}-column-{run}")
+            # the array's graph holds the label parts' futures: they live as long as it does
+            labels = labels.as_dask_array(dtype=np.int64)
         return labels, float(np.sum(sums))
 
     def _center_args(self):

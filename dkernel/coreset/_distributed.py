@@ -319,7 +319,7 @@ def _sample_solve(blocks: ResidentRows, cfg: _TwoPassConfig) -> SampleSolve:
     take = np.sort(
         _node_rng(cfg.seed, 0, n, _SAMPLE).choice(n, size=min(n, _SAMPLE_ROWS), replace=False)
     )
-    picked = blocks.take(take, _pick_pair, name=f"{blocks.name}-solve-sample")
+    picked = blocks.take(take, _pick_pair, name=f"coreset-solve-sample-{uuid.uuid4().hex}")
     Xs1 = with_bias(np.concatenate([p[0] for p in picked]))
     ys = signs(np.concatenate([p[1] for p in picked]), cfg.pos)
     if np.unique(ys).size < 2:  # a sample with one label: w = 0 (cost C n), certified later
@@ -384,16 +384,18 @@ def _sample_part(block, k: int, each, m, totals: DrawTotals, mix, seed) -> Block
 def _certificate_pass(blocks: ResidentRows, cfg: _TwoPassConfig, sol: SampleSolve):
     """Pass 1 (:func:`_block_geometry` on every block): the states, kept on the workers,
     and their stats, here."""
+    run = uuid.uuid4().hex
     states = blocks.apply(
-        _geometry_part, cfg, sol, name=f"{blocks.name}-certificate", each=blocks.ranges
+        _geometry_part, cfg, sol, name=f"coreset-certificate-{run}", each=blocks.ranges
     )
-    return states, states.collect(_stats_part, name=f"{blocks.name}-certificate-stats")
+    return states, states.collect(_stats_part, name=f"coreset-certificate-stats-{run}")
 
 
 def _sensitivity_pass(states: ResidentRows, cfg: _TwoPassConfig, opt: float):
     """Pass 2: every block's gamma, kept on the workers, and their totals."""
-    gams = states.apply(_gamma_part, cfg.C, opt, cfg.U, name=f"{states.name}-sensitivity")
-    return gams, np.array(gams.collect(_total_part, name=f"{gams.name}-total"))
+    run = uuid.uuid4().hex
+    gams = states.apply(_gamma_part, cfg.C, opt, cfg.U, name=f"coreset-sensitivity-{run}")
+    return gams, np.array(gams.collect(_total_part, name=f"coreset-sensitivity-total-{run}"))
 
 
 def _draw_pass(blocks: ResidentRows, states, gams, counts, m, totals: DrawTotals, cfg):
@@ -401,7 +403,13 @@ def _draw_pass(blocks: ResidentRows, states, gams, counts, m, totals: DrawTotals
     nothing)."""
     each = list(zip(states.parts, gams.parts, counts.tolist(), blocks.ranges))
     drawn = blocks.collect(
-        _sample_part, m, totals, cfg.mix, cfg.seed, name=f"{blocks.name}-sample", each=each
+        _sample_part,
+        m,
+        totals,
+        cfg.mix,
+        cfg.seed,
+        name=f"coreset-sample-{uuid.uuid4().hex}",
+        each=each,
     )
     return [d for d in drawn if d is not None]
 

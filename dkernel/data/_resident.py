@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 import numpy as np
@@ -33,6 +33,7 @@ import numpy as np
 from .._validation import is_dask_array
 from ..runtime import distributed_client, tree_reduce
 from ._sampling import chunk_bounds
+from ._verify import RowSource
 
 
 def range_workers(client: Any, n_ranges: int) -> list[str]:
@@ -42,12 +43,26 @@ def range_workers(client: Any, n_ranges: int) -> list[str]:
     return [addrs[k % len(addrs)] for k in range(n_ranges)]
 
 
+class _StoredRows(NamedTuple):
+    """Rows ``lo:hi`` of a store's row source, read (and checksummed) by the task that
+    loads them."""
+
+    reader: Any
+    lo: int
+    hi: int
+
+
 def _range_pieces(a, ranges) -> list:
-    """Each range of ``a``: a slice of an in-memory array, or of a dask array
-    ``(chunks, lo, hi)``: the chunks it overlaps (Delayed, keyed as in ``a``'s own graph,
-    so ranges computed together share a chunk's read) and the cut into their rows."""
+    """Each range of ``a``: a slice of an in-memory array; of a store's row source, when it
+    lies within one of its blocks, the rows read by the load task itself (the read and the
+    work are one task); else of a dask array ``(chunks, lo, hi)``: the chunks it overlaps
+    (Delayed, keyed as in ``a``'s own graph, so ranges computed together share a chunk's
+    read) and the cut into their rows."""
     if a is None or not is_dask_array(a):
         return [None if a is None else a[s:e] for s, e in ranges]
+    if isinstance(a, RowSource) and all(_within_a_block(a.bounds, s, e) for s, e in ranges):
+        g0 = a.bounds[0]
+        return [_StoredRows(a.reader, g0 + s, g0 + e) for s, e in ranges]
     if a.ndim > 1 and a.numblocks[1] > 1:
         a = a.rechunk({i: -1 for i in range(1, a.ndim)})
     chunks = a.to_delayed(optimize_graph=False).ravel()
@@ -59,7 +74,15 @@ def _range_pieces(a, ranges) -> list:
     return out
 
 
+def _within_a_block(bounds, s: int, e: int) -> bool:
+    g0 = bounds[0]
+    j = int(np.searchsorted(bounds, g0 + s, side="right")) - 1
+    return 0 <= j < len(bounds) - 1 and g0 + e <= bounds[j + 1]
+
+
 def _joined(piece):
+    if isinstance(piece, _StoredRows):
+        return piece.reader.rows(piece.lo, piece.hi)
     if not isinstance(piece, tuple):
         return piece
     chunks, lo, hi = piece
@@ -137,8 +160,9 @@ class ResidentRows:
         self, func: Callable, *args: Any, name: str, each: Sequence | None = None, **kwargs: Any
     ) -> list:
         """``func(part, index, *args, **kwargs)`` on every part, where it lives: futures
-        (keys ``{name}-{index}``) or values. ``each``: one more argument per part, passed
-        after ``index`` (a part's own slice of something, sent with its task only). Large
+        (keys ``(name, index)``, as a dask array's) or values. ``each``: one more argument
+        per part, passed after ``index`` (a part's own slice of something, sent with its
+        task only). Large
         arguments shared by all should be futures (:meth:`scatter`), not values sent with
         every task."""
         per = [()] * len(self.parts) if each is None else [(v,) for v in each]
@@ -148,7 +172,7 @@ class ResidentRows:
             ]
         return [
             self.client.submit(
-                _call, func, p, k, (*e, *args), kwargs, key=f"{name}-{k}",
+                _call, func, p, k, (*e, *args), kwargs, key=(name, k),
                 workers=[who] if who else None, allow_other_workers=True,
             )
             for k, (p, who, e) in enumerate(zip(self.parts, self.workers, per))
@@ -211,19 +235,18 @@ class ResidentRows:
         out = self.map(func, *args, name=name, **kwargs)
         return ResidentRows(out, self.ranges, self.workers, self.client, name)
 
-    def as_dask_array(self, *, n_out: int | None, dtype):
-        """The parts (each the rows of its range: ``(rows,)`` or ``(rows, n_out)``) as one
-        dask array whose chunks are the parts: on the cluster, nothing brought here."""
+    def as_dask_array(self, *, dtype):
+        """The parts (each the values of its range's rows, 1-D) as one dask array whose
+        chunks are the parts: held by the workers, nothing brought here. The parts must
+        come from :meth:`apply` (their futures are the array's own keys)."""
         import dask.array as da
 
-        blocks = []
-        for (s, e), v in zip(self.ranges, self.parts):
-            shape = (e - s,) if n_out is None else (e - s, n_out)
-            if self.client is None:
-                blocks.append(da.from_array(np.asarray(v, dtype=dtype), chunks=shape))
-            else:
-                blocks.append(da.from_delayed(v, shape=shape, dtype=dtype))
-        return da.concatenate(blocks, axis=0)
+        chunks = (tuple(e - s for s, e in self.ranges),)
+        meta = np.empty((0,), dtype=dtype)
+        if self.client is None:
+            return da.from_array(np.concatenate(self.parts).astype(dtype), chunks=chunks)
+        graph = {(self.name, k): f for k, f in enumerate(self.parts)}
+        return da.Array(graph, self.name, chunks, dtype=dtype, meta=meta)
 
     def scatter(self, value: Any, *, name: str) -> Any:
         """``value`` sent once to every worker (a future), or itself without a client."""
