@@ -403,29 +403,46 @@ _STEP_NAMES = {
 class _Passes:
     """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree.
 
-    Under a client the tasks are named ``svm-refit-grad``/``-hess``/``-line`` and their sums
-    ``svm-refit-sum`` (``run``: the fit's id, which keeps the keys unique)."""
+    Under a client, one task per worker over the parts it holds (``workers``: each part's
+    worker), named ``svm-refit-grad``/``-hess``/``-line`` (``run``: the fit's id, which
+    keeps the keys unique); each part's value comes back on its own and the values are
+    summed here in part order, so the grouping never enters the result."""
 
-    def __init__(self, parts: list, basis: Any, client: Any, run: str = "") -> None:
+    def __init__(
+        self, parts: list, basis: Any, client: Any, run: str = "", workers: list | None = None
+    ) -> None:
         self.parts, self.basis, self.client, self.run = parts, basis, client, run
         self.count = 0
         self._threads: int | None = None  # for the parts here (no client), set at the first pass
+        owners = workers if workers is not None else [None] * len(parts)
+        by_worker: dict = {}
+        for k, who in enumerate(owners):
+            by_worker.setdefault(who, []).append(k)
+        self.groups = list(by_worker.items())
 
     def __call__(self, op, *args) -> np.ndarray:
         self.count += 1
         if self.client is None:
             leaves = self._here(op, *args)
         else:
-            # one task per part, placed where the part lives; the small sums come here in
-            # one gather (no tree of tasks: one round trip per pass) and are added in the
-            # same tree order as without a client, so the bits do not depend on it
+            # one task per worker over its parts (the scheduler's work per pass grows with
+            # the workers, not the parts); the small sums come here in one gather (one
+            # round trip per pass) and are added in the same tree order as without a
+            # client, so the bits do not depend on it
             tag = f"{self.run}-{self.count}"
             step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
-            keys = [f"{step}-{tag}-{k}" for k in range(len(self.parts))]
-            futures = self.client.map(
-                _part_op, self.parts, op=op, basis=self.basis, args=args, key=keys
-            )
-            leaves = self.client.gather(futures)
+            futures = [
+                self.client.submit(
+                    _parts_op, [self.parts[k] for k in idx], op=op, basis=self.basis,
+                    args=args, key=f"{step}-{tag}-{g}", workers=None if who is None else [who],
+                    allow_other_workers=True,
+                )
+                for g, (who, idx) in enumerate(self.groups)
+            ]  # fmt: skip
+            leaves = [None] * len(self.parts)
+            for (_, idx), values in zip(self.groups, self.client.gather(futures)):
+                for k, v in zip(idx, values):
+                    leaves[k] = v
         return tree_reduce(None, leaves, _add, split_every=4)
 
     def _here(self, op, *args) -> list:
@@ -444,8 +461,8 @@ class _Passes:
         return leaves
 
 
-def _part_op(part, *, op, basis, args):
-    return op(part, basis, *args)
+def _parts_op(parts: list, *, op, basis, args) -> list:
+    return [op(part, basis, *args) for part in parts]
 
 
 def newton(
@@ -558,8 +575,9 @@ def _pcg(
 
 
 def _build_parts(data, ranges, samples, groups, basis, cache, client, run, classes, scaler):
-    """The solver's parts (futures on the workers under a client) and the basis as the
-    passes take it. Part g joins the kept rows of the ranges ``groups[g]``."""
+    """The solver's parts (futures on the workers under a client), the basis as the passes
+    take it and each part's worker (None without a client). Part g joins the kept rows of
+    the ranges ``groups[g]``."""
     X, y, w = data
 
     def kept(k: int):  # the rows of range k the refit keeps, read here
@@ -567,7 +585,8 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
         return sample_part(rows, samples[k])
 
     if client is None:  # one range at a time: only its raw rows are held beside the parts
-        return [make_part([kept(k) for k in range(a, b)], basis, cache) for a, b in groups], basis
+        parts = [make_part([kept(k) for k in range(a, b)], basis, cache) for a, b in groups]
+        return parts, basis, None
     # the basis (O(B^2)) travels once to every worker, not with every task (scattered as
     # one value under its own key: a NamedTuple given alone would be scattered by field)
     key = f"svm-refit-basis-{run}"
@@ -593,7 +612,8 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
         )
         for g, ((a, b), who) in enumerate(zip(groups, range_workers(client, len(groups))))
     ]
-    return parts, shared  # the raw rows are dropped once the parts are built
+    # the raw rows are dropped once the parts are built
+    return parts, shared, range_workers(client, len(groups))
 
 
 def _resident_part(rows, k: int, samples: list, basis: Basis, cache: bool) -> Part:
@@ -609,7 +629,7 @@ def _parts_of_resident(resident: ResidentRows, n: int, m: int, seed: int, basis,
         samples = [(seed, k, mk) for k, mk in enumerate(sizes)]
     shared = resident.scatter(basis, name=f"svm-refit-basis-{run}")
     parts = resident.map(_resident_part, samples, shared, cache, name=f"svm-refit-part-{run}")
-    return parts, shared
+    return parts, shared, resident.workers
 
 
 class RefitResult(NamedTuple):
@@ -672,7 +692,7 @@ def refit(
     if resident is not None:
         client = resident.client
         with timer("bsgd refit parts", logger), phase("refit parts", width=len(resident)):
-            parts, shared = _parts_of_resident(resident, n, m, seed, basis, cache, run)
+            parts, shared, owners = _parts_of_resident(resident, n, m, seed, basis, cache, run)
     else:
         ranges = row_parts(n)
         samples: list = [None] * len(ranges)
@@ -681,10 +701,10 @@ def refit(
             samples = [(seed, k, mk) for k, mk in enumerate(sample_sizes(ranges, n, m))]
             groups = row_parts(len(ranges), len(row_parts(m)))
         with timer("bsgd refit parts", logger), phase("refit parts", width=len(ranges)):
-            parts, shared = _build_parts(
+            parts, shared, owners = _build_parts(
                 (X, y, w), ranges, samples, groups, basis, cache, client, run, classes, scaler
             )
-    passes = _Passes(parts, shared, client, run=run)
+    passes = _Passes(parts, shared, client, run=run, workers=owners)
     C = 1.0 / (alpha * m)  # the sample's losses stand for n / m rows each
     with timer("bsgd refit solve", logger), phase("refit solve", width=len(parts)):
         V, it = newton(
