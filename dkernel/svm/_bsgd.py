@@ -1049,19 +1049,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         if first:
             self.check_params()
         X, _is_dask, y, w, recorded = self._prepare(X, y, sample_weight, reset=first)
-        if classes is None and first:
-            classes = recorded
-        if first and classes is None:
-            raise DKernelError("classes must be passed to the first call to partial_fit")
-        if (
-            not first
-            and classes is not None
-            and not np.array_equal(np.unique(classes), self.classes_)
-        ):
-            raise DKernelError(
-                f"classes {np.unique(classes).tolist()} differ from those of the "
-                f"first partial_fit call {self.classes_.tolist()}"
-            )
+        classes = self._stream_classes(first, recorded if classes is None else classes)
         n, d = int(X.shape[0]), int(X.shape[1])
         if first:
             cls = np.unique(np.asarray(classes))
@@ -1097,20 +1085,32 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._set_scaler(scaler)
         self.distributed_ = False
         self.probA_ = self.probB_ = None  # a calibration of the former model no longer holds
-        if self.refit:
-            self._reservoir = _reservoir_add(
-                res,
-                X,
-                y,
-                None if sample_weight is None else w,
-                rng=self._rng_kept(),
-                cap=_reservoir_cap(int(self.budget), d, self.refit_rows),
-            )._replace(clock=self._clock)
-            if refit:
-                self._stream_refit(cfg)
-        elif refit:
-            raise DKernelError("partial_fit(refit=True) needs the estimator's refit on")
+        self._stream_sample(res, X, y, None if sample_weight is None else w, refit, cfg)
         return self
+
+    def _stream_classes(self, first: bool, classes):
+        """``partial_fit``'s classes: needed on the first call, the same on later ones."""
+        if first and classes is None:
+            raise DKernelError("classes must be passed to the first call to partial_fit")
+        if not first and classes is not None:
+            if not np.array_equal(np.unique(classes), self.classes_):
+                raise DKernelError(
+                    f"classes {np.unique(classes).tolist()} differ from those of the "
+                    f"first partial_fit call {self.classes_.tolist()}"
+                )
+        return classes
+
+    def _stream_sample(self, res, X, y, w, refit: bool, cfg: nb.BSGDConfig) -> None:
+        """``partial_fit``'s rows into the reservoir (``refit`` on), then its refit."""
+        if not self.refit:
+            if refit:
+                raise DKernelError("partial_fit(refit=True) needs the estimator's refit on")
+            return
+        cap = _reservoir_cap(int(self.budget), int(X.shape[1]), self.refit_rows)
+        res = _reservoir_add(res, X, y, w, rng=self._rng_kept(), cap=cap)
+        self._reservoir = res._replace(clock=self._clock)
+        if refit:
+            self._stream_refit(cfg)
 
     def _rng_kept(self):
         """The generator :meth:`partial_fit` keeps across calls."""
