@@ -219,6 +219,24 @@ def array_names(ds) -> list[str]:
     return sorted(names)
 
 
+def coreset_record(ds) -> dict[str, Any] | None:
+    """The ``coreset`` record of a store ``dkernel coreset`` wrote (rows with a ``weight``
+    array that make them stand for the source's rows), or None for other stores."""
+    meta = ds.attrs.get("coreset")
+    if meta is None or "weight" not in array_names(ds):
+        return None
+    return dict(meta)
+
+
+def weights_note(ds, meta: dict[str, Any]) -> dict[str, Any]:
+    """Says on stderr that the coreset's weights are used; the summary's entry for it."""
+    say(
+        f"{ds.path} is a coreset: training on its {ds.n_samples:,} rows with their 'weight' "
+        f"array (they stand for {int(meta['source_size']):,} rows)"
+    )
+    return {"sample_weight": "weight", "coreset_source_size": int(meta["source_size"])}
+
+
 def check_new_array(ds, name: str, overwrite: bool) -> None:
     """A job's output array: refused before the work when one of that name exists."""
     if name in array_names(ds) and not overwrite:

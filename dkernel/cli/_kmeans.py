@@ -18,8 +18,10 @@ from ._common import (
     check_output_file,
     check_store_writable,
     cluster_session,
+    coreset_record,
     emit_json,
     local_path,
+    weights_note,
 )
 
 
@@ -180,13 +182,20 @@ def run_kmeans(args) -> int:
             )
         elif gamma_opt == "median":
             model.set_params(gamma=estimate_gamma(X, kernel=args.kernel, random_state=args.seed))
-        model.fit(X)
+        weights: dict[str, Any] = {"sample_weight": None}
+        meta = coreset_record(ds)
+        if meta is None:
+            model.fit(X)
+        else:  # a coreset's rows stand for the source's with their weights
+            weights = weights_note(ds, meta)
+            model.fit(X, sample_weight=np.asarray(ds.read("weight"), dtype=np.float64))
         fit_s = time.perf_counter() - t0
         fitted = model.summary()  # the model's own numbers, as its summary() gives them
         summary: dict[str, Any] = {
             "store": ds.path,
             "algorithm": fitted.pop("estimator"),
             "n_samples": ds.n_samples,
+            **weights,
             **fitted,
             "batch_size": None if args.full_batch else args.batch_size,
             "tau": None if args.full_batch else tau,
