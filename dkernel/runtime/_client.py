@@ -21,6 +21,8 @@ from ._memory import PauseGuard, check_worker_memory
 from ._plugins import register_thread_settings
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from distributed import Client
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ def _check_main_guard() -> None:
         )
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (
         frame.f_code.co_name == "<module>" and frame.f_globals is getattr(main, "__dict__", None)
     ):
@@ -213,7 +215,7 @@ def _exception_being_logged() -> BaseException | None:
     """The exception bokeh's ``_log_task_exception`` is logging, if it is on the stack."""
     import sys
 
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(12):  # the filter runs a few frames below the logging call
         if frame is None:
             return None
