@@ -222,6 +222,8 @@ def _arrays(ds) -> dict[str, dict]:
         out[name] = {
             "shape": [int(s) for s in view.shape],
             "dtype": str(view.dtype),
-            "chunks": [int(c) for c in ds.array(name).chunks],
+            # the largest chunk as read (as the store's "chunks"): a store's chunk grid can be
+            # larger than the array, which is then one chunk of all its rows
+            "chunks": [int(c) for c in view.chunksize],
         }
     return out
