@@ -51,7 +51,7 @@ test: $(VENV)/.installed-test
 notebook: $(VENV)/.installed-notebook
 	@echo "notebook: each notebook's first cell starts the cluster and prints its dashboard link;"
 	@echo "notebook: paste it into the Dask panel on the left (or press its search button)."
-	$(VENV)/bin/jupyter lab --notebook-dir=examples
+	$(VENV)/bin/jupyter lab --notebook-dir=examples $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Refresh the pins (every extra, one file for Python 3.11 and newer), keeping the versions
 # already pinned where they still fit; `make lock LOCK_ARGS=--upgrade` moves to the newest.
