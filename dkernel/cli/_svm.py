@@ -18,6 +18,7 @@ from ._common import (
     coreset_record,
     emit_json,
     local_path,
+    small_job_options,
     weights_note,
 )
 
@@ -236,7 +237,7 @@ def _predict(args: argparse.Namespace) -> int:
             f"store {ds.path!r} has {ds.n_features} features but the model "
             f"expects {clf.n_features_in_}"
         )
-    with cluster_session(args.cluster):
+    with cluster_session(args.cluster, **small_job_options(ds, args.cluster)):
         t0 = time.perf_counter()
         written = write_array(ds, args.name, clf.predict(ds.X), overwrite=args.overwrite)
         seconds = time.perf_counter() - t0
