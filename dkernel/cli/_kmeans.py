@@ -156,6 +156,18 @@ def _build_model(args, ds, tau, rate, gamma_opt):
     return model
 
 
+def _fit_weighted(model, ds, X) -> dict[str, Any]:
+    """Fit ``model`` on X: with the store's ``weight`` array when it is a coreset's (its rows
+    stand for the source's with their weights). The summary's entry for the weights."""
+    meta = coreset_record(ds)
+    if meta is None:
+        model.fit(X)
+        return {"sample_weight": None}
+    weights = weights_note(ds, meta)
+    model.fit(X, sample_weight=np.asarray(ds.read("weight"), dtype=np.float64))
+    return weights
+
+
 def run_kmeans(args) -> int:
     from sklearn.metrics import adjusted_rand_score
 
@@ -182,13 +194,7 @@ def run_kmeans(args) -> int:
             )
         elif gamma_opt == "median":
             model.set_params(gamma=estimate_gamma(X, kernel=args.kernel, random_state=args.seed))
-        weights: dict[str, Any] = {"sample_weight": None}
-        meta = coreset_record(ds)
-        if meta is None:
-            model.fit(X)
-        else:  # a coreset's rows stand for the source's with their weights
-            weights = weights_note(ds, meta)
-            model.fit(X, sample_weight=np.asarray(ds.read("weight"), dtype=np.float64))
+        weights = _fit_weighted(model, ds, X)
         fit_s = time.perf_counter() - t0
         fitted = model.summary()  # the model's own numbers, as its summary() gives them
         summary: dict[str, Any] = {
