@@ -56,7 +56,7 @@ notebook: $(VENV)/.installed-notebook
 # Refresh the pins (every extra, one file for Python 3.11 and newer), keeping the versions
 # already pinned where they still fit; `make lock LOCK_ARGS=--upgrade` moves to the newest.
 lock: $(VENV)/.installed-run
-	uv=$$($(INSTALL) --uv) && $$uv pip compile pyproject.toml --universal --python-version 3.11 \
+	uv=$$($(INSTALL) --uv) && $$uv pip compile -q pyproject.toml --universal --python-version 3.11 \
 	  --extra test --extra hpc --extra bench --extra lint --extra notebook $(LOCK_ARGS) -o $(LOCK)
 
 # A one-node SLURM on this machine runs examples/slurm_batch.sh (root on Debian/Ubuntu;
