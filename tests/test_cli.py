@@ -173,6 +173,8 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
     out = captured.out
     assert "dashboard: http" in captured.err and "dashboard" not in out
     assert "[1/" in out and "[2/" in out
+    # the one-time compilation is announced before the steps and timed apart from them
+    assert "numba kernels" in out and out.index("numba kernels ready") < out.index("[1/")
     assert "same rows under another chunking: True" in out
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     data = summary["data"]
@@ -180,6 +182,7 @@ def test_demo_data_and_kernel_steps(tmp_path, capsys, cli_cluster):
     assert data["batch_ms"] > 0 and data["seconds"] > 0
     assert summary["kernels"]["blocks"] >= 1 and summary["kernels"]["gamma"] > 0
     assert summary["total_seconds"] > 0
+    assert summary["compile_seconds"] > 0 and summary["steps_seconds"] > 0
     ds = open_dataset(tmp_path / "w" / "checkerboard.zarr")
     assert ds.n_samples == 10000 and ds.attrs["classes"] == [-1, 1]
 

@@ -115,9 +115,9 @@ def test_info_lists_every_array_including_job_outputs(tmp_path, npz, capsys):
     arrays = _json_out(capsys.readouterr().out)["arrays"]
     assert arrays == {
         "X": {"shape": [200, 3], "dtype": "float64", "chunks": [64, 3]},
-        "X_test": {"shape": [20, 3], "dtype": "float64", "chunks": [64, 3]},
+        "X_test": {"shape": [20, 3], "dtype": "float64", "chunks": [20, 3]},
         "y": {"shape": [200], "dtype": "int64", "chunks": [64]},
-        "y_test": {"shape": [20], "dtype": "int64", "chunks": [64]},
+        "y_test": {"shape": [20], "dtype": "int64", "chunks": [20]},
     }
 
 

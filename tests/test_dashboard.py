@@ -44,3 +44,43 @@ def test_embedded_client_dashboard_renders(monkeypatch):
         client.close()
         cluster.close()
     assert "needs bokeh" not in page.lower() and "bokeh" in page.lower()
+
+
+def test_groups_page_open_during_work_leaves_stderr_clean(monkeypatch, capfd):
+    """With the dashboard's Groups page open (a bokeh client session on /groups, as a browser
+    tab holds one) during ordinary work, the upstream KeyError of the page's layout
+    (docs/upstream/groups-page-keyerror.md) reaches neither stderr nor the log: the
+    reproduction reproduces (the filter dropped records) and stderr has no traceback."""
+    import time
+    import warnings
+
+    import dask.array as da
+    import numpy as np
+    from bokeh.client import pull_session
+
+    from dkernel.runtime import get_client
+    from dkernel.runtime._client import _GroupsLayoutFilter
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    client = get_client(n_workers=2, processes=False, new=True)
+    before = _GroupsLayoutFilter.dropped
+    try:
+        url = client.dashboard_link.replace("/status", "/groups")
+        with warnings.catch_warnings():
+            # bokeh's client makes its own tornado IOLoop, which Python 3.12 deprecates
+            warnings.simplefilter("ignore", DeprecationWarning)
+            session = pull_session(url=url)
+        with session:
+            assert session.document.roots  # the page's plot
+            x = da.from_array(np.random.default_rng(0).random((20_000, 20)), chunks=2_000)
+            t0 = time.monotonic()
+            while _GroupsLayoutFilter.dropped == before and time.monotonic() - t0 < 60:
+                (x @ x.T[:, :100]).sum().compute()
+                x.mean(axis=0).compute()
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    err = capfd.readouterr().err
+    assert _GroupsLayoutFilter.dropped > before, "the Groups page raised nothing to filter"
+    assert "Traceback" not in err and "KeyError" not in err, err[-2000:]

@@ -86,11 +86,15 @@ def test_kernel_kmeans_fit_predict_score(client, data):
     # the fit itself: its steps and the input's chunks, no Dask-internal join; the labels
     # pass (one task per chunk), its distance totals and the label column it keeps
     labels_pass = {"kkmeans-labels", "kkmeans-labels-total", "kkmeans-labels-column"}
-    assert _check(client, {"kkmeans-batch"} | labels_pass) <= {
-        "array",
-        "kkmeans-batch",
-        "array-kkmeans-labels",
-    } | labels_pass
+    assert (
+        _check(client, {"kkmeans-batch"} | labels_pass)
+        <= {
+            "array",
+            "kkmeans-batch",
+            "array-kkmeans-labels",
+        }
+        | labels_pass
+    )
     km.predict(Xd).compute()
     km.transform(Xd).compute()
     km.score(Xd)

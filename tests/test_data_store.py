@@ -577,3 +577,12 @@ def test_ingest_test_size_refuses_a_source_with_its_own_test_set(tmp_path, rng):
     np.savez(path, X=X, X_test=X[:5])
     with pytest.raises(DKernelError, match="own X_test"):
         ingest(path, tmp_path / "s.zarr", test_size=0.2, random_state=0)
+
+
+def test_ingest_verbose_shows_a_bar_of_the_rows(tmp_path, capfd):
+    X = np.arange(3000.0).reshape(1000, 3)
+    ds = ingest(X, tmp_path / "v.zarr", y=np.arange(1000) % 2, chunk_rows=300, verbose=1)
+    err = capfd.readouterr().err
+    assert ds.n_samples == 1000 and "ingest" in err and "1.00k/1.00k" in err
+    ingest(X, tmp_path / "q.zarr", y=np.arange(1000) % 2)
+    assert "ingest" not in capfd.readouterr().err  # quiet by default

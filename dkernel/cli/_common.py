@@ -78,6 +78,25 @@ def cluster_session(cluster: str | None, **local_options: Any) -> Iterator[Any]:
                 cl.close()
 
 
+#: Stores up to this many bytes of X are served by an in-process cluster (threads) when no
+#: --cluster is given: starting worker processes (each importing dask, numba and dkernel)
+#: costs seconds that a small predict or check does not need.
+SMALL_JOB_BYTES = 64 * 2**20
+
+
+def small_job_options(ds, cluster: str | None) -> dict[str, Any]:
+    """``cluster_session``'s options for a command on the store ``ds``: the embedded
+    cluster in this process (no worker processes) for a small store, else none."""
+    if cluster is not None or os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return {}
+    import dask.config
+
+    if dask.config.get("scheduler-address", None):
+        return {}
+    nbytes = int(ds.X.shape[0]) * int(ds.X.shape[1]) * ds.X.dtype.itemsize
+    return {"processes": False} if nbytes <= SMALL_JOB_BYTES else {}
+
+
 def local_path(text: str) -> str:
     """A path or URL argument as the command uses it: ``~`` expanded and absolute for a
     local path (``file://`` too); an object-storage URL checked for its form and kept."""
@@ -217,6 +236,24 @@ def array_names(ds) -> list[str]:
     else:
         names.update(dict(ds.attrs.get("arrays") or {}))
     return sorted(names)
+
+
+def coreset_record(ds) -> dict[str, Any] | None:
+    """The ``coreset`` record of a store ``dkernel coreset`` wrote (rows with a ``weight``
+    array that make them stand for the source's rows), or None for other stores."""
+    meta = ds.attrs.get("coreset")
+    if meta is None or "weight" not in array_names(ds):
+        return None
+    return dict(meta)
+
+
+def weights_note(ds, meta: dict[str, Any]) -> dict[str, Any]:
+    """Says on stderr that the coreset's weights are used; the summary's entry for it."""
+    say(
+        f"{ds.path} is a coreset: training on its {ds.n_samples:,} rows with their 'weight' "
+        f"array (they stand for {int(meta['source_size']):,} rows)"
+    )
+    return {"sample_weight": "weight", "coreset_source_size": int(meta["source_size"])}
 
 
 def check_new_array(ds, name: str, overwrite: bool) -> None:

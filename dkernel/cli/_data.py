@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .._validation import DKernelError
-from ._common import array_names, cluster_session, emit_json, local_path
+from ._common import array_names, cluster_session, emit_json, local_path, small_job_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -166,7 +166,7 @@ def _check(args) -> int:
     from ..data import open_dataset
 
     ds = open_dataset(local_path(args.store))  # a missing chunk file: named here, no reads
-    with cluster_session(args.cluster):
+    with cluster_session(args.cluster, **small_job_options(ds, args.cluster)):
         chunks = verify(ds)
     emit_json({"store": ds.path, "verified": chunks, "ok": True})
     return 0
@@ -222,6 +222,8 @@ def _arrays(ds) -> dict[str, dict]:
         out[name] = {
             "shape": [int(s) for s in view.shape],
             "dtype": str(view.dtype),
-            "chunks": [int(c) for c in ds.array(name).chunks],
+            # the largest chunk as read (as the store's "chunks"): a store's chunk grid can be
+            # larger than the array, which is then one chunk of all its rows
+            "chunks": [int(c) for c in view.chunksize],
         }
     return out

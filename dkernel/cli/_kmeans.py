@@ -18,8 +18,10 @@ from ._common import (
     check_output_file,
     check_store_writable,
     cluster_session,
+    coreset_record,
     emit_json,
     local_path,
+    weights_note,
 )
 
 
@@ -159,6 +161,18 @@ def _class_codes(yb: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return np.searchsorted(classes, yb).astype(np.int64)
 
 
+def _fit_weighted(model, ds, X) -> dict[str, Any]:
+    """Fit ``model`` on X: with the store's ``weight`` array when it is a coreset's (its rows
+    stand for the source's with their weights). The summary's entry for the weights."""
+    meta = coreset_record(ds)
+    if meta is None:
+        model.fit(X)
+        return {"sample_weight": None}
+    weights = weights_note(ds, meta)
+    model.fit(X, sample_weight=np.asarray(ds.read("weight"), dtype=np.float64))
+    return weights
+
+
 def _ari(y, labels, k: int) -> float:
     """The adjusted Rand index of ``labels`` against the store's ``y`` from their
     contingency table, counted on the workers (k x classes numbers come back, not n rows)."""
@@ -201,13 +215,14 @@ def run_kmeans(args) -> int:
             )
         elif gamma_opt == "median":
             model.set_params(gamma=estimate_gamma(X, kernel=args.kernel, random_state=args.seed))
-        model.fit(X)
+        weights = _fit_weighted(model, ds, X)
         fit_s = time.perf_counter() - t0
         fitted = model.summary()  # the model's own numbers, as its summary() gives them
         summary: dict[str, Any] = {
             "store": ds.path,
             "algorithm": fitted.pop("estimator"),
             "n_samples": ds.n_samples,
+            **weights,
             **fitted,
             "batch_size": None if args.full_batch else args.batch_size,
             "tau": None if args.full_batch else tau,

@@ -15,8 +15,11 @@ from ._common import (
     check_output_file,
     check_store_writable,
     cluster_session,
+    coreset_record,
     emit_json,
     local_path,
+    small_job_options,
+    weights_note,
 )
 
 
@@ -173,14 +176,21 @@ def _train(args: argparse.Namespace) -> int:
     clf.check_params()  # parameter and kernel errors before a cluster starts
     if args.checkpoint is not None:
         clf.set_params(checkpoint=check_output_file(args.checkpoint, "checkpoint", remote=True))
+    core = _coreset_in(ds)
     with cluster_session(args.cluster):
         t0 = time.perf_counter()
-        clf.fit(ds)
+        weights: dict[str, Any] = {"sample_weight": None}
+        if core is None:
+            clf.fit(ds)
+        else:  # the rows stand for the source's only with their weights
+            weights = weights_note(ds, coreset_record(ds) or {})
+            core.fit(clf)  # as Coreset.fit in Python: the same model
         train_s = time.perf_counter() - t0
         summary: dict[str, Any] = {
             "store": ds.path,
             "model": model_path,
             "n_samples": ds.n_samples,
+            **weights,
             **clf.summary(),  # the model's own numbers, as its summary() gives them
             "max_iter": args.max_iter,
             "seed": args.seed,
@@ -192,6 +202,21 @@ def _train(args: argparse.Namespace) -> int:
     clf.save(model_path)
     emit_json(summary, summary_path)
     return 0
+
+
+def _coreset_in(ds):
+    """The coreset a store holds (None for other stores); one-vs-rest coresets refused."""
+    meta = coreset_record(ds)
+    if meta is None:
+        return None
+    if meta.get("multiclass") == "ovr":
+        raise DKernelError(
+            f"store {ds.path!r} holds one-vs-rest coresets (one binary problem per class): "
+            "train one model per class in Python (dkernel.coreset.read_coreset)"
+        )
+    from ..coreset import read_coreset
+
+    return read_coreset(ds)
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -212,7 +237,7 @@ def _predict(args: argparse.Namespace) -> int:
             f"store {ds.path!r} has {ds.n_features} features but the model "
             f"expects {clf.n_features_in_}"
         )
-    with cluster_session(args.cluster):
+    with cluster_session(args.cluster, **small_job_options(ds, args.cluster)):
         t0 = time.perf_counter()
         written = write_array(ds, args.name, clf.predict(ds.X), overwrite=args.overwrite)
         seconds = time.perf_counter() - t0

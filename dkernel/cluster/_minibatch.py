@@ -896,6 +896,10 @@ class MiniBatchKernelKMeans(
         each call). Graph kernels are transductive and not supported here. The batch
         becomes center support, so it is held in memory: dask/store input above
         ``max_data_bytes`` is refused (read once, values checked in that read).
+        ``inertia_`` is then the objective of this call's rows,
+        ``sum_i w_i ||phi(x_i) - C_{label_i}||^2`` on the centers they were assigned to
+        (before this call's update: ``history_[-1]`` times the rows' total weight; the
+        step's own kernel block, no second pass).
 
         Returns
         -------
@@ -945,6 +949,8 @@ class MiniBatchKernelKMeans(
             bar.update(1, iteration=self.n_iter_, objective=self.history_[-1])
         self._export_windows(oracle)
         self.n_kernel_evals_ = int(oracle.evals)
+        # the objective of this call's rows, from the step's own kernel block (no second pass)
+        self.inertia_ = float(self.history_[-1]) * float(np.sum(w))
         return self
 
     def _warn_never_won(self):

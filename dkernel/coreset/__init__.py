@@ -48,7 +48,7 @@ from ._sensitivity import svm_sensitivity
 # The internal surface (the ``as`` names): what the other subpackages use, not part of the
 # public API.
 from ._solver import coarse_svm as coarse_svm
-from ._store import uniform_store_coreset, write_coreset
+from ._store import read_coreset, uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset
 from ._svm_terms import class_counts as class_counts
 from ._svm_terms import decision as decision
@@ -70,6 +70,7 @@ __all__ = [
     "distributed_coreset",
     "kernel_kmeans_coreset",
     "merge",
+    "read_coreset",
     "svm_coreset",
     "svm_sensitivity",
     "uniform_coreset",

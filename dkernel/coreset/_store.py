@@ -115,3 +115,57 @@ def write_coreset(coreset, store, *, source: str = "coreset", overwrite: bool = 
         extra=extra,
         overwrite=overwrite,
     )
+
+
+def read_coreset(store):
+    """The coreset a store written by :func:`write_coreset` (or ``dkernel coreset``) holds.
+
+    Parameters
+    ----------
+    store : str, os.PathLike or Dataset
+
+    Returns
+    -------
+    Coreset, or dict of label -> Coreset
+        The rows with their ``weight`` and ``sensitivity``, and the build's ``source_size``,
+        ``C``, ``total_sensitivity`` and method; for a store of one-vs-rest coresets, one
+        coreset per class (its rows, labels -1/+1 within it), as
+        ``distributed_coreset(..., multiclass="ovr")`` returned them.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from dkernel.coreset import read_coreset, svm_coreset, write_coreset
+    >>> from dkernel.data import make_checkerboard
+    >>> X, y = make_checkerboard(2000, random_state=0)
+    >>> core = svm_coreset(X, y, 200, random_state=0)
+    >>> ds = write_coreset(core, os.path.join(tempfile.mkdtemp(), "core.zarr"))
+    >>> back = read_coreset(ds)
+    >>> bool(np.array_equal(back.weight, core.weight)), back.source_size == core.source_size
+    (True, True)
+    """
+    ds = store if isinstance(store, Dataset) else open_dataset(store)
+    meta = ds.attrs.get("coreset")
+    if meta is None or ds.y is None:
+        raise DKernelError(f"store {ds.path!r} holds no coreset (no 'coreset' record)")
+    X, y = np.asarray(ds.X), np.asarray(ds.y)
+    weight = np.asarray(ds.read("weight"), dtype=np.float64)
+    sens = np.asarray(ds.read("sensitivity"), dtype=np.float64)
+    info = {"method": meta.get("method")}
+
+    def one(rows, total, classes) -> Coreset:
+        return Coreset(
+            X=X[rows], y=y[rows], weight=weight[rows], sensitivity=sens[rows],
+            total_sensitivity=float(total), source_size=int(meta["source_size"]),
+            C=float(meta.get("C", 1.0)), classes=tuple(classes), info=dict(info),
+        )  # fmt: skip
+
+    if meta.get("multiclass") != "ovr":
+        classes = ds.attrs.get("classes") or np.unique(y).tolist()
+        return one(slice(None), meta["total_sensitivity"], sorted(classes))
+    owner = np.asarray(ds.read("ovr_class"))
+    return {
+        label: one(owner == label, meta["total_sensitivity"][str(label)], (-1, 1))
+        for label in meta["classes"]
+    }

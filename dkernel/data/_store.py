@@ -558,11 +558,13 @@ def write_arrays(
     storage_options: Mapping[str, Any] | None = None,
     test_size: float | None = None,
     random_state=None,
+    verbose: int = 0,
 ):
     """Stream ``(X_block, y_block)`` pairs into a new store; returns the opened Dataset.
 
     ``test_size``: hold out about that share of the rows as ``X_test``/``y_test`` (see
-    :func:`ingest`)."""
+    :func:`ingest`); ``verbose`` > 0: a progress bar of the rows written."""
+    blocks = _rows_bar(blocks, n, verbose)
     dtype = np.dtype(dtype)
     chunk_rows = chunk_rows or default_chunk_rows(n_features, dtype.itemsize)
     check_scalar(chunk_rows, "chunk_rows", kind=(int, np.integer), low=1)
@@ -735,6 +737,18 @@ def _compute_all(tasks: list) -> tuple:
     return dask.compute(*tasks)
 
 
+def _rows_bar(blocks: Iterable, n: int, verbose) -> Iterator:
+    """``blocks`` as they are, with a bar of the rows written when ``verbose`` asks for one."""
+    from ..runtime import progress, progress_enabled
+
+    with progress(
+        n, "ingest", enabled=progress_enabled(verbose), unit="rows", unit_scale=True
+    ) as bar:
+        for Xb, yb in blocks:
+            yield Xb, yb
+            bar.update(len(Xb))
+
+
 def write_array(
     store,
     name: str,
@@ -902,6 +916,7 @@ def ingest(
     storage_options: Mapping[str, Any] | None = None,
     test_size: float | None = None,
     random_state=None,
+    verbose: int = 0,
 ):
     """Write a dataset into a zarr 3 store and open it.
 
@@ -961,6 +976,8 @@ def ingest(
         ``test_size``, ``seed`` and ``n_test``. Not with a source that has its own test set.
     random_state : int, optional
         Seed of the split (default: a fresh one, recorded in ``split``).
+    verbose : int, default=0
+        > 0: a progress bar of the rows written (terminal or notebook), as the estimators'.
 
     Returns
     -------
@@ -976,6 +993,7 @@ def ingest(
         compressors=compressors,
         test_size=test_size,
         random_state=random_state,
+        verbose=verbose,
     )
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)

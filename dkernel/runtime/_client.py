@@ -21,6 +21,8 @@ from ._memory import PauseGuard, check_worker_memory
 from ._plugins import register_thread_settings
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from distributed import Client
 
 logger = logging.getLogger(__name__)
@@ -54,12 +56,66 @@ def _local_cluster(*, where: str = "the local cluster", **overrides: Any):
         kwargs.update(host=host, protocol="tcp://")
     kwargs.update({k.replace("-", "_"): v for k, v in opts.items()})
     if processes:
+        _check_main_guard()
         env = dict(kwargs.pop("env", None) or {})
         env.setdefault("NUMBA_NUM_THREADS", str(numba_threads()))
         kwargs["env"] = env
     _quiet_groups_layout()
     with _quiet_wildcard_origin():
         return LocalCluster(**kwargs)
+
+
+_GUARD_HINT = (
+    'put the script\'s work under `if __name__ == "__main__":` (workers start by '
+    '"spawn" and import the script again)'
+)
+
+
+def _check_main_guard() -> None:
+    """Worker processes start by "spawn" and import the main script again: a script that
+    starts a cluster at module level would start one in every worker as it boots (distributed
+    then prints pages of tracebacks). Refused here with one line: in the script (a call from
+    its top-level code outside an ``if __name__ == "__main__":`` block), and in a worker that
+    is importing it."""
+    import multiprocessing
+    import sys
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(
+            f"dkernel: error: a Dask worker started a cluster as it booted: {_GUARD_HINT}"
+        )
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (
+        frame.f_code.co_name == "<module>" and frame.f_globals is getattr(main, "__dict__", None)
+    ):
+        frame = frame.f_back
+    if frame is None or not path or not os.path.isfile(path):
+        return  # not called from a script's top level (a notebook, a function, -c)
+    if not _in_main_block(path, frame.f_lineno):
+        raise DKernelError(
+            f"get_client() at the top level of {os.path.basename(path)} (line "
+            f"{frame.f_lineno}) would start a cluster in every worker: {_GUARD_HINT}"
+        )
+
+
+def _in_main_block(path: str, line: int) -> bool:
+    """Whether ``line`` of the script is inside an ``if __name__ == "__main__":`` block."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return True  # cannot tell: let it run
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            if "__name__" in ast.unparse(node.test):
+                end = node.end_lineno or node.lineno
+                if node.lineno <= line <= end:
+                    return True
+    return False
 
 
 def _positive_int(value: Any) -> bool:
@@ -127,29 +183,68 @@ class _GroupsLayoutFilter(logging.Filter):
     the groups it depends on, and that every such group still exists. Neither holds while
     work runs (a ``from_array`` group is ordered after its consumers; a forgotten group is
     still named by a dependent), so ``TaskGroupGraph.update_layout`` raises ``KeyError``
-    on most refreshes, and the scheduler logs each with its traceback: with the embedded
-    cluster the scheduler runs in the user's process, so they fill the notebook or the
-    terminal. Plain dask work shows it too (a ``mean`` of a ``from_array``); the page keeps
-    its last layout. Only those records are dropped; docs/upstream/groups-page-keyerror.md
-    is the report for distributed."""
+    on most refreshes, and each is logged with its traceback: with the embedded cluster the
+    scheduler runs in the user's process, so they fill the notebook or the terminal. Plain
+    dask work shows it too (a ``mean`` of a ``from_array``); the page keeps its last layout.
+    Only those records are dropped; docs/upstream/groups-page-keyerror.md is the report for
+    distributed.
+
+    Where they are logged depends on bokeh: up to 3.9 distributed's scheduler-page logger
+    gets the exception (``exc_info``); from 3.10 bokeh's own callback runner
+    (``bokeh.util.asyncio``) logs two records without it, "Error thrown from callback:" and
+    the formatted traceback, from ``_log_task_exception``, whose ``exception`` is read off
+    the stack."""
+
+    #: records dropped (a test counts that the reproduction reproduces)
+    dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info
-        if not exc or exc[0] is not KeyError:
+        exc = record.exc_info[1] if record.exc_info else _exception_being_logged()
+        if exc is None or not _from_groups_layout(exc):
             return True
-        tb = exc[2]
-        while tb is not None:
-            if tb.tb_frame.f_code.co_name == "update_layout":
-                return False
-            tb = tb.tb_next
-        return True
+        type(self).dropped += 1
+        return False
+
+
+#: The loggers the Groups page's errors reach: distributed's (bokeh <= 3.9) and bokeh's own
+#: callback runner (bokeh >= 3.10).
+_GROUPS_LOGGERS = ("distributed.dashboard.components.scheduler", "bokeh.util.asyncio")
+
+
+def _exception_being_logged() -> BaseException | None:
+    """The exception bokeh's ``_log_task_exception`` is logging, if it is on the stack."""
+    import sys
+
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(12):  # the filter runs a few frames below the logging call
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "_log_task_exception":
+            exc = frame.f_locals.get("exception")
+            return exc if isinstance(exc, BaseException) else None
+        frame = frame.f_back
+    return None
+
+
+def _from_groups_layout(exc: BaseException) -> bool:
+    """A ``KeyError`` raised in the Groups page's ``update_layout``."""
+    if not isinstance(exc, KeyError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "update_layout":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _quiet_groups_layout() -> None:
-    """Install :class:`_GroupsLayoutFilter` on the dashboard's scheduler-page logger (once)."""
-    log = logging.getLogger("distributed.dashboard.components.scheduler")
-    if not any(isinstance(f, _GroupsLayoutFilter) for f in log.filters):
-        log.addFilter(_GroupsLayoutFilter())
+    """Install :class:`_GroupsLayoutFilter` on the loggers the Groups page's errors reach
+    (once)."""
+    for name in _GROUPS_LOGGERS:
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _GroupsLayoutFilter) for f in log.filters):
+            log.addFilter(_GroupsLayoutFilter())
 
 
 def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):

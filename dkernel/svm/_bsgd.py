@@ -80,6 +80,8 @@ _REFIT_MAX_ITER = 50
 _REFIT_DEFAULT = "ovr"
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
+#: At most this many bytes of rows in the sample that ``partial_fit(refit=True)`` solves over.
+_RESERVOIR_BYTES = 64 * 2**20
 #: ``probability=True``: the share of the rows held out for Platt scaling, and at most this
 #: many rows (two parameters per score column need few; the rest train the model).
 _CALIBRATION_SHARE = 0.1
@@ -996,7 +998,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         self._state = state
 
     @named_worker_errors
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None, *, refit=False):
         """One pass over the rows of X in the given order, continuing the current model.
 
         Always sequential (the order is the caller's). With ``alpha=None`` the first call
@@ -1005,13 +1007,30 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         first call averages from its first step; later calls go on with the running
         average (its weights keep growing with the step count).
 
+        With the estimator's ``refit`` on (the default), the calls keep a uniform random
+        sample of every row streamed so far (reservoir sampling: at most ``refit_rows``
+        rows, ``"auto"``: 256 per support vector, and at most 64 MiB of rows), and a call
+        with ``refit=True`` ends with the refit of :meth:`fit` over that sample: exact
+        coefficients over the support vectors the stream chose (``refit_alpha_``:
+        ``alpha``, or with ``alpha=None`` ``1 / (10 t)`` for t rows streamed). Pass it on
+        the last call of a stream (or every few calls: each refit costs a few passes over
+        the sample). The sample is not saved with the model.
+
+        To stream as well as :meth:`fit`: one call per chunk of a store in file order,
+        ``refit=True`` on the last call (benchmarks/results/streaming.md has the settings
+        compared on ijcnn1, B = 300).
+
         Parameters
         ----------
-        X : array-like of shape (n, d) or dask array
+        X : array-like of shape (n, d), dask array, zarr array, str or Dataset
+            A store path or :class:`~dkernel.data.Dataset` supplies ``y`` when it is None
+            (and ``classes`` from the store's record when they are None).
         y : array-like of shape (n,)
-        classes : array-like, required on the first call
+        classes : array-like, required on the first call (unless the store records them)
             All labels that will ever appear; later calls may omit it.
         sample_weight : array-like of shape (n,), optional
+        refit : bool, default=False
+            End this call with the refit over the sample of the rows streamed so far.
 
         Returns
         -------
@@ -1019,15 +1038,9 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         """
         first_call = not hasattr(self, "classes_")
         if first_call:
-            if classes is None:
-                raise DKernelError("classes must be passed to the first call to partial_fit")
             self.check_params()
-        elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise DKernelError(
-                f"classes {np.unique(classes).tolist()} differ from those of the "
-                f"first partial_fit call {self.classes_.tolist()}"
-            )
-        X, _is_dask, y, w, _ = self._prepare(X, y, sample_weight, reset=first_call)
+        X, _is_dask, y, w, recorded = self._prepare(X, y, sample_weight, reset=first_call)
+        classes = self._stream_classes(first_call, recorded if classes is None else classes)
         n, d = int(X.shape[0]), int(X.shape[1])
         if first_call:
             cls = np.unique(np.asarray(classes))
@@ -1056,11 +1069,59 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
             unit_scale=True,
         ) as bar:
             self._run(plan, X, y, w, _label_map(cls), state, cfg, bar=bar, scaler=scaler)
+        # the sample goes on from the previous call only (not across a fit or a load)
+        res = getattr(self, "_reservoir", None)
+        res = res if res is not None and not first_call and res.clock == self._clock else None
         self._finish(state, cls, spec, cfg, n_iter=max(n_iter, 1), d=d)
         self._set_scaler(scaler)
         self.distributed_ = False
         self.probA_ = self.probB_ = None  # a calibration of the former model no longer holds
+        self._stream_sample(res, X, y, None if sample_weight is None else w, refit, cfg)
         return self
+
+    def _stream_classes(self, first: bool, classes):
+        """``partial_fit``'s classes: needed on the first call, the same on later ones."""
+        if first and classes is None:
+            raise DKernelError("classes must be passed to the first call to partial_fit")
+        if not first and classes is not None:
+            if not np.array_equal(np.unique(classes), self.classes_):
+                raise DKernelError(
+                    f"classes {np.unique(classes).tolist()} differ from those of the "
+                    f"first partial_fit call {self.classes_.tolist()}"
+                )
+        return classes
+
+    def _stream_sample(self, res, X, y, w, refit: bool, cfg: nb.BSGDConfig) -> None:
+        """``partial_fit``'s rows into the reservoir (``refit`` on), then its refit."""
+        if not self.refit:
+            if refit:
+                raise DKernelError("partial_fit(refit=True) needs the estimator's refit on")
+            return
+        cap = _reservoir_cap(int(self.budget), int(X.shape[1]), self.refit_rows)
+        res = _reservoir_add(res, X, y, w, rng=self._rng_kept(), cap=cap)
+        self._reservoir = res._replace(clock=self._clock)
+        if refit:
+            self._stream_refit(cfg)
+
+    def _rng_kept(self):
+        """The generator :meth:`partial_fit` keeps across calls."""
+        self._rng = getattr(self, "_rng", None) or check_random_state(self.random_state)
+        return self._rng
+
+    def _stream_refit(self, cfg: nb.BSGDConfig) -> None:
+        """``partial_fit(refit=True)``: the refit of :meth:`fit` over the reservoir."""
+        res = self._reservoir
+        level = logging.INFO if self.verbose else logging.DEBUG
+        with timer("bsgd partial_fit refit", logger, level):
+            result = _refit.refit(
+                res.X, res.y, res.w, classes=self.classes_, Z=self.support_vectors_,
+                coef=self.dual_coef_, intercept=self.intercept_, spec=self._spec,
+                icpt=cfg.icpt, scaler=self._scaler(), alpha=self._refit_alpha(res.seen),
+                tol=_REFIT_TOL, max_iter=_REFIT_MAX_ITER, max_rows=len(res.y),
+                multi_class=self._refit_loss(),
+            )  # fmt: skip
+        self.dual_coef_, self.intercept_ = result.coef, result.intercept
+        self.refit_alpha_ = self._refit_alpha(res.seen)
 
     def _set_scaler(self, scaler: Standardizer | None) -> None:
         self.feature_mean_ = None if scaler is None else scaler.mean
@@ -1469,6 +1530,60 @@ def _phase_summary(est) -> dict:
     if stats is None:
         return {}
     return {"timings": dict(est.timings_), "phases": {k: dict(v) for k, v in stats.items()}}
+
+
+class _Reservoir(NamedTuple):
+    """A uniform sample of the rows :meth:`BudgetedSVC.partial_fit` streamed (Vitter's
+    algorithm R): ``seen`` rows so far, at most ``cap`` kept (X, raw labels, weights)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    w: np.ndarray | None
+    seen: int
+    #: the model's step count after the call that last added rows
+    clock: int = 0
+
+
+def _reservoir_cap(budget: int, d: int, refit_rows) -> int:
+    rows = _refit._ROWS_PER_SV * budget if refit_rows == "auto" else int(refit_rows)
+    return max(1, min(rows, _RESERVOIR_BYTES // (8 * max(1, d))))
+
+
+def _reservoir_add(res: _Reservoir | None, X, y, w, *, rng, cap: int) -> _Reservoir:
+    """``res`` with the n rows of (X, y, w) offered in order: row t (counted over the whole
+    stream) enters with probability ``cap / (t + 1)`` in a uniform slot, the later of two
+    rows for one slot kept. The entering rows are gathered once (one task per touched
+    chunk for dask input)."""
+    n = int(X.shape[0])
+    seen = 0 if res is None else res.seen
+    kept = 0 if res is None else len(res.y)
+    t = seen + np.arange(n)
+    slot = np.where(t < cap, t, rng.randint(0, np.maximum(t, cap) + 1))
+    enter = np.flatnonzero(slot < cap)
+    last = len(enter) - 1 - np.unique(slot[enter][::-1], return_index=True)[1]
+    rows, slots = enter[last], slot[enter[last]]
+    Xn, yn = take_rows(X, rows), take_rows(y, rows)
+    wn = None if w is None else take_rows(w, rows)
+    size = max(kept, int(slots.max()) + 1) if len(slots) else kept
+    if res is None:
+        res = _Reservoir(
+            np.empty((0, Xn.shape[1]), Xn.dtype), np.empty(0, yn.dtype),
+            None if wn is None else np.empty(0), 0,
+        )  # fmt: skip
+    Xr, yr = _grown(res.X, size), _grown(res.y, size)
+    Xr[slots], yr[slots] = Xn, yn
+    wr = None
+    if wn is not None or res.w is not None:
+        wr = _grown(np.ones(kept) if res.w is None else res.w, size, fill=1.0)
+        wr[slots] = 1.0 if wn is None else wn
+    return _Reservoir(Xr, yr, wr, seen + n)
+
+
+def _grown(a: np.ndarray, size: int, fill=None) -> np.ndarray:
+    """A copy of ``a`` with ``size`` rows (new rows ``fill``, or uninitialised)."""
+    out = np.empty((size, *a.shape[1:]), a.dtype) if fill is None else np.full(size, fill)
+    out[: len(a)] = a
+    return out
 
 
 def _check_trained(state: nb.BSGDState, w) -> None:
