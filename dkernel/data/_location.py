@@ -15,16 +15,24 @@ endpoint is an error, never a hang.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import functools
+import inspect
 import json
+import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask.config
+from dask.utils import parse_timedelta
 
 from .._validation import DKernelError
+
+logger = logging.getLogger(__name__)
 
 #: URL schemes read through fsspec, with the package that provides each.
 REMOTE_PROTOCOLS = {
@@ -41,6 +49,10 @@ REMOTE_PROTOCOLS = {
 URL_FORMS = "a local path, file://, s3://, gs://, az:// or abfs://, memory:// (tests)"
 
 _SECRET_KEYS = ("secret", "key", "token", "password", "credential", "sas", "account_key")
+
+
+#: The asynchronous clients made in this process (closed by :func:`close_clients`).
+_OPENED: list = []
 
 
 def _freeze(options: Mapping[str, Any] | None) -> tuple:
@@ -80,7 +92,7 @@ class Location:
     @property
     def fs(self):
         """The fsspec filesystem of a remote location (cached per process and options)."""
-        return _filesystem(self.protocol, self.options)
+        return _filesystem(self.protocol, self.options, storage_settings())
 
     @property
     def path(self) -> str:
@@ -96,7 +108,7 @@ class Location:
         if self.is_local:
             return zarr.storage.LocalStore(self.url, read_only=read_only)
         self.fs  # noqa: B018 - a missing client package is reported by name
-        fs = _async_filesystem(self.protocol, self.options)
+        fs = _async_filesystem(self.protocol, self.options, storage_settings())
         return zarr.storage.FsspecStore(fs, path=self.path, read_only=read_only)
 
     def __str__(self) -> str:
@@ -140,71 +152,180 @@ def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Loca
     return Location(f"{scheme}://{rest}", scheme, opts)
 
 
-def _request_options(protocol: str) -> dict[str, Any]:
+class StorageSettings(NamedTuple):
+    """The bounds of every remote request, read from the Dask config when a client is made."""
+
+    timeout: float  #: s per connect and per read of one request
+    retries: int  #: attempts per request, with backoff
+    deadline: float  #: s for one request in all: its attempts, connects, reads and backoff
+
+
+_WHERE = (
+    "set in a Dask config file (~/.config/dask, DASK_CONFIG), a DASK_DKERNEL__STORAGE__{} "
+    "variable or dask.config.set"
+)
+
+
+def _setting(name: str, default: Any, convert, what: str):
+    value = dask.config.get(f"dkernel.storage.{name}", default)
+    try:
+        out = convert(value)
+        if out is not None and not out > 0:
+            raise ValueError
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise DKernelError(
+            f"dkernel.storage.{name} must be {what}, got {value!r} ({_WHERE.format(name.upper())})"
+        ) from None
+    return out
+
+
+def _seconds(value) -> float:
+    out = float(parse_timedelta(value, default="seconds"))
+    if not math.isfinite(out):
+        raise ValueError
+    return out
+
+
+def _attempts(value) -> int:
+    if isinstance(value, bool) or float(value) != int(float(value)):
+        raise ValueError
+    return int(float(value))
+
+
+def storage_settings() -> StorageSettings:
+    """The current ``dkernel.storage.timeout``/``retries``/``deadline``, checked.
+
+    Read at each use, so a change of the Dask config applies to the next request."""
+    return StorageSettings(
+        timeout=_setting("timeout", 10, _seconds, "a number of seconds > 0"),
+        retries=_setting("retries", 3, _attempts, "a whole number of attempts >= 1"),
+        deadline=_setting("deadline", 60, _seconds, "a number of seconds > 0"),
+    )
+
+
+def _request_options(protocol: str, settings: StorageSettings) -> dict[str, Any]:
     """Timeouts and retries from the Dask config, in each client's own words."""
-    timeout = float(dask.config.get("dkernel.storage.timeout", 10))
-    attempts = max(1, int(dask.config.get("dkernel.storage.retries", 3)))
     if protocol in ("s3", "s3a"):
         return {
             # botocore's standard mode retries timeouts, dropped connections, 5xx and
             # throttling with capped exponential backoff; s3fs's own loops (nested, one per
             # call layer) are turned off in _bounded so that the attempts do not multiply
             "config_kwargs": {
-                "connect_timeout": timeout,
-                "read_timeout": timeout,
-                "retries": {"max_attempts": attempts, "mode": "standard"},
+                "connect_timeout": settings.timeout,
+                "read_timeout": settings.timeout,
+                "retries": {"max_attempts": settings.retries, "mode": "standard"},
             },
             # one GET per object: no size probe (HEAD) and no ranged split of large chunks
             "max_concurrency": 1,
         }
     if protocol in ("gs", "gcs"):
-        return {"timeout": timeout}
+        return {"timeout": settings.timeout}
     return {}
 
 
-def _client_kwargs(protocol: str, options: tuple) -> dict[str, Any]:
+def _client_kwargs(protocol: str, options: tuple, settings: StorageSettings) -> dict[str, Any]:
     """The fsspec filesystem's arguments: bounded requests, then the user's options."""
     if protocol == "memory":
         return {}
-    return {**_request_options(protocol), **{k: json.loads(v) for k, v in options}}
+    return {**_request_options(protocol, settings), **{k: json.loads(v) for k, v in options}}
 
 
-@functools.lru_cache(maxsize=16)
-def _filesystem(protocol: str, options: tuple):
+def _client_class(protocol: str):
     import fsspec
 
     try:
-        cls = fsspec.get_filesystem_class(protocol)
+        return fsspec.get_filesystem_class(protocol)
     except ImportError as exc:
         raise DKernelError(
             f"{protocol}:// stores need {REMOTE_PROTOCOLS[protocol]}: "
             f'pip install "dkernel[cloud]" ({exc})'
         ) from None
-    # one instance per process and options; skip_instance_cache keeps fsspec from sharing it
-    # with differently configured users of the same class
-    return _bounded(cls(**_client_kwargs(protocol, options), skip_instance_cache=True))
 
 
-def _bounded(fs):
-    """``fs`` with one attempt per call of its own retry loop (s3fs): the attempts and their
-    backoff are the client library's (see :func:`_request_options`)."""
+@functools.lru_cache(maxsize=16)
+def _filesystem(protocol: str, options: tuple, settings: StorageSettings):
+    cls = _client_class(protocol)
+    # one instance per process, options and bounds (a config change makes a new one);
+    # skip_instance_cache keeps fsspec from sharing it with differently configured users
+    kwargs = _client_kwargs(protocol, options, settings)
+    return _bounded(cls(**kwargs, skip_instance_cache=True), settings)
+
+
+#: The asynchronous methods that make one request (s3fs's ``_call_s3``) or one object's
+#: worth of requests; each runs under the request deadline.
+_ONE_REQUEST = ("_call_s3", "_cat_file", "_pipe_file", "_info", "_exists", "_ls",
+                "_put_file", "_get_file", "_rm_file")  # fmt: skip
+
+
+def _with_deadline(method, seconds: float):
+    async def bounded(*args, **kwargs):
+        try:
+            return await asyncio.wait_for(method(*args, **kwargs), seconds)
+        except TimeoutError:
+            raise TimeoutError(
+                f"no complete answer within dkernel.storage.deadline ({seconds:g} s)"
+            ) from None
+
+    return bounded
+
+
+def _bounded(fs, settings: StorageSettings):
+    """``fs`` with each request under ``settings.deadline`` and one attempt per call of its
+    own retry loop (s3fs): the attempts and their backoff are the client library's (see
+    :func:`_request_options`), the deadline bounds them all, with every connect and read
+    (a drip-feeding endpoint passes each read's timeout, never the deadline)."""
+    from fsspec.asyn import sync_wrapper
+
     if hasattr(type(fs), "retries"):
         fs.retries = 1
+    if not getattr(fs, "async_impl", False):
+        return fs
+    for name in _ONE_REQUEST:
+        method = getattr(fs, name, None)
+        if method is None or not inspect.iscoroutinefunction(method):
+            continue
+        setattr(fs, name, _with_deadline(method, settings.deadline))
+        if not fs.asynchronous and name[1:] in vars(fs):  # the sync facade fsspec mirrored
+            setattr(fs, name[1:], sync_wrapper(getattr(fs, name), obj=fs))
     return fs
 
 
 @functools.lru_cache(maxsize=16)
-def _async_filesystem(protocol: str, options: tuple):
+def _async_filesystem(protocol: str, options: tuple, settings: StorageSettings):
     """The asynchronous client of zarr, which drives its own event loop (one per process)."""
-    import fsspec
-
-    cls = fsspec.get_filesystem_class(protocol)
+    cls = _client_class(protocol)
     if not cls.async_impl:
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
-        return AsyncFileSystemWrapper(_filesystem(protocol, options), asynchronous=True)
-    kwargs = {"asynchronous": True, **_client_kwargs(protocol, options)}
-    return _bounded(cls(**kwargs, skip_instance_cache=True))
+        fs = _filesystem(protocol, options, settings)
+        return AsyncFileSystemWrapper(fs, asynchronous=True)
+    kwargs = {"asynchronous": True, **_client_kwargs(protocol, options, settings)}
+    fs = _bounded(cls(**kwargs, skip_instance_cache=True), settings)
+    if not _OPENED:
+        atexit.register(close_clients)  # after zarr's own hook, so it runs before it
+    _OPENED.append(fs)
+    return fs
+
+
+def close_clients() -> None:
+    """Close the sessions of the asynchronous clients this process made (a worker's or the
+    client's at exit): left to the garbage collector, each prints asyncio's "Unclosed client
+    session" lines on stderr."""
+    if not _OPENED:
+        return
+    from zarr.core.sync import sync
+
+    _async_filesystem.cache_clear()
+    while _OPENED:
+        fs = _OPENED.pop()
+        creator = getattr(fs, "_s3creator", None)
+        close = getattr(creator, "__aexit__", None)
+        if close is None:
+            continue
+        try:
+            sync(close(None, None, None), timeout=5)
+        except Exception as exc:  # at exit: nothing left to tell but the log
+            logger.debug("could not close a storage client (%s)", type(exc).__name__)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -48,6 +48,8 @@ def new_prefix(name: str) -> str:
 
 def storage_error(loc: Location, what: str, exc: BaseException) -> DKernelError:
     """A :class:`DKernelError` naming the URL (never a secret) for a client failure."""
+    if isinstance(exc, DKernelError):  # already named (a bad setting, a missing client)
+        return exc
     return DKernelError(f"{what} {loc.url!r}: {describe_error(exc)}")
 
 
