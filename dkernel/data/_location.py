@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import dask.config
 from dask.utils import parse_timedelta
 
+from .._secrets import MASK, redact, remember, remember_options
 from .._validation import DKernelError
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ REMOTE_PROTOCOLS = {
 }
 #: The URL forms a store or model path may take (for help texts and errors).
 URL_FORMS = "a local path, file://, s3://, gs://, az:// or abfs://, memory:// (tests)"
-
-_SECRET_KEYS = ("secret", "key", "token", "password", "credential", "sas", "account_key")
 
 
 #: The asynchronous clients made in this process (closed by :func:`close_clients`).
@@ -127,6 +126,7 @@ def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Loca
         return store
     if storage_options is None:  # the process-wide default (the CLI's --storage-option)
         storage_options = dask.config.get("dkernel.storage.options", None) or None
+    remember_options(storage_options)
     if not isinstance(store, (str, os.PathLike)):
         raise DKernelError(f"a store is named by a path or URL ({URL_FORMS}), got {store!r}")
     text = os.fspath(store)
@@ -134,22 +134,48 @@ def as_location(store, storage_options: Mapping[str, Any] | None = None) -> Loca
         text = text.decode()
     if not text:
         raise DKernelError("a store path or URL must not be empty")
-    opts = _freeze(storage_options)
     if "://" not in text:
-        return Location(os.path.abspath(os.path.expanduser(text)), "file", opts)
+        return Location(os.path.abspath(os.path.expanduser(text)), "file", _freeze(storage_options))
     scheme, rest = text.split("://", 1)
     scheme = scheme.lower()
     if scheme in ("file", "local"):
-        return Location(os.path.abspath(os.path.expanduser(rest)), "file", opts)
+        return Location(os.path.abspath(os.path.expanduser(rest)), "file", _freeze(storage_options))
     if scheme not in REMOTE_PROTOCOLS:
-        raise DKernelError(f"unsupported store URL {text!r}: use {URL_FORMS}")
-    rest = rest.strip("/")
+        raise DKernelError(f"unsupported store URL {redact(text)!r}: use {URL_FORMS}")
+    rest, storage_options = _user_info(scheme, rest.strip("/"), storage_options)
     if not rest or (scheme != "memory" and "/" not in rest):
         raise DKernelError(
-            f"store URL {text!r} names no key: use {scheme}://BUCKET/NAME (a store is a "
-            "prefix inside a bucket)"
+            f"store URL {redact(text)!r} names no key: use {scheme}://BUCKET/NAME (a store "
+            "is a prefix inside a bucket)"
         )
-    return Location(f"{scheme}://{rest}", scheme, opts)
+    return Location(f"{scheme}://{rest}", scheme, _freeze(storage_options))
+
+
+#: Credentials met in URLs, per (scheme, bucket): the URL that names the same bucket
+#: without them (the clean one of a message, the CLI's argument once checked) uses them too.
+_URL_CREDENTIALS: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _user_info(scheme: str, rest: str, options: Mapping[str, Any] | None):
+    """``rest`` without the user info of its URL (``KEY:SECRET@bucket/...``), which becomes
+    the ``key``/``secret`` storage options of an ``s3://`` URL (given options win): the
+    Location's URL, named in every message, never holds it."""
+    netloc, slash, tail = rest.partition("/")
+    if "@" not in netloc:
+        found = _URL_CREDENTIALS.get((scheme, netloc))
+        return rest, ({**found, **(options or {})} if found else options)
+    info, _, bucket = netloc.rpartition("@")
+    user, _, password = info.partition(":")
+    remember(user)
+    remember(password)
+    if scheme not in ("s3", "s3a"):
+        raise DKernelError(
+            f"credentials in a {scheme}:// URL are not read: pass them in storage_options "
+            f"or the environment ({scheme}://{MASK}@{bucket}{slash}{tail})"
+        )
+    found = {"key": user, **({"secret": password} if password else {})}
+    _URL_CREDENTIALS[(scheme, bucket)] = found
+    return bucket + slash + tail, {**found, **(options or {})}
 
 
 class StorageSettings(NamedTuple):
@@ -335,6 +361,8 @@ def describe_error(exc: BaseException) -> str:
     connections carry the endpoint URL, whose port may hold any digits), then from the
     service's error words.
     """
+    if isinstance(exc, DKernelError):
+        return redact(exc)
     msg = str(exc).splitlines()[0] if str(exc) else ""
     low = msg.lower()
     kind = type(exc).__name__.lower()
@@ -352,7 +380,4 @@ def describe_error(exc: BaseException) -> str:
         return "the storage endpoint did not answer in time"
     if any(k in low for k in ("service unavailable", "internal error", "slow down")):
         return f"the storage endpoint failed ({msg[:120]})"
-    for k in _SECRET_KEYS:
-        if k in low and "=" in low:
-            return type(exc).__name__
-    return f"{type(exc).__name__}: {msg}"[:300]
+    return redact(f"{type(exc).__name__}: {msg}")[:300]
