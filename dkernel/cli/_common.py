@@ -144,21 +144,16 @@ def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
 
 def check_output_file(text: str | None, what: str, *, remote: bool = False) -> str | None:
     """An output file the command writes after its work, checked before any work starts:
-    not a folder, its folder exists and accepts a new file. Returns the local path, or
-    (``remote=True``: model files and checkpoints) the object-storage URL as given."""
+    not a folder (nor a path ending in '/'), its folder exists and accepts a new file.
+    Returns the local path, or (``remote=True``: model files and checkpoints) the
+    object-storage URL, once its bucket answered and took a zero-byte probe."""
     if text is None:
         return None
-    if is_remote(text):
-        if not remote:
-            raise DKernelError(f"{what} {text!r} must be a local path")
-        return local_path(text)
-    path = local_path(text)
-    if os.path.isdir(path):
-        raise DKernelError(f"{what} {text!r} is a folder; give the path of a file")
-    _check_folder(os.path.dirname(path), what)
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
-    return path
+    if is_remote(text) and not remote:
+        raise DKernelError(f"{what} {redact(text)!r} must be a local path")
+    from ..data import check_output
+
+    return check_output(text, what)
 
 
 def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) -> str:

@@ -84,6 +84,8 @@ def save_checkpoint(
     """
     from ..data import as_location, write_bytes
 
+    if os.fspath(path).endswith(("/", os.sep)):
+        raise DKernelError(f"checkpoint {path!r} ends with '/': give the path of a file")
     loc = as_location(path)
     path = loc.url
     folder, base = os.path.split(path)
@@ -166,13 +168,17 @@ def load_checkpoint(
     ------
     DKernelError
         The file is not a dkernel checkpoint or is damaged, or (``on_mismatch="raise"``)
-        it was saved for other parameters.
+        it was saved for other parameters; or no checkpoint can be written at ``path``
+        (checked first, as the fit that resumes writes it: see
+        :func:`dkernel.data.check_output`).
     """
     if on_mismatch not in ("raise", "ignore"):
         raise DKernelError(f"on_mismatch must be 'raise' or 'ignore', got {on_mismatch!r}")
-    from ..data import as_location, read_bytes
+    from ..data import as_location, check_output, read_bytes
 
-    loc = as_location(path)
+    # the fit that asks will write here: a folder, a missing folder or bucket, refused
+    # credentials or a dead endpoint are named now, before its work
+    loc = as_location(check_output(path, "checkpoint"))
     path = loc.url
     source: Any = path
     if not loc.is_local:
