@@ -116,6 +116,40 @@ def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
     return func(Xb, *args, **kwargs)
 
 
+def label_classes(y, *, name: str = "y", row_offset: int = 0) -> np.ndarray:
+    """The sorted distinct labels of ``y``, refusing NaN labels (named as NaN, with the
+    row) and labels of mixed types (``1`` and ``"a"``), which have no order."""
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and y.size and np.isnan(y).any():
+        row = int(np.argmax(np.isnan(y))) + row_offset
+        raise DKernelError(f"{name} contains a NaN label at row {row}; give every row a class")
+    if y.dtype == object:
+        kinds = {_label_kind(v) for v in y.ravel().tolist()}
+        if "NaN" in kinds or None in kinds:
+            raise DKernelError(f"{name} contains a NaN or None label; give every row a class")
+        if len(kinds) > 1:
+            raise DKernelError(
+                f"{name} mixes labels of types {' and '.join(sorted(kinds))}: give labels of "
+                "one type (all numbers or all strings)"
+            )
+    return np.unique(y)
+
+
+def _label_kind(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, np.str_, bytes)):
+        return "str"
+    if isinstance(value, numbers.Real) and value != value:
+        return "NaN"
+    return "number" if isinstance(value, numbers.Number) else type(value).__name__
+
+
+def _chunk_classes(yb, block_info=None):
+    offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    return label_classes(yb, row_offset=offset)
+
+
 def unique_labels(y, *, token: str) -> np.ndarray:
     """The sorted distinct values of a 1-D dask array: one ``np.unique`` task per chunk
     (key prefix ``token`` on the dashboard, where ``da.unique`` shows Dask's internal
@@ -123,9 +157,9 @@ def unique_labels(y, *, token: str) -> np.ndarray:
     import dask
 
     per_chunk = y.map_blocks(
-        np.unique, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
+        _chunk_classes, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
     )
-    return np.unique(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))
+    return label_classes(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))
 
 
 def json_value(value, error: Callable[[object], str], *, arrays: bool = False):

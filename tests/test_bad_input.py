@@ -256,3 +256,27 @@ def test_work_without_workers_is_a_named_dkernel_error(data):
     finally:
         cluster.close()
     assert issubclass(NoWorkersError, DKernelError)
+
+
+# --- issue 37: labels named for what they are ---------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["numpy", "dask"])
+def test_nan_and_mixed_labels_named(where):
+    from dkernel.coreset import distributed_coreset, svm_coreset
+
+    X = np.random.default_rng(0).standard_normal((400, 3))
+    y = (X[:, 0] > 0).astype(float)
+    y[250] = np.nan
+    mixed = np.array([1, "a"] * 200, dtype=object)
+
+    def run(labels):
+        if where == "numpy":
+            return svm_coreset(X, labels, m=50, C=1.0)
+        return distributed_coreset(da.from_array(X, chunks=100), da.from_array(labels, chunks=100),
+                                   m=50)  # fmt: skip
+
+    with pytest.raises(DKernelError, match="y contains a NaN label at row 250"):
+        run(y)
+    with pytest.raises(DKernelError, match="y mixes labels of types number and str"):
+        run(mixed)

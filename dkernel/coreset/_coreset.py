@@ -11,7 +11,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from .._validation import (
+    DKernelError,
+    check_finite_2d,
+    check_sample_weight,
+    check_scalar,
+    label_classes,
+)
 from ..runtime import progress, progress_enabled, timer
 from ._sensitivity import _base_seed, _binary_labels, _rng, _sensitivities, check_C
 from ._svm_terms import (
@@ -480,7 +486,7 @@ def svm_coreset(
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
     check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
-    classes = np.unique(y)
+    classes = label_classes(y)
     ovr = multiclass == "ovr" and classes.size > 2
     with progress(
         classes.size if ovr else 1, "svm_coreset", enabled=progress_enabled(verbose)
