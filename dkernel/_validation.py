@@ -17,6 +17,18 @@ def is_dask_array(a) -> bool:
     return hasattr(a, "dask") and hasattr(a, "chunks") and hasattr(a, "__dask_keys__")
 
 
+def check_dense_chunks(X, *, name: str = "X") -> None:
+    """Refuse a dask array whose chunks are sparse matrices (its ``_meta``), naming them as
+    sparse: every pass reads dense row blocks."""
+    meta = getattr(X, "_meta", None)
+    if meta is not None and hasattr(meta, "toarray") and not isinstance(meta, np.ndarray):
+        raise DKernelError(
+            f"{name} is a dask array of sparse chunks ({type(meta).__name__}): sparse input is "
+            f"not supported; make the chunks dense ({name}.map_blocks(lambda b: b.toarray(), "
+            f"dtype={name}.dtype)) or ingest the data into a store"
+        )
+
+
 def check_finite_2d(X, *, name: str = "X", allow_empty: bool = False, dtype=None) -> np.ndarray:
     """Return ``X`` as a 2-D floating NumPy array, or raise naming the first bad entry.
 
@@ -53,6 +65,33 @@ def report_nonfinite(arr: np.ndarray, *, name: str = "X", row_offset: int = 0) -
         if arr.ndim > 1:
             where += f", column {int(bad[1])}"
         raise DKernelError(f"{name} contains {what} at {where}")
+
+
+def column_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of every column; an overflow gives inf, judged by
+    :func:`feature_stats_error`, without numpy's warning."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return X.mean(axis=0), X.var(axis=0)
+
+
+def feature_stats_error(mean, var, *, name: str = "X") -> DKernelError:
+    """The error for feature statistics that are not finite: finite means with an infinite
+    variance are finite values whose squares overflow (named as such, with the feature);
+    anything else is a NaN or inf in the data (or sums beyond the float range)."""
+    mean, var = np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+    over = np.isfinite(mean) & np.isinf(var)
+    if over.any():
+        j = int(np.argmax(over))
+        return DKernelError(
+            f"{name} is finite but too large for float64 statistics: the squares of feature "
+            f"{j} (mean {mean[j]:.3g}) overflow (float64 ends at {np.finfo(np.float64).max:.3g}); "
+            f"rescale {name}, e.g. divide it by a constant"
+        )
+    j = int(np.argmax(~(np.isfinite(mean) & np.isfinite(var))))
+    return DKernelError(
+        f"{name} contains NaN or inf, or sums beyond float64, in feature {j} (found computing "
+        "the feature statistics)"
+    )
 
 
 def check_scalar(

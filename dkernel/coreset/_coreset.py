@@ -384,10 +384,24 @@ def _validate(X, y, m, C, sample_weight):
     m = _check_m(m, n)
     C = check_C(C)
     u = check_sample_weight(sample_weight, n)
+    check_cost_range(X, u, C)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"y has shape {y.shape}, expected ({n},) to match the rows of X")
     return X, y, m, C, u
+
+
+def check_cost_range(X, u, C: float) -> None:
+    """Refuse finite weights and features whose SVM cost overflows float64: the solver's
+    gradient reaches ``C * sum(u) * max(1, |x|)``, whose square must stay finite."""
+    with np.errstate(over="ignore"):
+        top = C * float(np.sum(u, dtype=np.float64)) * max(1.0, float(np.abs(X).max()))
+    if not top < np.sqrt(np.finfo(np.float64).max):
+        raise DKernelError(
+            f"sample_weight (up to {float(np.max(u)):.3g}, total {float(np.sum(u)):.3g}) with "
+            f"C={C:g} and |X| up to {float(np.abs(X).max()):.3g} is finite but overflows "
+            "float64 in the SVM cost; rescale sample_weight (only its ratios matter) or X"
+        )
 
 
 def svm_coreset(
