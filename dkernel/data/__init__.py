@@ -10,7 +10,7 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
-from ._location import URL_FORMS, Location, as_location
+from ._location import URL_FORMS, Location, as_location, close_clients
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._store import (
     ALIGN_ROWS,
@@ -35,6 +35,7 @@ __all__ = [
     "check_array_name",
     "check_output",
     "chunk_bounds",
+    "close_clients",
     "draw_indices",
     "file_size",
     "ingest",

@@ -349,7 +349,7 @@ def close_clients() -> None:
         if close is None:
             continue
         try:
-            sync(close(None, None, None), timeout=5)
+            sync(close(None, None, None), timeout=2)
         except Exception as exc:  # at exit: nothing left to tell but the log
             logger.debug("could not close a storage client (%s)", type(exc).__name__)
 
