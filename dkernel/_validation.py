@@ -161,27 +161,30 @@ def label_classes(y, *, name: str = "y", row_offset: int = 0) -> np.ndarray:
     y = np.asarray(y)
     if y.dtype.kind == "f" and y.size and np.isnan(y).any():
         row = int(np.argmax(np.isnan(y))) + row_offset
-        raise DKernelError(f"{name} contains a NaN label at row {row}; give every row a class")
+        raise DKernelError(f"{name} contains NaN at row {row}: every row needs a label")
     if y.dtype == object:
-        kinds = {_label_kind(v) for v in y.ravel().tolist()}
-        if "NaN" in kinds or None in kinds:
-            raise DKernelError(f"{name} contains a NaN or None label; give every row a class")
+        values = y.ravel().tolist()
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, numbers.Real) and v != v):
+                raise DKernelError(
+                    f"{name} contains NaN at row {i + row_offset} ({v!r}): every row needs a label"
+                )
+        kinds = sorted({_label_kind(v) for v in values})
         if len(kinds) > 1:
             raise DKernelError(
-                f"{name} mixes labels of types {' and '.join(sorted(kinds))}: give labels of "
-                "one type (all numbers or all strings)"
+                f"{name} mixes label types ({', '.join(kinds)}): convert the labels to one type"
             )
     return np.unique(y)
 
 
-def _label_kind(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, (str, np.str_, bytes)):
+def _label_kind(value) -> str:
+    if isinstance(value, (str, np.str_)):
         return "str"
-    if isinstance(value, numbers.Real) and value != value:
-        return "NaN"
-    return "number" if isinstance(value, numbers.Number) else type(value).__name__
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    return "float" if isinstance(value, numbers.Real) else type(value).__name__
 
 
 def _chunk_classes(yb, block_info=None):
