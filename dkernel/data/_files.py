@@ -15,7 +15,7 @@ import uuid
 
 from .._secrets import redact
 from .._validation import DKernelError
-from ._location import as_location, describe_error
+from ._location import as_location, bucket_exists, describe_error
 
 
 def write_bytes(target, data: bytes, *, storage_options=None) -> None:
@@ -125,7 +125,7 @@ def _check_remote(loc, what: str) -> None:
     fs, bucket = loc.fs, loc.path.split("/", 1)[0]
     probe = f"{loc.path}.dkernel-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        if not fs.exists(bucket):
+        if not bucket_exists(fs, bucket):
             raise DKernelError(f"cannot write the {what} {loc.url!r}: no bucket {bucket!r}")
         if fs.isdir(loc.path):
             raise DKernelError(

@@ -354,6 +354,17 @@ def close_clients() -> None:
             logger.debug("could not close a storage client (%s)", type(exc).__name__)
 
 
+def bucket_exists(fs, bucket: str) -> bool:
+    """True when ``bucket`` answers (a HEAD); False when the service says it is not there.
+    Any other failure (a dead endpoint, refused credentials) raises, to be named as such:
+    fsspec's ``exists`` would answer False for those too."""
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line, secret-free description of a storage client's exception.
 
