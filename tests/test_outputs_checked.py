@@ -117,3 +117,19 @@ def test_cli_checks_outputs_before_training(s3, tmp_path):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1 and words in lines[0], out.stderr
         assert "dashboard" not in out.stderr  # refused before a cluster started
+
+
+def test_store_prefix_probed(s3):
+    from dkernel.data import check_prefix_writable, ingest, open_dataset
+
+    _, bucket = s3
+    url = f"s3://{bucket}/p.zarr"
+    ingest(np.ones((10, 2)), url)
+    check_prefix_writable(url)  # the probe is written and deleted: the store is unchanged
+    assert open_dataset(url).n_samples == 10
+    from dkernel.data._location import as_location
+
+    loc = as_location(url)
+    assert not [n for n in loc.fs.ls(loc.path, refresh=True) if "probe" in n]
+    with pytest.raises(DKernelError, match="no bucket 'nosuchbucket-x'"):
+        check_prefix_writable("s3://nosuchbucket-x/p.zarr")

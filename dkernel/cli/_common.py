@@ -183,10 +183,15 @@ def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) ->
 
 
 def check_store_writable(path: str) -> None:
-    """A store the command writes an array into (labels, predictions) accepts writes (on
-    object storage, the write itself reports a refusal, naming the URL)."""
+    """A store the command writes an array into (labels, predictions) accepts writes: a
+    local folder takes a new file; on object storage a zero-byte probe object is written
+    below the store's prefix and deleted."""
     if not is_remote(path):
         _check_folder(path, "store")
+        return
+    from ..data import check_prefix_writable
+
+    check_prefix_writable(path, "store")
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -2,7 +2,7 @@
 
 # The internal surface: what the other subpackages use (not part of the public API).
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
-from ._files import check_output, file_size, read_bytes, write_bytes
+from ._files import check_output, check_prefix_writable, file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,
     make_gauss,
@@ -34,6 +34,7 @@ __all__ = [
     "as_location",
     "check_array_name",
     "check_output",
+    "check_prefix_writable",
     "chunk_bounds",
     "close_clients",
     "draw_indices",

@@ -119,15 +119,25 @@ def _check_local(path: str, what: str) -> None:
         raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
 
 
-def _check_remote(loc, what: str) -> None:
+def check_prefix_writable(target, what: str = "store", *, storage_options=None) -> None:
+    """Check, before any work, that objects can be written below the prefix ``target`` on
+    object storage (a store a job writes an array into): a zero-byte probe object is written
+    there and deleted. Local paths and ``memory://`` are not probed."""
+    loc = as_location(target, storage_options)
+    if not loc.is_local:
+        _check_remote(loc, what, probe_inside=True)
+
+
+def _check_remote(loc, what: str, *, probe_inside: bool = False) -> None:
     if loc.protocol == "memory":
         return
     fs, bucket = loc.fs, loc.path.split("/", 1)[0]
-    probe = f"{loc.path}.dkernel-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tag = f"dkernel-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    probe = f"{loc.path}/.{tag}" if probe_inside else f"{loc.path}.{tag}"
     try:
         if not bucket_exists(fs, bucket):
             raise DKernelError(f"cannot write the {what} {loc.url!r}: no bucket {bucket!r}")
-        if fs.isdir(loc.path):
+        if not probe_inside and fs.isdir(loc.path):
             raise DKernelError(
                 f"{what} {loc.url!r} is a folder (objects lie below it); give the path of a file"
             )
