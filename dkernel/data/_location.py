@@ -91,7 +91,7 @@ class Location:
     @property
     def fs(self):
         """The fsspec filesystem of a remote location (cached per process and options)."""
-        return _filesystem(self.protocol, self.options, storage_settings())
+        return _filesystem(self.protocol, self.options, storage_settings(), client_environment())
 
     @property
     def path(self) -> str:
@@ -107,7 +107,8 @@ class Location:
         if self.is_local:
             return zarr.storage.LocalStore(self.url, read_only=read_only)
         self.fs  # noqa: B018 - a missing client package is reported by name
-        fs = _async_filesystem(self.protocol, self.options, storage_settings())
+        env = client_environment()
+        fs = _async_filesystem(self.protocol, self.options, storage_settings(), env)
         return zarr.storage.FsspecStore(fs, path=self.path, read_only=read_only)
 
     def __str__(self) -> str:
@@ -218,6 +219,16 @@ def _attempts(value) -> int:
     return int(float(value))
 
 
+#: Environment variables the storage clients read (endpoints, credentials, profiles).
+_CLIENT_ENV = ("AWS_", "GOOGLE_", "GCS_", "AZURE_")
+
+
+def client_environment() -> tuple:
+    """The clients' environment variables now: part of the cache key of a client, so a
+    changed endpoint or credential variable gets a new client, as a changed option does."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_CLIENT_ENV)))
+
+
 def storage_settings() -> StorageSettings:
     """The current ``dkernel.storage.timeout``/``retries``/``deadline``, checked.
 
@@ -269,9 +280,10 @@ def _client_class(protocol: str):
 
 
 @functools.lru_cache(maxsize=16)
-def _filesystem(protocol: str, options: tuple, settings: StorageSettings):
+def _filesystem(protocol: str, options: tuple, settings: StorageSettings, env: tuple = ()):
     cls = _client_class(protocol)
-    # one instance per process, options and bounds (a config change makes a new one);
+    # one instance per process, options, bounds and client environment (a change of any
+    # makes a new one);
     # skip_instance_cache keeps fsspec from sharing it with differently configured users
     kwargs = _client_kwargs(protocol, options, settings)
     return _bounded(cls(**kwargs, skip_instance_cache=True), settings)
@@ -317,13 +329,13 @@ def _bounded(fs, settings: StorageSettings):
 
 
 @functools.lru_cache(maxsize=16)
-def _async_filesystem(protocol: str, options: tuple, settings: StorageSettings):
+def _async_filesystem(protocol: str, options: tuple, settings: StorageSettings, env: tuple = ()):
     """The asynchronous client of zarr, which drives its own event loop (one per process)."""
     cls = _client_class(protocol)
     if not cls.async_impl:
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
-        fs = _filesystem(protocol, options, settings)
+        fs = _filesystem(protocol, options, settings, env)
         return AsyncFileSystemWrapper(fs, asynchronous=True)
     kwargs = {"asynchronous": True, **_client_kwargs(protocol, options, settings)}
     fs = _bounded(cls(**kwargs, skip_instance_cache=True), settings)
