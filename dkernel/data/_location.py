@@ -283,8 +283,8 @@ def _client_class(protocol: str):
 def _filesystem(protocol: str, options: tuple, settings: StorageSettings, env: tuple = ()):
     cls = _client_class(protocol)
     # one instance per process, options, bounds and client environment (a change of any
-    # makes a new one);
-    # skip_instance_cache keeps fsspec from sharing it with differently configured users
+    # makes a new one); skip_instance_cache keeps fsspec from sharing it with differently
+    # configured users
     kwargs = _client_kwargs(protocol, options, settings)
     return _bounded(cls(**kwargs, skip_instance_cache=True), settings)
 
