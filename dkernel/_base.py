@@ -33,6 +33,7 @@ from sklearn.utils.validation import validate_data
 
 from ._validation import (
     DKernelError,
+    check_dense_chunks,
     check_sample_weight,
     checked_block,
     is_dask_array,
@@ -63,6 +64,7 @@ def as_dask_or_numpy(X) -> Any:
 
 def check_dask_2d(X, *, name: str = "X") -> None:
     """Shape and dtype checks of a dask array that read no values."""
+    check_dense_chunks(X, name=name)
     if any(np.isnan(s) for s in X.shape):
         raise DKernelError(
             f"{name} has unknown chunk sizes (shape {X.shape}), as after boolean indexing "

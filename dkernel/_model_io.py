@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import DKernelError, json_value
-from .data import as_location, file_size, read_bytes, write_bytes
+from .data import as_location, check_output, file_size, read_bytes, write_bytes
 from .kernels import KernelSpec
 
 #: Largest model file (and total of its uncompressed arrays) read by default: 1 GiB, far
@@ -76,6 +76,7 @@ def label_array(classes) -> np.ndarray:
 
 def write_npz(path, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Write ``header`` and ``arrays`` to ``path`` atomically (one PUT on object storage)."""
+    path = check_output(path, "model file")  # a trailing '/' (a folder) refused, not dropped
     payload: dict[str, Any] = {"header": np.array(json.dumps(header)), **arrays}
     buf = io.BytesIO()
     np.savez(buf, **payload)

@@ -17,6 +17,18 @@ def is_dask_array(a) -> bool:
     return hasattr(a, "dask") and hasattr(a, "chunks") and hasattr(a, "__dask_keys__")
 
 
+def check_dense_chunks(X, *, name: str = "X") -> None:
+    """Refuse a dask array whose chunks are sparse matrices (its ``_meta``), naming them as
+    sparse: every pass reads dense row blocks."""
+    meta = getattr(X, "_meta", None)
+    if meta is not None and hasattr(meta, "toarray") and not isinstance(meta, np.ndarray):
+        raise DKernelError(
+            f"{name} is a dask array of sparse chunks ({type(meta).__name__}): sparse input is "
+            f"not supported; make the chunks dense ({name}.map_blocks(lambda b: b.toarray(), "
+            f"dtype={name}.dtype)) or ingest the data into a store"
+        )
+
+
 def check_finite_2d(X, *, name: str = "X", allow_empty: bool = False, dtype=None) -> np.ndarray:
     """Return ``X`` as a 2-D floating NumPy array, or raise naming the first bad entry.
 
@@ -53,6 +65,33 @@ def report_nonfinite(arr: np.ndarray, *, name: str = "X", row_offset: int = 0) -
         if arr.ndim > 1:
             where += f", column {int(bad[1])}"
         raise DKernelError(f"{name} contains {what} at {where}")
+
+
+def column_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of every column; an overflow gives inf, judged by
+    :func:`feature_stats_error`, without numpy's warning."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return X.mean(axis=0), X.var(axis=0)
+
+
+def feature_stats_error(mean, var, *, name: str = "X") -> DKernelError:
+    """The error for feature statistics that are not finite: finite means with an infinite
+    variance are finite values whose squares overflow (named as such, with the feature);
+    anything else is a NaN or inf in the data (or sums beyond the float range)."""
+    mean, var = np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+    over = np.isfinite(mean) & np.isinf(var)
+    if over.any():
+        j = int(np.argmax(over))
+        return DKernelError(
+            f"{name} is finite but too large for float64 statistics: the squares of feature "
+            f"{j} (mean {mean[j]:.3g}) overflow (float64 ends at {np.finfo(np.float64).max:.3g}); "
+            f"rescale {name}, e.g. divide it by a constant"
+        )
+    j = int(np.argmax(~(np.isfinite(mean) & np.isfinite(var))))
+    return DKernelError(
+        f"{name} contains NaN or inf, or sums beyond float64, in feature {j} (found computing "
+        "the feature statistics)"
+    )
 
 
 def check_scalar(
@@ -116,6 +155,43 @@ def checked_block(Xb, func: Callable, *args, block_info=None, **kwargs):
     return func(Xb, *args, **kwargs)
 
 
+def label_classes(y, *, name: str = "y", row_offset: int = 0) -> np.ndarray:
+    """The sorted distinct labels of ``y``, refusing NaN labels (named as NaN, with the
+    row) and labels of mixed types (``1`` and ``"a"``), which have no order."""
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and y.size and np.isnan(y).any():
+        row = int(np.argmax(np.isnan(y))) + row_offset
+        raise DKernelError(f"{name} contains NaN at row {row}: every row needs a label")
+    if y.dtype == object:
+        values = y.ravel().tolist()
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, numbers.Real) and v != v):
+                raise DKernelError(
+                    f"{name} contains NaN at row {i + row_offset} ({v!r}): every row needs a label"
+                )
+        kinds = sorted({_label_kind(v) for v in values})
+        if len(kinds) > 1:
+            raise DKernelError(
+                f"{name} mixes label types ({', '.join(kinds)}): convert the labels to one type"
+            )
+    return np.unique(y)
+
+
+def _label_kind(value) -> str:
+    if isinstance(value, (str, np.str_)):
+        return "str"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    return "float" if isinstance(value, numbers.Real) else type(value).__name__
+
+
+def _chunk_classes(yb, block_info=None):
+    offset = int(block_info[0]["array-location"][0][0]) if block_info else 0
+    return label_classes(yb, row_offset=offset)
+
+
 def unique_labels(y, *, token: str) -> np.ndarray:
     """The sorted distinct values of a 1-D dask array: one ``np.unique`` task per chunk
     (key prefix ``token`` on the dashboard, where ``da.unique`` shows Dask's internal
@@ -123,9 +199,9 @@ def unique_labels(y, *, token: str) -> np.ndarray:
     import dask
 
     per_chunk = y.map_blocks(
-        np.unique, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
+        _chunk_classes, chunks=((np.nan,) * y.numblocks[0],), dtype=y.dtype, token=token
     )
-    return np.unique(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))
+    return label_classes(np.concatenate(dask.compute(*per_chunk.to_delayed().ravel())))
 
 
 def json_value(value, error: Callable[[object], str], *, arrays: bool = False):

@@ -310,3 +310,56 @@ def test_one_reader_gives_one_message(name, X, y, w, match):
             call()
         texts[who] = str(err.value)
     assert len(set(texts.values())) == 1, texts
+
+
+# --- issue 37: labels named for what they are ---------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["numpy", "dask"])
+def test_nan_and_mixed_labels_named(where):
+    from dkernel.coreset import distributed_coreset, svm_coreset
+
+    X = np.random.default_rng(0).standard_normal((400, 3))
+    y = (X[:, 0] > 0).astype(float)
+    y[250] = np.nan
+    mixed = np.array([1, "a"] * 200, dtype=object)
+
+    def run(labels):
+        if where == "numpy":
+            return svm_coreset(X, labels, m=50, C=1.0)
+        return distributed_coreset(da.from_array(X, chunks=100), da.from_array(labels, chunks=100),
+                                   m=50)  # fmt: skip
+
+    with pytest.raises(DKernelError, match="y contains NaN at row 250: every row needs a label"):
+        run(y)
+    with pytest.raises(DKernelError, match=r"y mixes label types \(int, str\)"):
+        run(mixed)
+
+
+def test_extreme_finite_values_named():
+    from dkernel.coreset import svm_coreset
+    from dkernel.kernels import estimate_gamma
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(DKernelError, match="finite but too large.*overflow"):
+        BudgetedSVC(budget=20, standardize=True, max_iter=1, random_state=0).fit(X * 1e200, y)
+    with pytest.raises(DKernelError, match="underflow"):
+        estimate_gamma(X * 1e-200)
+    with pytest.raises(DKernelError, match="finite but too large.*overflow"):
+        estimate_gamma(X * 1e200)
+    with pytest.raises(DKernelError, match="sample_weight .* finite but overflows"):
+        svm_coreset(X, y, m=50, C=1.0, sample_weight=np.full(400, 1e300))
+
+
+def test_sparse_dask_chunks_named():
+    import scipy.sparse as sp
+
+    X = da.from_array(sp.random(400, 5, density=0.3, format="csr", random_state=0),
+                      chunks=(100, 5), asarray=False)  # fmt: skip
+    y = da.from_array(np.arange(400) % 2, chunks=100)
+    with pytest.raises(DKernelError, match="sparse chunks"):
+        MiniBatchKernelKMeans(2, random_state=0).fit(X)
+    with pytest.raises(DKernelError, match="sparse chunks"):
+        BudgetedSVC(budget=10, max_iter=1).fit(X, y)

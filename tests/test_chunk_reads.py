@@ -326,3 +326,30 @@ def test_svm_ranges_read_shared_chunks_once(tmp_path, reads, scheduler, distribu
         ds.X.compute(), ds.y.compute()
     )
     np.testing.assert_array_equal(model.dual_coef_, ref.dual_coef_)
+
+
+def test_predict_and_score_follow_the_store_chunks(tmp_path, reads, scheduler):
+    """Issue 37: a store written with chunk_rows=500 (12 chunks, not a power of two):
+    predict and score read each chunk once, their row blocks being the store's chunks."""
+    from dkernel.data import ingest, open_dataset
+    from dkernel.svm import BudgetedSVC
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6000, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    path = str(tmp_path / "s.zarr")
+    ingest(X, path, y=y, chunk_rows=500)
+    ds = open_dataset(path)
+    assert ds.X.chunks[0] == (500,) * 12
+    svc = BudgetedSVC(budget=30, max_iter=1, random_state=0).fit(ds.X, ds.y)
+    km = MiniBatchKernelKMeans(2, batch_size=100, max_iter=3, random_state=0).fit(ds.X)
+    reads.clear()
+    for run in (
+        lambda: svc.predict(ds.X).compute(),
+        lambda: svc.score(ds.X, ds.y),
+        lambda: km.predict(path).compute(),
+        lambda: km.score(ds.X),
+    ):
+        run()
+        assert len(reads) == 12 and sorted(reads.values()) == [1] * 12, dict(reads)
+        reads.clear()

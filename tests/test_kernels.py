@@ -481,9 +481,13 @@ def test_callable_and_precomputed(XY):
     K = pairwise_kernels(X, Y, kernel=_callable_kernel, kernel_params={"scale": 3.0})
     np.testing.assert_allclose(K, 3.0 * (X @ Y.T) ** 2)
     P = pairwise_kernels(X, Y, kernel="rbf", gamma=0.2)
-    np.testing.assert_array_equal(pairwise_kernels(P, kernel="precomputed"), P)
+    np.testing.assert_array_equal(pairwise_kernels(P, Y, kernel="precomputed"), P)
     with pytest.raises(DKernelError, match="a precomputed kernel must be square"):
         kernel_diag(P, kernel="precomputed")
+    with pytest.raises(DKernelError, match=r"must be square, got X of shape \(2000, 2\)"):
+        pairwise_kernels(np.ones((2000, 2)), kernel="precomputed")  # the data, not K
+    with pytest.raises(DKernelError, match="one column per row of Y"):
+        pairwise_kernels(P, X, kernel="precomputed")
 
 
 def test_resolve_kernel():

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from .._secrets import redact, remember, remember_options
 from .._validation import DKernelError
 
 
@@ -130,43 +131,48 @@ def is_remote(text: str) -> bool:
 def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
     """``--storage-option KEY=VALUE`` arguments as ``storage_options``: a VALUE that reads
     as JSON is taken as JSON (numbers, true/false, objects), any other as a string; a
-    dotted KEY (``client_kwargs.region_name``) sets a nested option."""
+    dotted KEY (``client_kwargs.region_name``) sets a nested option. An argument that does
+    not parse is never shown (it may be a secret given without its key)."""
     opts: dict[str, Any] = {}
-    for item in items or []:
+    for number, item in enumerate(items or [], 1):
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise DKernelError(f"--storage-option takes KEY=VALUE, got {item!r}")
+            remember(item)
+            raise DKernelError(
+                f"--storage-option takes KEY=VALUE; argument {number} of --storage-option is "
+                "not of that form (not shown: it may hold a secret)"
+            )
         try:
             value: Any = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        remember_options({key.strip().rsplit(".", 1)[-1]: value})
         *parents, leaf = key.strip().split(".")
         node = opts
-        for part in parents:
+        for depth, part in enumerate(parents, 1):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise DKernelError(f"--storage-option {item!r} nests into a non-object value")
+                where = ".".join(parents[:depth])
+                raise DKernelError(
+                    f"--storage-option {key.strip()}=... nests into {where!r}, which an "
+                    "earlier --storage-option set to a value, not an object"
+                )
         node[leaf] = value
     return opts
 
 
 def check_output_file(text: str | None, what: str, *, remote: bool = False) -> str | None:
     """An output file the command writes after its work, checked before any work starts:
-    not a folder, its folder exists and accepts a new file. Returns the local path, or
-    (``remote=True``: model files and checkpoints) the object-storage URL as given."""
+    not a folder (nor a path ending in '/'), its folder exists and accepts a new file.
+    Returns the local path, or (``remote=True``: model files and checkpoints) the
+    object-storage URL, once its bucket answered and took a zero-byte probe."""
     if text is None:
         return None
-    if is_remote(text):
-        if not remote:
-            raise DKernelError(f"{what} {text!r} must be a local path")
-        return local_path(text)
-    path = local_path(text)
-    if os.path.isdir(path):
-        raise DKernelError(f"{what} {text!r} is a folder; give the path of a file")
-    _check_folder(os.path.dirname(path), what)
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
-    return path
+    if is_remote(text) and not remote:
+        raise DKernelError(f"{what} {redact(text)!r} must be a local path")
+    from ..data import check_output
+
+    return check_output(text, what)
 
 
 def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) -> str:
@@ -196,10 +202,15 @@ def check_output_store(text: str, what: str, *, inputs: tuple[str, ...] = ()) ->
 
 
 def check_store_writable(path: str) -> None:
-    """A store the command writes an array into (labels, predictions) accepts writes (on
-    object storage, the write itself reports a refusal, naming the URL)."""
+    """A store the command writes an array into (labels, predictions) accepts writes: a
+    local folder takes a new file; on object storage a zero-byte probe object is written
+    below the store's prefix and deleted."""
     if not is_remote(path):
         _check_folder(path, "store")
+        return
+    from ..data import check_prefix_writable
+
+    check_prefix_writable(path, "store")
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -266,7 +277,7 @@ def check_new_array(ds, name: str, overwrite: bool) -> None:
 
 def emit_json(summary: dict[str, Any], path: str | None = None) -> None:
     """Print the JSON summary (and write it to ``path`` when given)."""
-    text = json.dumps(summary, indent=2, default=_jsonable)
+    text = redact(json.dumps(summary, indent=2, default=_jsonable))
     if path:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
@@ -285,11 +296,11 @@ def _jsonable(o):
 
 def say(msg: str) -> None:
     """A message for the person at the terminal: stderr, so stdout carries only the result."""
-    print(f"dkernel: {msg}", file=sys.stderr, flush=True)
+    print(f"dkernel: {redact(msg)}", file=sys.stderr, flush=True)
 
 
 def fail(msg: str, code: int = 2) -> int:
     """Print ``dkernel: error: <msg>`` as one line on stderr; return the exit code."""
-    one_line = " ".join(str(msg).split())
+    one_line = " ".join(redact(msg).split())
     print(f"dkernel: error: {one_line}", file=sys.stderr)
     return code

@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .._secrets import RedactingFilter, redact
 from .._validation import DKernelError
 from .._version import __version__
 from ..runtime import show_progress
@@ -49,7 +50,7 @@ class _Parser(argparse.ArgumentParser):
             message = "unrecognized arguments: " + " ".join(unknown)
         if message.startswith("unrecognized arguments"):
             message += self._suggestion(unknown or message.split(":", 1)[1].split())
-        self.exit(2, f"dkernel: error: {message} (see dkernel --help)\n")
+        self.exit(2, f"dkernel: error: {redact(message)} (see dkernel --help)\n")
 
     def _known(self) -> list[str]:
         known = list(self._option_string_actions)
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # every log line: no secret shown
+        handler.addFilter(RedactingFilter())
     # distributed logs cluster start/stop at INFO: only show it at -vv (its import
     # installs its own levels, so import it first)
     import dask

@@ -11,7 +11,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from .._validation import (
+    DKernelError,
+    check_finite_2d,
+    check_sample_weight,
+    check_scalar,
+    label_classes,
+)
 from ..runtime import progress, progress_enabled, timer
 from ._sensitivity import _base_seed, _binary_labels, _rng, _sensitivities, check_C
 from ._svm_terms import (
@@ -378,10 +384,24 @@ def _validate(X, y, m, C, sample_weight):
     m = _check_m(m, n)
     C = check_C(C)
     u = check_sample_weight(sample_weight, n)
+    check_cost_range(X, u, C)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"y has shape {y.shape}, expected ({n},) to match the rows of X")
     return X, y, m, C, u
+
+
+def check_cost_range(X, u, C: float) -> None:
+    """Refuse finite weights and features whose SVM cost overflows float64: the solver's
+    gradient reaches ``C * sum(u) * max(1, |x|)``, whose square must stay finite."""
+    with np.errstate(over="ignore"):
+        top = C * float(np.sum(u, dtype=np.float64)) * max(1.0, float(np.abs(X).max()))
+    if not top < np.sqrt(np.finfo(np.float64).max):
+        raise DKernelError(
+            f"sample_weight (up to {float(np.max(u)):.3g}, total {float(np.sum(u)):.3g}) with "
+            f"C={C:g} and |X| up to {float(np.abs(X).max()):.3g} is finite but overflows "
+            "float64 in the SVM cost; rescale sample_weight (only its ratios matter) or X"
+        )
 
 
 def svm_coreset(
@@ -480,7 +500,7 @@ def svm_coreset(
         check_scalar(opt, "opt", low=0.0, low_inclusive=False)
     k = check_scalar(k, "k", kind=numbers.Integral, low=1, allow_none=True)
     check_scalar(verbose, "verbose", kind=numbers.Integral, low=0)
-    classes = np.unique(y)
+    classes = label_classes(y)
     ovr = multiclass == "ovr" and classes.size > 2
     with progress(
         classes.size if ovr else 1, "svm_coreset", enabled=progress_enabled(verbose)

@@ -9,7 +9,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validation import DKernelError, check_finite_2d, check_sample_weight, check_scalar
+from .._validation import (
+    DKernelError,
+    check_finite_2d,
+    check_sample_weight,
+    check_scalar,
+    label_classes,
+)
 from ..runtime import timer
 from ._numba import (
     _bounds_from_geometry,
@@ -142,10 +148,10 @@ def _binary_labels(y, n: int, *, name: str = "y"):
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"{name} has shape {y.shape}, expected ({n},) to match the rows of X")
-    if np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
-        bad = int(np.argmax(~np.isfinite(y)))
-        raise DKernelError(f"{name} contains a non-finite label at row {bad}")
-    classes = np.unique(y)
+    if np.issubdtype(y.dtype, np.floating) and np.isinf(y).any():
+        bad = int(np.argmax(np.isinf(y)))
+        raise DKernelError(f"{name} contains an infinite label at row {bad}")
+    classes = label_classes(y, name=name)
     if classes.size < 2:
         raise DKernelError(
             f"{name} has one class only ({classes.tolist()}); an SVM coreset needs two"

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from .._validation import DKernelError, check_finite_2d, check_scalar
+from .._validation import DKernelError, check_finite_2d, check_scalar, label_classes
 from ..data import load_checkpoint, save_checkpoint
 from ..runtime import progress, progress_enabled
 from ._coreset import (
@@ -262,11 +262,11 @@ class StreamingCoreset:
             self._buffered = 0
             self._seed = _base_seed(self.random_state)
             self._made = {}
-            self.classes_ = np.unique(y) if classes is None else np.unique(classes)
+            self.classes_ = label_classes(y if classes is None else classes)
         if X.shape[1] != self.n_features_in_:
             raise DKernelError(f"X has {X.shape[1]} features, the stream has {self.n_features_in_}")
         # union1d with an empty float array would turn int labels into floats
-        labels = np.unique(y) if self.classes_.size == 0 else np.union1d(self.classes_, y)
+        labels = label_classes(y) if self.classes_.size == 0 else np.union1d(self.classes_, y)
         if labels.size > 2:
             raise DKernelError(f"the stream has labels {labels.tolist()}: more than two classes")
         self.classes_ = labels

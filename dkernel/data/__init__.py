@@ -3,7 +3,7 @@
 # The internal surface: what the other subpackages use (not part of the public API).
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from ._files import file_size, read_bytes, write_bytes
+from ._files import check_output, check_prefix_writable, file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,
     make_gauss,
@@ -11,7 +11,7 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
-from ._location import URL_FORMS, Location, as_location
+from ._location import URL_FORMS, Location, as_location, close_clients
 from ._location import describe_error as describe_error
 from ._readers import guess_format as guess_format
 from ._readers import iter_csv as iter_csv
@@ -45,7 +45,10 @@ __all__ = [
     "as_array_input",
     "as_location",
     "check_array_name",
+    "check_output",
+    "check_prefix_writable",
     "chunk_bounds",
+    "close_clients",
     "draw_indices",
     "file_size",
     "fingerprint",

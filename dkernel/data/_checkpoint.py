@@ -39,7 +39,7 @@ import numpy as np
 from .._validation import DKernelError, json_value
 from .._version import __version__
 from ._atomic import pid_alive
-from ._files import read_bytes, write_bytes
+from ._files import check_output, read_bytes, write_bytes
 from ._location import as_location
 
 #: Version of the checkpoint layout.
@@ -85,6 +85,8 @@ def save_checkpoint(
         The parameters the state belongs to (e.g. ``estimator.get_params()``); their
         fingerprint is stored and checked by :func:`load_checkpoint`.
     """
+    if os.fspath(path).endswith(("/", os.sep)):
+        raise DKernelError(f"checkpoint {path!r} ends with '/': give the path of a file")
     loc = as_location(path)
     path = loc.url
     folder, base = os.path.split(path)
@@ -157,11 +159,15 @@ def load_checkpoint(
     ------
     DKernelError
         The file is not a dkernel checkpoint or is damaged, or (``on_mismatch="raise"``)
-        it was saved for other parameters.
+        it was saved for other parameters; or no checkpoint can be written at ``path``
+        (checked first, as the fit that resumes writes it: see
+        :func:`dkernel.data.check_output`).
     """
     if on_mismatch not in ("raise", "ignore"):
         raise DKernelError(f"on_mismatch must be 'raise' or 'ignore', got {on_mismatch!r}")
-    loc = as_location(path)
+    # the fit that asks will write here: a folder, a missing folder or bucket, refused
+    # credentials or a dead endpoint are named now, before its work
+    loc = as_location(check_output(path, "checkpoint"))
     path = loc.url
     source: Any = path
     if not loc.is_local:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import uuid
 
+from .._secrets import redact
 from .._validation import DKernelError
-from ._location import as_location, describe_error
+from ._location import as_location, bucket_exists, describe_error
 
 
 def write_bytes(target, data: bytes, *, storage_options=None) -> None:
@@ -71,3 +73,77 @@ def read_bytes(target, *, storage_options=None) -> bytes:
         raise
     except Exception as exc:
         raise DKernelError(f"cannot read {loc.url!r}: {describe_error(exc)}") from None
+
+
+def check_output(target, what: str = "output file", *, storage_options=None) -> str:
+    """Check, before any work, that a file (model, checkpoint, summary) can be written at
+    ``target``; returns its canonical path or URL.
+
+    A path ending in ``/`` names a folder and is refused (never written as a file of the
+    folder's name, nor silently inside it), as is an existing folder. Locally the folder
+    must exist and accept a new file; on object storage the bucket must exist (HEAD) and a
+    zero-byte probe object beside the target is written and deleted, so a missing bucket,
+    wrong credentials or a dead endpoint are named before the work, within
+    ``dkernel.storage.deadline`` per request.
+    """
+    if isinstance(target, (str, os.PathLike)):
+        text = os.fspath(target)
+        if isinstance(text, str) and text.endswith(("/", os.sep)):
+            raise DKernelError(
+                f"{what} {redact(text)!r} ends with '/' and so names a folder: give the path "
+                f"of a file (such as {redact(text + 'model.npz')!r}); nothing is written "
+                "inside the folder in its stead"
+            )
+    loc = as_location(target, storage_options)
+    if loc.is_local:
+        _check_local(loc.url, what)
+    else:
+        _check_remote(loc, what)
+    return loc.url
+
+
+def _check_local(path: str, what: str) -> None:
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise DKernelError(f"{what} {path!r} is a folder; give the path of a file")
+    if not os.path.isdir(folder):
+        raise DKernelError(f"folder {folder!r} for the {what} does not exist")
+    try:  # root passes os.access on a read-only mount: try it
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dkernel-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        msg = f"folder {folder!r} for the {what} cannot be written ({reason})"
+        raise DKernelError(msg) from None
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
+
+
+def check_prefix_writable(target, what: str = "store", *, storage_options=None) -> None:
+    """Check, before any work, that objects can be written below the prefix ``target`` on
+    object storage (a store a job writes an array into): a zero-byte probe object is written
+    there and deleted. Local paths and ``memory://`` are not probed."""
+    loc = as_location(target, storage_options)
+    if not loc.is_local:
+        _check_remote(loc, what, probe_inside=True)
+
+
+def _check_remote(loc, what: str, *, probe_inside: bool = False) -> None:
+    if loc.protocol == "memory":
+        return
+    fs, bucket = loc.fs, loc.path.split("/", 1)[0]
+    tag = f"dkernel-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    probe = f"{loc.path}/.{tag}" if probe_inside else f"{loc.path}.{tag}"
+    try:
+        if not bucket_exists(fs, bucket):
+            raise DKernelError(f"cannot write the {what} {loc.url!r}: no bucket {bucket!r}")
+        if not probe_inside and fs.isdir(loc.path):
+            raise DKernelError(
+                f"{what} {loc.url!r} is a folder (objects lie below it); give the path of a file"
+            )
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except DKernelError:
+        raise
+    except Exception as exc:
+        raise DKernelError(f"cannot write the {what} {loc.url!r}: {describe_error(exc)}") from None

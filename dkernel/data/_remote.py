@@ -32,7 +32,7 @@ from typing import Any
 
 from .._validation import DKernelError
 from ._atomic import _HOST, STALE_SECONDS, pid_alive
-from ._location import Location, describe_error
+from ._location import Location, bucket_exists, describe_error
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ def new_prefix(name: str) -> str:
 
 def storage_error(loc: Location, what: str, exc: BaseException) -> DKernelError:
     """A :class:`DKernelError` naming the URL (never a secret) for a client failure."""
+    if isinstance(exc, DKernelError):  # already named (a bad setting, a missing client)
+        return exc
     return DKernelError(f"{what} {loc.url!r}: {describe_error(exc)}")
 
 
@@ -148,7 +150,7 @@ def check_target(loc: Location, overwrite: bool) -> dict[str, Any] | None:
     if head is None and not names and loc.protocol != "memory":
         bucket = loc.path.split("/", 1)[0]
         try:
-            found = loc.fs.exists(bucket)
+            found = bucket_exists(loc.fs, bucket)
         except Exception as exc:
             raise storage_error(loc, "cannot write store", exc) from None
         if not found:

@@ -43,10 +43,6 @@ MANIFEST_KEY = "dkernel_manifest"
 WRITE_CONFIG: Any = {"write_empty_chunks": True}
 
 
-#: zarr >= 3.2 raises ChunkNotFoundError for an absent chunk (older releases: FileNotFoundError)
-_CHUNK_NOT_FOUND: type[Exception] = getattr(zarr.errors, "ChunkNotFoundError", FileNotFoundError)
-
-
 def checksum(block: np.ndarray) -> int:
     """CRC-32 of a decoded chunk (its bytes in C order)."""
     return zlib.crc32(np.ascontiguousarray(block).view(np.uint8).reshape(-1))
@@ -201,6 +197,10 @@ def _read_plain(arr, where: Location, index: int, start: int, stop: int) -> np.n
     return full[: stop - start]
 
 
+#: A chunk that is not there (zarr >= 3.2 names it; older zarr raises FileNotFoundError).
+_CHUNK_MISSING = (getattr(zarr.errors, "ChunkNotFoundError", FileNotFoundError), FileNotFoundError)
+
+
 def _read_chunk(
     loc: Location,
     token: str,
@@ -222,7 +222,7 @@ def _read_chunk(
     try:
         arr, plain = _open_for_read(loc, token)
         block = _read_plain(arr, loc, index, start, stop) if plain else arr[start:stop]
-    except (_CHUNK_NOT_FOUND, FileNotFoundError):
+    except _CHUNK_MISSING:
         if not strict:
             fill = arr.metadata.fill_value
             return np.full((stop - start, *arr.shape[1:]), fill, dtype=arr.dtype)

@@ -80,8 +80,21 @@ def gamma_from_rows(S: np.ndarray, *, kernel: str = "rbf", method: str = "median
     metric = kernel_info(kernel).distance
     assert metric is not None, kernel
     D = pdist(np.asarray(S, dtype=np.float64), metric)
+    if np.isinf(D).any():
+        raise DKernelError(
+            f"X is finite but too large: the {'' if metric == 'cityblock' else 'squared '}"
+            f"distances of its rows overflow float64 (values up to {np.abs(S).max():.3g}); "
+            "rescale X, e.g. divide it by a constant"
+        )
     D = D[D > 0]
     if D.size == 0:
+        spread = float(np.ptp(np.asarray(S, dtype=np.float64), axis=0).max())
+        if spread > 0:  # the rows differ, but their distances are below the float range
+            raise DKernelError(
+                f"X's sampled rows differ by at most {spread:.3g}: their "
+                f"{'' if kernel == 'laplacian' else 'squared '}distances underflow to 0 in "
+                "float64; rescale X, e.g. multiply it by a constant"
+            )
         raise DKernelError("all sampled rows are identical: no bandwidth can be estimated")
     scale = np.median(D) if method == "median" else D.mean()
     return float(1.0 / scale)

@@ -79,8 +79,18 @@ def _as_pair(X, Y, spec: KernelSpec):
     """Validate X and Y; return float arrays of one common dtype (float32 stays float32)."""
     X = check_finite_2d(X, name="X")
     if Y is None:
+        if spec.kernel == "precomputed" and X.shape[0] != X.shape[1]:
+            raise DKernelError(
+                f"a precomputed kernel K(X, X) must be square, got X of shape {X.shape} "
+                "(pass the kernel matrix, not the data)"
+            )
         return X, None
     Y = check_finite_2d(Y, name="Y")
+    if spec.kernel == "precomputed" and X.shape[1] != Y.shape[0]:
+        raise DKernelError(  # scikit-learn's rule: X is K(A, Y), one column per row of Y
+            f"a precomputed kernel X of shape {X.shape} must have one column per row of Y "
+            f"(Y has {Y.shape[0]} rows)"
+        )
     if spec.kernel != "precomputed" and X.shape[1] != Y.shape[1]:
         raise DKernelError(
             f"X has {X.shape[1]} features but Y has {Y.shape[1]}: the widths must match"
@@ -121,8 +131,9 @@ def pairwise_kernels(
         same gamma as nu grows); polynomial
         ``(gamma <x, y> + coef0) ** degree``; sigmoid ``tanh(gamma <x, y> + coef0)``;
         cosine ``<x, y> / (||x|| ||y||)``. ``"precomputed"`` returns X (already a kernel
-        matrix). A callable is called as ``kernel(X, Y, **kernel_params)`` and must return
-        the (m, n) matrix, as scikit-learn's ``SVC`` expects.
+        matrix: square without Y, one column per row of Y with it). A callable is called
+        as ``kernel(X, Y, **kernel_params)`` and must return the (m, n) matrix, as
+        scikit-learn's ``SVC`` expects.
     gamma : float, default=None
         ``None`` means ``1 / n_features``.
     degree, coef0 : float

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
 import json
 import logging
 import os
@@ -55,6 +57,7 @@ def _local_cluster(*, where: str = "the local cluster", **overrides: Any):
         # dashboard link would point there while the dashboard listens on 127.0.0.1 only
         kwargs.update(host=host, protocol="tcp://")
     kwargs.update({k.replace("-", "_"): v for k, v in opts.items()})
+    check_known_options(kwargs, _local_classes(processes), where=where)
     if processes:
         _check_main_guard()
         env = dict(kwargs.pop("env", None) or {})
@@ -118,6 +121,66 @@ def _in_main_block(path: str, line: int) -> bool:
     return False
 
 
+#: Below this a worker process cannot start: the interpreter with dask, numpy and numba take
+#: about 200 MiB at rest (see :mod:`dkernel.runtime._memory`), and its nanny kills it on its
+#: first memory check ("Stream is closed", "Nanny failed to start"). In-process workers
+#: are left to :func:`~dkernel.runtime._memory.check_worker_memory`.
+MIN_WORKER_MEMORY = 256 * 2**20
+
+
+def _local_classes(processes: bool) -> tuple:
+    from distributed import LocalCluster, Nanny, Worker
+
+    return (LocalCluster, Nanny, Worker) if processes else (LocalCluster, Worker)
+
+
+def _init_names(cls) -> set[str]:
+    """The keyword arguments ``cls(...)`` takes, along its classes' ``__init__``."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names |= {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    return names - {"self"}
+
+
+def check_known_options(options: dict[str, Any], classes: tuple, *, where: str) -> None:
+    """Refuse an option none of ``classes`` (the cluster class and what it passes its
+    other options to: the nanny and worker, a job class) takes, naming it in one line."""
+    known = set().union(*(_init_names(c) for c in classes))
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.7)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            owners = ", ".join(c.__name__ for c in classes)
+            raise DKernelError(f"{where}: unknown option {key!r} (not taken by {owners}){hint}")
+
+
+def check_local_config(options: dict[str, Any], where: str) -> None:
+    """A config's ``local`` options, checked before anything starts: each known to
+    ``LocalCluster`` or its workers, with values it can start with."""
+    opts = {str(k).replace("_", "-"): v for k, v in options.items()}
+    _check_local_options(opts, where)
+    names = {k.replace("-", "_"): v for k, v in opts.items()}
+    check_known_options(names, _local_classes(bool(opts.get("processes", True))), where=where)
+
+
+def check_jobqueue_config(kind: str, options: dict[str, Any], where: str) -> None:
+    """A config's ``slurm``/``pbs`` options, each known to the dask-jobqueue cluster or its
+    job class (unchecked when dask-jobqueue is not installed: building it says so)."""
+    try:
+        import dask_jobqueue
+    except ImportError:  # pragma: no cover - depends on the environment
+        return
+    cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
+    check_known_options(options, (cls, cls.job_cls), where=where)
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -145,6 +208,13 @@ def _check_local_options(opts: dict[str, Any], where: str) -> None:
             raise DKernelError(
                 f"{where}: memory_limit must be 'auto', a size like '4GiB' or a number of "
                 f"bytes, got {limit!r}"
+            )
+        small = 0 < float(parse_bytes(limit)) < MIN_WORKER_MEMORY
+        if small and opts.get("processes", True):  # in-process workers: _memory's guard
+            raise DKernelError(
+                f"{where}: memory_limit {limit!r} is too small for a worker process to start "
+                f"(at least {MIN_WORKER_MEMORY // 2**20} MiB: the interpreter, dask, numpy and "
+                "numba take about 200 MiB at rest); give each worker more, or 0 for no limit"
             )
     for key in ("scheduler-port", "worker-dashboard-address", "dashboard-address"):
         value = opts.get(key)
@@ -279,9 +349,12 @@ def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
         return _local_cluster()
     cfg = check_cluster_config(config) if isinstance(config, dict) else load_cluster_config(config)
     kind = cfg["kind"]
+    where = "the local cluster" if isinstance(config, dict) else f"cluster config {str(config)!r}"
     if kind == "local":
         try:
-            return _local_cluster(where="the local cluster", **(cfg.get("options") or {}))
+            return _local_cluster(where=where, **(cfg.get("options") or {}))
+        except DKernelError:
+            raise
         except (TypeError, ValueError) as exc:  # an option LocalCluster does not know
             raise DKernelError(f"cannot build the local cluster from its options ({exc})") from None
     if kind in ("slurm", "pbs"):

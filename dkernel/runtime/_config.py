@@ -44,6 +44,12 @@ def check_cluster_config(cfg: dict[str, Any], *, where: str = "cluster config") 
         raise DKernelError(f"{where}: kind scheduler-file needs 'scheduler_file: <path>'")
     if kind == "address" and not cfg.get("address"):
         raise DKernelError(f"{where}: kind address needs 'address: tcp://host:port'")
+    from ._client import check_jobqueue_config, check_local_config  # imports this module
+
+    if kind == "local":
+        check_local_config(dict(cfg.get("options") or {}), where)
+    elif kind in ("slurm", "pbs"):
+        check_jobqueue_config(kind, dict(cfg.get("options") or {}), where)
     return cfg
 
 

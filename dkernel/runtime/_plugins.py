@@ -81,10 +81,36 @@ class ThreadSettings(WorkerPlugin):
         self.client_pid = os.getpid()
 
     def setup(self, worker: Worker) -> None:
+        quiet_named_task_errors()
         if os.getpid() == self.client_pid:
             return
         done = apply_thread_settings(self.numba_threads)
         logger.debug("dkernel thread settings on %s: %s", worker.address, done)
+
+    def teardown(self, worker: Worker) -> None:
+        """Close the worker's object-storage sessions while its event loops still run."""
+        data = sys.modules.get("dkernel.data")
+        if data is not None and os.getpid() != self.client_pid:
+            data.close_clients()
+
+
+class _NamedErrorFilter(logging.Filter):
+    """Drops distributed's "Compute Failed" report (eight lines with a traceback) of a task
+    that raised a ``DKernelError``: the error names its cause and reaches the client, which
+    shows it once (the CLI as its one ``dkernel: error:`` line)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if not msg.startswith("Compute Failed"):
+            return True
+        return not any("DKernelError" in repr(a) for a in (record.args or ()))
+
+
+def quiet_named_task_errors() -> None:
+    """Install :class:`_NamedErrorFilter` on this process's ``distributed.worker`` logger."""
+    log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _NamedErrorFilter) for f in log.filters):
+        log.addFilter(_NamedErrorFilter())
 
 
 def _default_threads() -> int:
@@ -99,3 +125,4 @@ def register_thread_settings(client: Client) -> None:
 async def dask_setup(worker: Worker) -> None:
     """``dask worker --preload dkernel.runtime._plugins``: the settings from the start."""
     apply_thread_settings(_default_threads())
+    quiet_named_task_errors()

@@ -27,6 +27,8 @@ from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_ta
 from .._validation import (
     DKernelError,
     check_scalar,
+    column_moments,
+    feature_stats_error,
     is_dask_array,
 )
 from ..data import chunk_bounds, load_checkpoint, save_checkpoint, take_rows
@@ -1764,9 +1766,9 @@ def _feature_stats(X) -> Standardizer:
         var = np.maximum(s2 / n - mean * mean, 0.0)
     else:
         Xf = np.asarray(X, dtype=np.float64)
-        mean, var = Xf.mean(axis=0), Xf.var(axis=0)
+        mean, var = column_moments(Xf)
     if not (np.isfinite(mean).all() and np.isfinite(var).all()):
-        raise DKernelError("X contains NaN or inf (found computing the feature statistics)")
+        raise feature_stats_error(mean, var)
     std = np.sqrt(var)
     std[~(std > 1e-12 * np.maximum(1.0, np.abs(mean)))] = 1.0
     return Standardizer(mean, std)

@@ -118,6 +118,11 @@ def checked_rows(
     """One row range as the learner wants it: X float64 C-ordered with NaN/inf reported by
     global row (then standardised if asked), class indices, float64 weights; lengths
     checked."""
+    if hasattr(Xb, "toarray") and not isinstance(Xb, np.ndarray):
+        raise DKernelError(
+            f"X has sparse chunks ({type(Xb).__name__}): sparse input is not supported; make "
+            "the chunks dense (X.map_blocks(lambda b: b.toarray(), dtype=X.dtype))"
+        )
     Xb = np.asarray(Xb)
     if not np.issubdtype(Xb.dtype, np.number):
         raise DKernelError(f"X must be numeric, got dtype {Xb.dtype}")
