@@ -706,9 +706,12 @@ def _write_block(block: np.ndarray, where: Location, start: int) -> int:
     """Write one row chunk into the (pre-created) zarr array at ``where``; its checksum."""
     # a local path, not a LocalStore: opening a LocalStore for writing creates its folder
     target = where.url if where.is_local else where.zarr_store(read_only=False)
-    arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
     block = np.asarray(block)
-    arr[start : start + block.shape[0]] = block
+    # zarr < 3.2 ignores open_array's config: the setting of the write itself keeps a chunk
+    # of fill values (the manifest lists every chunk)
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
+        arr[start : start + block.shape[0]] = block
     return checksum(block.astype(arr.dtype, copy=False))
 
 
