@@ -147,7 +147,7 @@ def test_the_circle_finder_finds_a_circle():
 #: The layers of the package, lowest first: a part imports only parts of lower layers
 #: (the floor modules are the top-level private modules, declared here one by one).
 LAYERS = (
-    ("_version", "_validation", "_defaults"),  # no dkernel imports
+    ("_version", "_validation", "_defaults", "_secrets"),  # no dkernel imports
     ("runtime",),  # clusters, clients, progress, the tree-reduce
     ("data",),  # stores, readers, sampling, checkpoint files
     ("kernels",),

@@ -379,6 +379,7 @@ class _KernelCentersMixin:
             each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
             sums = out.collect(_weighted_distance, name=f"{token}-total-{run}", each=each)
             labels = out.apply(_label_column, name=f"{token}-column-{run}")
+            _wait(labels.parts)  # done, errors raised, within the call (nothing comes here)
             # the array's graph holds the label parts' futures: they live as long as it does
             labels = labels.as_dask_array(dtype=np.int64)
         return labels, float(np.sum(sums))
@@ -576,6 +577,17 @@ class UnitWeights:
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         return np.ones(self.n, dtype=dtype or np.float64)
+
+
+def _wait(futures: list) -> None:
+    """Wait for the futures on the cluster and raise the first error (their values stay
+    there)."""
+    from distributed import wait
+
+    wait(futures)
+    for f in futures:
+        if f.status == "error":
+            f.result()  # raises the task's error
 
 
 def _assign_loaded(Xb, start: int, *, args, dtype) -> np.ndarray:

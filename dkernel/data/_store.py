@@ -707,11 +707,10 @@ def _write_block(block: np.ndarray, where: Location, start: int) -> int:
     # a local path, not a LocalStore: opening a LocalStore for writing creates its folder
     target = where.url if where.is_local else where.zarr_store(read_only=False)
     block = np.asarray(block)
-    # zarr < 3.2 ignores open_array's config: the setting of the write itself keeps a chunk
-    # of fill values (the manifest lists every chunk)
-    with zarr.config.set({"array.write_empty_chunks": True}):
-        arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG)
-        arr[start : start + block.shape[0]] = block
+    # zarr < 3.2 ignores open_array's config: the array's own config keeps a chunk of fill
+    # values (the manifest lists every chunk)
+    arr = zarr.open_array(target, mode="r+", config=WRITE_CONFIG).with_config(WRITE_CONFIG)
+    arr[start : start + block.shape[0]] = block
     return checksum(block.astype(arr.dtype, copy=False))
 
 

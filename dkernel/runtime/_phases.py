@@ -163,6 +163,8 @@ class Accounting:
             return
         self._unhook()
         stream, self._stream = self._stream, None
+        if stream is None:  # start() failed before the stream was opened
+            return
         stream.__exit__(None, None, None)
         for task in stream.data:
             spans = [s for s in task.get("startstops", ()) if s.get("action") == "compute"]
@@ -194,10 +196,12 @@ class Accounting:
 def accounting(client: Any = None) -> Iterator[Accounting]:
     """Account the phases of the calls inside (see the module docstring); nested
     accountings leave the outer one alone (the inner call's phases are its own)."""
+    if client is not None and getattr(client, "status", "running") != "running":
+        client = None  # a closed client: the call fails on its own, uncounted
     acc = Accounting(client)
     token = _CURRENT.set(acc)
-    acc.start()
     try:
+        acc.start()
         yield acc
     finally:
         _CURRENT.reset(token)
