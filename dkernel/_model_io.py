@@ -53,6 +53,19 @@ def header_params(est) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in params.items()}
 
 
+def feature_names(est) -> list[str] | None:
+    """The column names the estimator was fitted with (``feature_names_in_``), for a header."""
+    names = getattr(est, "feature_names_in_", None)
+    return None if names is None else [str(v) for v in names]
+
+
+def set_feature_names(est, fitted: dict[str, Any]) -> None:
+    """``feature_names_in_`` back from a header (absent when the fit had none)."""
+    names = fitted.get("feature_names_in_")
+    if names is not None:
+        est.feature_names_in_ = np.asarray(names, dtype=object)
+
+
 def fitted_spec(params: dict[str, Any], fitted: dict[str, Any]) -> KernelSpec:
     """The kernel a model was fitted with, from its header's checked values."""
     return KernelSpec(

@@ -281,3 +281,21 @@ def test_svm_score_on_a_store_reads_each_chunk_once(tmp_path, chunk_reads, sched
     ds = open_dataset(path)
     assert clf.score(ds.X, ds.y, sample_weight=w) == pytest.approx(ref, abs=1e-12)
     assert dict(chunk_reads) == expected
+
+
+def test_feature_names_survive_save_and_load(tmp_path):
+    """Column names a model was fitted with (scikit-learn's ``feature_names_in_``, set by a
+    fit on a DataFrame) come back with it, for both model files; a model without them
+    loads without them."""
+    X, y = make_checkerboard(300, random_state=0)
+    names = np.array(["width", "height"], dtype=object)
+    clf = BudgetedSVC(budget=15, max_iter=1, random_state=0).fit(X, y)
+    km = MiniBatchKernelKMeans(2, gamma=1.0, max_iter=5, random_state=0).fit(X)
+    for model, name in ((clf, "s.npz"), (km, "k.npz")):
+        model.save(tmp_path / ("plain-" + name))
+        assert not hasattr(load_model(tmp_path / ("plain-" + name)), "feature_names_in_")
+        model.feature_names_in_ = names  # as a fit on a DataFrame sets it
+        model.save(tmp_path / name)
+        back = load_model(tmp_path / name)
+        assert back.feature_names_in_.tolist() == ["width", "height"]
+        assert back.feature_names_in_.dtype == object

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import read_inputs, read_weights
 from .._defaults import setting
-from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
+from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz, set_feature_names
 from .._params import check_table
 from .._validation import (
     DKernelError,
@@ -484,6 +484,7 @@ class _KernelCentersMixin:
         try:
             est = cls(**params)
             est.n_features_in_ = int(fitted["n_features_in_"])
+            set_feature_names(est, fitted)
             est.check_params()
             est._check_data_params(int(params["n_clusters"]))
             if est._is_graph() or fitted["kernel"] not in SUPPORTED_KERNELS:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._model_io import check_format, header_params, write_npz
+from .._model_io import check_format, feature_names, header_params, write_npz
 from .._validation import DKernelError, check_scalar
 
 VERSION = 1
@@ -56,6 +56,7 @@ def write_kmeans(est, path) -> None:
         "degree": float(spec.degree),
         "coef0": float(spec.coef0),
         "n_features_in_": int(est.n_features_in_),
+        "feature_names_in_": feature_names(est),
         "inertia_": None if getattr(est, "inertia_", None) is None else float(est.inertia_),
         "n_iter_": int(est.n_iter_),
         "history_": [float(v) for v in est.history_],

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import _BaseKernelEstimator, open_labelled, read_classes, read_inputs
 from .._defaults import setting
-from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz
+from .._model_io import MAX_MODEL_BYTES, fitted_spec, read_npz, set_feature_names
 from .._params import NON_NEGATIVE, POSITIVE_INT, POSITIVE_INT_OR_NONE, check_table, options
 from .._validation import (
     DKernelError,
@@ -1396,6 +1396,7 @@ class BudgetedSVC(ClassifierMixin, _BaseKernelEstimator):
         est.intercept_ = arrays["intercept"]
         est.classes_ = classes
         est.n_features_in_ = int(fitted["n_features_in_"])
+        set_feature_names(est, fitted)
         for k in ("gamma_", "alpha_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
             setattr(est, k, fitted[k])
         est.distributed_ = bool(fitted.get("distributed_", False))

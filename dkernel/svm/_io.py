@@ -39,6 +39,7 @@ import numpy as np
 from .._model_io import (
     MAX_MODEL_BYTES,
     check_format,
+    feature_names,
     header_params,
     label_array,
     write_npz,
@@ -81,6 +82,7 @@ def model_header(est) -> dict[str, Any]:
             "weight_degradation_": est.weight_degradation_,
             "n_maintenance_": est.n_maintenance_,
             "n_features_in_": int(est.n_features_in_),
+            "feature_names_in_": feature_names(est),
             "distributed_": bool(getattr(est, "distributed_", False)),
             "clock": int(getattr(est, "_clock", est.t_)),
             "avg_start": int(getattr(est, "_avg_start", 1)),
