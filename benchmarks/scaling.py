@@ -37,6 +37,7 @@ largest worker (sampled every 0.5 s), and the accuracy / inertia.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -172,13 +173,12 @@ def _phases_of(name: str, result, outer: dict) -> dict:
     return own if own else outer
 
 
-def _run_workers(args, w: int, board, wave) -> dict:
-    """Every call on a fresh cluster of w workers, after one warm-up of each."""
+@contextlib.contextmanager
+def _warm_cluster(w: int, board, wave, args):
+    """A fresh cluster of w worker processes (one thread each), every call warmed up once
+    on the first ``WARM_ROWS`` rows (numba compiles in every worker on its first call)."""
     from distributed import Client, LocalCluster
 
-    from dkernel.runtime import amdahl
-
-    out = {}
     with (
         LocalCluster(
             n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None
@@ -187,6 +187,15 @@ def _run_workers(args, w: int, board, wave) -> dict:
     ):
         for _, fn in _calls(board, wave, args, rows=WARM_ROWS):
             fn()
+        yield client
+
+
+def _run_workers(args, w: int, board, wave) -> dict:
+    """Every call on a fresh cluster of w workers, after one warm-up of each."""
+    from dkernel.runtime import amdahl
+
+    out = {}
+    with _warm_cluster(w, board, wave, args) as client:
         for name, fn in _calls(board, wave, args):
             wall, result, outer = _timed(client, fn)
             phases = _phases_of(name, result, outer)
@@ -266,19 +275,10 @@ def _floor(client, ds) -> float:
 
 
 def _run_big(args, w: int) -> dict:
-    from distributed import Client, LocalCluster
-
     n = args.big_rows
     board, blobs = _stores(args, n_svm=n, n_km=n, km_features=20)
     out: dict = {"rows": n, "workers": w}
-    with (
-        LocalCluster(
-            n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cl,
-        Client(cl) as client,
-    ):
-        for _, fn in _calls(board, blobs, args, rows=WARM_ROWS):
-            fn()
+    with _warm_cluster(w, board, blobs, args) as client:
         out["floor"] = {"checkerboard": _floor(client, board), "blobs20": _floor(client, blobs)}
         print(f"floor: {out['floor']}", flush=True)
         for name, fn in _calls(board, blobs, args):

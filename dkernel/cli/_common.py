@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,16 +217,9 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _check_folder(folder: str, what: str) -> None:
-    if not os.path.isdir(folder):
-        raise DKernelError(f"folder {folder!r} for the {what} does not exist")
-    try:  # root passes os.access on a read-only mount: try it
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dkernel-probe-"):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise DKernelError(
-            f"folder {folder!r} for the {what} cannot be written ({reason})"
-        ) from None
+    from ..data import check_folder_writable
+
+    check_folder_writable(folder, what)
 
 
 def array_names(ds) -> list[str]:

@@ -3,6 +3,7 @@
 # The internal surface: what the other subpackages use (not part of the public API).
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from ._files import check_folder_writable as check_folder_writable
 from ._files import check_output, check_prefix_writable, file_size, read_bytes, write_bytes
 from ._generators import (
     make_checkerboard,

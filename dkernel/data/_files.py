@@ -102,10 +102,9 @@ def check_output(target, what: str = "output file", *, storage_options=None) -> 
     return loc.url
 
 
-def _check_local(path: str, what: str) -> None:
-    folder = os.path.dirname(path)
-    if os.path.isdir(path):
-        raise DKernelError(f"{what} {path!r} is a folder; give the path of a file")
+def check_folder_writable(folder: str, what: str) -> None:
+    """``folder`` exists and a file can be created in it (a probe file, removed), else a
+    :class:`DKernelError` naming it as the folder of ``what``."""
     if not os.path.isdir(folder):
         raise DKernelError(f"folder {folder!r} for the {what} does not exist")
     try:  # root passes os.access on a read-only mount: try it
@@ -115,6 +114,13 @@ def _check_local(path: str, what: str) -> None:
         reason = exc.strerror or type(exc).__name__
         msg = f"folder {folder!r} for the {what} cannot be written ({reason})"
         raise DKernelError(msg) from None
+
+
+def _check_local(path: str, what: str) -> None:
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise DKernelError(f"{what} {path!r} is a folder; give the path of a file")
+    check_folder_writable(folder, what)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise DKernelError(f"{what} {path!r} cannot be written (permission denied)")
 
