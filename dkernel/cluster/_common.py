@@ -379,7 +379,7 @@ class _KernelCentersMixin:
             each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
             sums = out.collect(_weighted_distance, name=f"{token}-total-{run}", each=each)
             labels = out.apply(_label_column, name=f"{token}-column-{run}")
-            _wait(labels.parts)  # done, errors raised, within the call (nothing comes here)
+            _wait(labels.parts, client)  # done, errors raised, within the call (nothing here)
             # the array's graph holds the label parts' futures: they live as long as it does
             labels = labels.as_dask_array(dtype=np.int64)
         return labels, float(np.sum(sums))
@@ -580,12 +580,13 @@ class UnitWeights:
         return np.ones(self.n, dtype=dtype or np.float64)
 
 
-def _wait(futures: list) -> None:
+def _wait(futures: list, client) -> None:
     """Wait for the futures on the cluster and raise the first error (their values stay
-    there)."""
+    there); ``client`` is theirs, current or not."""
     from distributed import wait
 
-    wait(futures)
+    with client.as_current():
+        wait(futures)
     for f in futures:
         if f.status == "error":
             f.result()  # raises the task's error
