@@ -130,7 +130,7 @@ def test_plumbing(hosts):
 # ---------------------------------------------------------------------- dkernel across hosts
 #: Summary entries that name places or measure time: they differ between runs by design.
 UNCOMPARED = {"store", "out_store", "model", "time_s", "train_seconds", "predict_seconds",
-              "seconds", "timings"}  # fmt: skip
+              "seconds", "timings", "phases"}  # fmt: skip
 
 
 def _decode(result: dict) -> tuple[dict, dict]:
