@@ -340,9 +340,11 @@ def run_kill(args: argparse.Namespace) -> dict:
         client.wait_for_workers(2, timeout=60)
         km, alive = _fit_with_kill(client, f"{args.root.rstrip('/')}/api.zarr", args.kill)
         workers_after = len(client.scheduler_info(n_workers=-1)["workers"])
+        # labels_ of a store fit stay on the workers: fetched while the client is open
+        labels = np.asarray(km.labels_, dtype=np.int64)
     return {
         "summaries": {"fit_alive_at_kill": alive, "workers_after": workers_after},
-        "npz": _npz({"kill_labels": np.asarray(km.labels_, dtype=np.int64)}),
+        "npz": _npz({"kill_labels": labels}),
     }
 
 
