@@ -51,5 +51,8 @@ def test_jobqueue_options_checked(tmp_path):
 def test_shipped_configs_pass():
     import pathlib
 
-    for path in sorted(pathlib.Path(__file__).parent.parent.glob("cluster-configs/*.yaml")):
-        load_cluster_config(path)
+    paths = sorted(pathlib.Path(__file__).parent.parent.glob("cluster-configs/*.yaml"))
+    assert paths, "no cluster-configs/*.yaml found"
+    for path in paths:
+        cfg = load_cluster_config(path)
+        assert cfg["kind"] in ("local", "slurm", "pbs", "scheduler-file", "address"), path
