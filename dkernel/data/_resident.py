@@ -254,7 +254,3 @@ class ResidentRows:
             return value
         key = f"{name}-{uuid.uuid4().hex}"
         return self.client.scatter({key: value}, broadcast=True)[key]
-
-    def release(self) -> None:
-        """Drop the parts (the workers free them once no task needs them)."""
-        self.parts = []
