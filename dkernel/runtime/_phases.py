@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import pickle
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -54,12 +53,16 @@ FIELDS = (
 
 
 def _message_bytes(msg: Any) -> int:
-    """The size of a message the client sends (a graph holds the tasks' arguments: pickled,
-    as the comm would; what cannot be pickled here is counted by ``sizeof``)."""
-    try:
-        return len(pickle.dumps(msg, protocol=5))
-    except Exception:  # a message the comm serialises its own way
-        return int(sizeof(msg))
+    """The size of a message the client sends, without serialising it a second time: a
+    graph (``update-graph``) arrives already serialised, and its frames are what the comm
+    writes; any other message is small and counted by ``sizeof``."""
+    expr = msg.get("expr_ser") if isinstance(msg, dict) else None
+    frames = getattr(expr, "frames", None)
+    if frames is not None:
+        rest = {k: v for k, v in msg.items() if k != "expr_ser"}
+        framed = sum(memoryview(f).nbytes for f in frames)
+        return framed + int(sizeof(expr.header)) + int(sizeof(rest))
+    return int(sizeof(msg))
 
 
 class Accounting:
