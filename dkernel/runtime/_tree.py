@@ -8,7 +8,7 @@ only on the leaves, their order and ``seed``: never on which worker ran what, or
 
 Three ways to run, chosen by the arguments:
 
-- ``client`` given: each node is one ``client.submit`` (leaves may be futures or values);
+- ``client`` given: each level is one ``client.map`` (leaves may be futures or values);
   the root is returned as a future and nothing is waited for, so a caller can chain rounds;
 - ``client=None`` and any leaf a :class:`dask.delayed.Delayed`: a delayed tree, its root
   returned as a ``Delayed``;
@@ -47,6 +47,10 @@ class TreeNode(NamedTuple):
 
 
 def _apply(combine: Callable[[list, TreeNode], Any], node: TreeNode, children: list) -> Any:
+    return combine(list(children), node)
+
+
+def _apply_to(node: TreeNode, children: list, *, combine: Callable[[list, TreeNode], Any]) -> Any:
     return combine(list(children), node)
 
 
@@ -106,19 +110,21 @@ def tree_reduce(
     level = 0
     while len(nodes) > 1:
         level += 1
-        out = []
-        for index, j in enumerate(range(0, len(nodes), k)):
-            node = TreeNode(level, index, int(seed))
-            group = nodes[j : j + k]
-            if client is not None:
-                kw: dict[str, Any] = {"pure": False}
-                if key is not None:
-                    kw = {"key": f"{key}-{level}-{index}"}
-                out.append(client.submit(_apply, combine, node, group, **kw))
-            elif lazy:
-                name = None if key is None else f"{key}-{level}-{index}"
-                out.append(delayed(_apply, pure=True)(combine, node, group, dask_key_name=name))
-            else:
-                out.append(_apply(combine, node, group))
-        nodes = out
+        groups = [nodes[j : j + k] for j in range(0, len(nodes), k)]
+        ids = [TreeNode(level, index, int(seed)) for index in range(len(groups))]
+        if client is not None:  # a level is one message to the scheduler
+            names = None if key is None else [f"{key}-{level}-{i}" for i in range(len(groups))]
+            nodes = client.map(_apply_to, ids, groups, key=names, pure=False, combine=combine)
+        elif lazy:
+            nodes = [
+                delayed(_apply, pure=True)(
+                    combine,
+                    node,
+                    group,
+                    dask_key_name=None if key is None else f"{key}-{level}-{node.idx}",
+                )
+                for node, group in zip(ids, groups)
+            ]
+        else:
+            nodes = [_apply(combine, node, group) for node, group in zip(ids, groups)]
     return nodes[0]
