@@ -116,7 +116,8 @@ def read_inputs(
     ``X``: as :func:`read_X`; a store path or Dataset supplies its labels as ``y`` when
     ``needs_y`` and ``y`` is None. ``y`` (``needs_y``): as :func:`read_y`. ``weights``:
     None (not read), ``"numpy"`` (checked, as NumPy; dask weights are computed) or
-    ``"lazy"`` (dask weights stay dask, checked in one pass over them). ``estimator``:
+    ``"lazy"`` (dask weights stay dask, checked in one pass over them; no weights for
+    dask X: unit weights as a dask array of X's row chunks). ``estimator``:
     records or checks ``n_features_in_`` (``reset``) and feature names.
     """
     X, y, classes = open_labelled(X, y, needs_y=needs_y)
@@ -125,7 +126,9 @@ def read_inputs(
     if needs_y:
         y = read_y(y, n)
     w = None
-    if weights is not None:
+    if weights == "lazy" and sample_weight is None and is_dask:
+        w = da.ones(n, chunks=X.chunks[0])  # unit weights, never an array of n rows here
+    elif weights is not None:
         w = read_weights(sample_weight, n, lazy=weights == "lazy")
     return Inputs(X, is_dask, y, w, classes)
 

@@ -145,3 +145,33 @@ def test_the_count_sees_rows_that_do_come_here(cluster_client, store):
     np.asarray(km.labels_)  # warm-up of the gather itself
     n, labels = _received(lambda: np.asarray(km.labels_))
     assert labels.shape == (N,) and n > N * 8 * 0.9, n
+
+
+def test_fits_allocate_no_rows_here(cluster_client, store):
+    """Nor are n-row arrays made here: the client's peak of traced allocations (NumPy's
+    included) during each fit stays under 3/4 of one n-row float64 array (unit weights for
+    a store were once an ``np.ones(n)`` made here)."""
+    import tracemalloc
+
+    from dkernel.data import open_dataset
+
+    ds = open_dataset(store)
+    svm = dict(budget=20, gamma=2.0, max_iter=1, distributed=True, random_state=0)
+    calls = {
+        "svm.fit": lambda: BudgetedSVC(**svm).fit(store),
+        "kmeans.fit": lambda: MiniBatchKernelKMeans(2, gamma=1.0, max_iter=20, random_state=0).fit(
+            ds.X
+        ),
+        "coreset": lambda: distributed_coreset(ds.X, ds.y, 500, random_state=0),
+    }
+    peaks = {}
+    for name, fn in calls.items():
+        fn()  # warm-up
+        tracemalloc.start()
+        try:
+            fn()
+            peaks[name] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    print("client peak traced bytes per call:", peaks)
+    assert max(peaks.values()) < N * 6, peaks
