@@ -28,7 +28,7 @@ from ..data import draw_indices, load_checkpoint, save_checkpoint
 from ..runtime import timer
 from ._common import _fetch_checked, _gather_checked
 from ._init import _init_centers
-from ._window import WindowState, plateau, stop_reason, window_step
+from ._window import WindowState, new_windows, plateau, stop_reason, window_step
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +73,13 @@ class Checkpoint(NamedTuple):
             os.remove(self.path)
 
 
-def open_checkpoint(path, every, params, *, n, d, dtype, sample_weight, w) -> Checkpoint | None:
-    """The fit's :class:`Checkpoint` (None without a ``path``); a checkpoint saved for
-    other parameters or data raises."""
+def open_checkpoint(path, every, params, X, dtype, sample_weight, w) -> Checkpoint | None:
+    """The fit's :class:`Checkpoint` (None without a ``path``), tied to ``params`` and
+    the data (``X``'s shape, ``dtype``, the weights); one saved for other parameters or
+    data raises."""
     if path is None:
         return None
+    n, d = int(X.shape[0]), X.shape[1]
     params = checkpoint_params(params, n, d, dtype, sample_weight, w)
     return Checkpoint(path, params, load_checkpoint(path, params=params), every)
 
@@ -100,24 +102,32 @@ def checkpoint_params(params, n, d, dtype, sample_weight, w) -> dict:
 
 
 # ------------------------------------------------------------------- the data
-def hold_rows(X, is_dask, dtype, *, graph, tau, max_bytes):
-    """``(X_rows, X_mem)``: the rows a graph kernel is built on, and all rows for the
-    untruncated update (each None where the fit streams batches instead)."""
+class Rows(NamedTuple):
+    """The rows a fit holds in memory: those a graph kernel is built on (``graph``),
+    all rows for the untruncated update (``all``); None where the fit streams batches."""
+
+    graph: np.ndarray | None
+    all: np.ndarray | None
+
+
+def hold_rows(X, is_dask, dtype, *, graph, tau, max_bytes) -> Rows:
+    """Read the rows the fit needs in memory (one checked read), refusing dask/store
+    input above ``max_bytes``."""
     if graph:
-        return _gather_checked(X, is_dask, dtype, max_bytes, "a graph kernel"), None
+        return Rows(_gather_checked(X, is_dask, dtype, max_bytes, "a graph kernel"), None)
     if tau is None:  # the untruncated update holds X: one read, up front
-        return None, _gather_checked(X, is_dask, dtype, max_bytes, "tau=None (no truncation)")
-    return None, None
+        return Rows(None, _gather_checked(X, is_dask, dtype, max_bytes, "tau=None (no truncation)"))
+    return Rows(None, None)
 
 
-def row_fetcher(X, X_rows, X_mem, is_dask, dtype):
+def _row_fetcher(X, rows: Rows, is_dask, dtype):
     """The points of a batch: indices (graph kernels), one checked read of the touched
     chunks (dask/store input not held in memory), a copy out of memory otherwise."""
-    if X_rows is not None:
+    if rows.graph is not None:
         return _indices
-    if is_dask and X_mem is None:
+    if is_dask and rows.all is None:
         return functools.partial(_fetch_checked, X, dtype=dtype)
-    X_local = X if X_mem is None else X_mem
+    X_local = X if rows.all is None else rows.all
     return lambda idx: np.ascontiguousarray(X_local[idx], dtype=dtype)
 
 
@@ -126,10 +136,10 @@ def _indices(idx):
     return idx
 
 
-def sample_size(n, b, init_size, n_clusters) -> int:
-    """Rows of the initial sample."""
-    size = init_size or max(3 * b, 10 * n_clusters)
-    return max(min(n, size), n_clusters)
+def sample_size(n, b, seeding) -> int:
+    """Rows of the initial sample (``b``: rows per batch)."""
+    size = seeding.init_size or max(3 * b, 10 * seeding.n_clusters)
+    return max(min(n, size), seeding.n_clusters)
 
 
 class Stream(NamedTuple):
@@ -142,13 +152,14 @@ class Stream(NamedTuple):
     sample: np.ndarray | None
 
 
-def open_stream(X, fetch, dtype, rng, loop: Loop, *, n_head, saved, prefetch) -> Stream:
+def open_stream(X, is_dask, dtype, rng, loop: Loop, rows: Rows, *, n_head, saved) -> Stream:
     """Draw the initial sample (``n_head`` rows, None: none) and open the batch stream.
 
     One read of the touched chunks gives the seeding sample, which is also the median
     heuristic's sample, and the first group of batches; batch indices come from their
     own generator, so the grouping cannot change the model. A resumed fit (``saved``)
-    takes the saved seed and skips the batches already used (drawn, not read).
+    takes the saved seed and skips the batches already used (drawn, not read); dask or
+    store input not held in memory is prefetched.
     """
     n = int(X.shape[0])
     head = None
@@ -160,10 +171,10 @@ def open_stream(X, fetch, dtype, rng, loop: Loop, *, n_head, saved, prefetch) ->
         n,
         min(loop.batch_size, n),
         np.random.RandomState(int(seed)),
-        fetch,
+        _row_fetcher(X, rows, is_dask, dtype),
         X.shape[1],
         dtype,
-        prefetch=prefetch,
+        prefetch=is_dask and rows.all is None and rows.graph is None,
         max_batches=loop.max_iter - start,
         head=head,
         skip=start,
@@ -174,19 +185,77 @@ def open_stream(X, fetch, dtype, rng, loop: Loop, *, n_head, saved, prefetch) ->
     return Stream(batches, seed, head, sample)
 
 
-def seed_centers(oracle, sample, w_sample, rng, dtype, *, init, n_clusters, n_init):
+class Seeding(NamedTuple):
+    """The estimator's initialisation parameters."""
+
+    init: Any
+    n_clusters: int
+    n_init: int
+    init_size: int | None
+
+
+def seed_centers(oracle, sample, w_sample, rng, dtype, seeding: Seeding):
     """The initial centers as single points: seeded on ``sample`` or given."""
-    if not isinstance(init, str):
-        return np.asarray(init, dtype=dtype)
-    pick = _init_centers(oracle, sample, w_sample, n_clusters, rng, init=init, n_init=n_init)
+    if not isinstance(seeding.init, str):
+        return np.asarray(seeding.init, dtype=dtype)
+    pick = _init_centers(
+        oracle,
+        sample,
+        w_sample,
+        seeding.n_clusters,
+        rng,
+        init=seeding.init,
+        n_init=seeding.n_init,
+    )
     return sample[pick]
 
 
+class Start(NamedTuple):
+    """Where a fit's iterations start: the initial centers ``Z`` (a new fit) or the
+    ``state`` of a checkpoint (a resumed one), and the oracle's kernel-value count
+    before and after the initialisation."""
+
+    Z: np.ndarray | None
+    state: WindowState | None
+    evals0: int
+    evals1: int
+
+
+def initialise(oracle, stream: Stream, saved, w, rng, dtype, bar, seeding: Seeding) -> Start:
+    """Seed the centers on the stream's initial sample, or restore a checkpoint's state
+    (``saved``: its arrays; the bar moves to the iterations it did)."""
+    evals0 = oracle.evals
+    if saved is None:
+        w_head = None if stream.head is None else w[stream.head]
+        Z = seed_centers(oracle, stream.sample, w_head, rng, dtype, seeding)
+        return Start(Z, None, evals0, oracle.evals)
+    state = WindowState.from_arrays(saved, rng=rng)
+    oracle.evals = state.evals
+    bar.update(state.n_iter, objective=state.history[-1])
+    return Start(None, state, 0, state.evals_init)
+
+
 # --------------------------------------------------------------- iterations
-def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, n, ckpt) -> None:
+def iteration_state(oracle, start: Start, stream: Stream, rng, gamma, mu) -> WindowState:
+    """The state the truncated iterations start from: a checkpoint's, or one window per
+    initial center (their kernel values counted as the iterations')."""
+    if start.state is not None:
+        return start.state
+    return WindowState(
+        new_windows(oracle, start.Z),
+        rng,
+        gamma=gamma,
+        mu=mu,
+        batch_seed=stream.seed,
+        evals_init=start.evals1 - start.evals0,
+    )
+
+
+def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> None:
     """The truncated iterations, from ``state.n_iter`` on (a resumed fit), each a
-    :func:`window_step`; the state is saved to ``ckpt`` every ``ckpt.every``."""
-    start = state.n_iter
+    :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
+    ``ckpt`` every ``ckpt.every``."""
+    start, n = state.n_iter, len(w)
     stop_rule = loop.plateau(n, min(loop.batch_size, n), state.history)
     for it in range(start, loop.max_iter):
         idx_b, Xb = next(batches)
@@ -205,14 +274,15 @@ def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, n, ckpt) ->
             break
 
 
-def kernel_evals(evals: int, evals0: int, evals1: int, labels_evals: int) -> dict:
-    """``kernel_evals_``: the oracle's count split at the end of the initialisation
-    (``evals1``, from ``evals0``), and the labels pass."""
-    return {
-        "init": int(evals1 - evals0),
-        "iterations": int(evals - evals1),
+def kernel_evals(evals: int, start: Start, labels_evals: int) -> tuple[int, dict]:
+    """``n_kernel_evals_`` and ``kernel_evals_``: the oracle's count ``evals`` split at
+    the end of the initialisation, plus the labels pass."""
+    split = {
+        "init": int(start.evals1 - start.evals0),
+        "iterations": int(evals - start.evals1),
         "labels": int(labels_evals),
     }
+    return int(evals + labels_evals), split
 
 
 def warn_never_won(wins, n_iter) -> None:

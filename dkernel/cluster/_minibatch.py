@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 
-import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.utils import check_random_state
@@ -42,17 +41,19 @@ from ._common import (
 )
 from ._fit import (
     Loop,
+    Seeding,
     fit_windows,
     hold_rows,
+    initialise,
+    iteration_state,
     kernel_evals,
     open_checkpoint,
     open_stream,
-    row_fetcher,
     sample_size,
     seed_centers,
     warn_never_won,
 )
-from ._recursive import fit_recursive, start_recursive
+from ._recursive import fit_untruncated
 from ._window import WindowState, export_windows, new_windows, step_rule, window_step
 
 logger = logging.getLogger(__name__)
@@ -356,93 +357,36 @@ class MiniBatchKernelKMeans(
         self
         """
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight, lazy_unit=True)
-        self._rng, rule, graph, b = rng, step_rule(self), self._is_graph(), min(self.batch_size, n)
+        self._rng, rule = rng, step_rule(self)
         loop = Loop(self.max_iter, self.batch_size, self.max_no_improvement, callback)
+        seeding = Seeding(self.init, self.n_clusters, self.n_init, self.init_size)
         with accounting(distributed_client() if is_dask else None) as acc:
             params = self.get_params(deep=False)
             ckpt = open_checkpoint(
-                self.checkpoint,
-                self.checkpoint_every,
-                params,
-                n=n,
-                d=X.shape[1],
-                dtype=dtype,
-                sample_weight=sample_weight,
-                w=w,
+                self.checkpoint, self.checkpoint_every, params, X, dtype, sample_weight, w
             )
             saved = None if ckpt is None else ckpt.saved
             with timer("setup", logger), phase("setup"):
-                X_rows, X_mem = hold_rows(
-                    X, is_dask, dtype, graph=graph, tau=self.tau, max_bytes=self.max_data_bytes
-                )
-                fetch = row_fetcher(X, X_rows, X_mem, is_dask, dtype)
-                need = isinstance(self.init, str) or (
-                    not graph and self._kernel_spec(None).gamma is None
-                )
-                n_head = sample_size(n, b, self.init_size, self.n_clusters) if need else None
-                stream = open_stream(
-                    X,
-                    fetch,
-                    dtype,
-                    rng,
-                    loop,
-                    saved=saved,
-                    n_head=None if saved else n_head,
-                    prefetch=is_dask and X_mem is None and not graph,
-                )
-                oracle, mu = self._fit_oracle(X, X_rows, rng, stream.sample, saved, dtype)
-            bar = Progress(
-                self.max_iter, type(self).__name__, enabled=progress_enabled(self.verbose)
-            )
+                rows, stream, oracle, mu = self._fit_setup(X, is_dask, dtype, loop, seeding, saved)
+            enabled = progress_enabled(self.verbose)
+            bar = Progress(self.max_iter, type(self).__name__, enabled=enabled)
             try:
                 with timer("init", logger), phase("init"), bar.compiling("kernel k-means init"):
-                    evals0 = oracle.evals
-                    if saved is None:
-                        w_head = None if stream.head is None else w[stream.head]
-                        Z = seed_centers(
-                            oracle,
-                            stream.sample,
-                            w_head,
-                            rng,
-                            dtype,
-                            init=self.init,
-                            n_clusters=self.n_clusters,
-                            n_init=self.n_init,
-                        )
-                        evals1 = oracle.evals
-                    else:
-                        state = WindowState.from_arrays(saved, rng=rng)
-                        oracle.evals, evals0, evals1 = state.evals, 0, state.evals_init
-                        bar.update(state.n_iter, objective=state.history[-1])
+                    start = initialise(oracle, stream, saved, w, rng, dtype, bar, seeding)
                 with timer("iterations", logger), phase("iterations"), ONE_BLAS_THREAD:
                     if self.tau is None:
                         self._state = None  # partial_fit after this fit starts afresh
-                        X_all = np.arange(n) if graph else X_mem
-                        st, diag_all = start_recursive(oracle, X_all, Z, rng)
-                        labels, dist = fit_recursive(
-                            st, oracle, X_all, diag_all, w, stream.batches, bar, rule, loop=loop
+                        chunks = X.chunks[0] if is_dask else None
+                        st, fitted, centers = fit_untruncated(
+                            oracle, rows, start.Z, w, stream.batches, bar, rule, loop, rng, chunks
                         )
-                        if is_dask:  # the same type of result as the truncated fit's
-                            labels = da.from_array(labels, chunks=(X.chunks[0],))
-                        fitted = labels, float(np.dot(np.asarray(w), dist))
-                        points = np.concatenate([X_all, Z if graph else Z.astype(X_all.dtype)])
-                        centers = points, np.hstack([st.A, st.AZ]), st.norms
                     else:
-                        if saved is None:
-                            state = WindowState(
-                                new_windows(oracle, Z),
-                                rng,
-                                gamma=self.gamma_,
-                                mu=mu,
-                                batch_seed=stream.seed,
-                                evals_init=evals1 - evals0,
-                            )
-                        st = self._state = state
-                        fit_windows(
-                            st, oracle, stream.batches, w, bar, rule, loop=loop, n=n, ckpt=ckpt
+                        st = self._state = iteration_state(
+                            oracle, start, stream, rng, self.gamma_, mu
                         )
+                        fit_windows(st, oracle, stream.batches, w, bar, rule, loop=loop, ckpt=ckpt)
                         centers = export_windows(st.windows)
-                    self._set_centers(oracle, *centers, X_rows)
+                    self._set_centers(oracle, *centers, rows.graph)
             finally:
                 stream.batches.close()
                 bar.close()
@@ -454,12 +398,27 @@ class MiniBatchKernelKMeans(
                 ckpt.remove()
             self.labels_, self.inertia_ = fitted[0], float(fitted[1])
             labels_evals = n * self.center_coef_.shape[1] if self.tau is not None else 0
-            self.n_kernel_evals_ = int(oracle.evals + labels_evals)
-            self.kernel_evals_ = kernel_evals(oracle.evals, evals0, evals1, labels_evals)
+            self.n_kernel_evals_, self.kernel_evals_ = kernel_evals(
+                oracle.evals, start, labels_evals
+            )
             warn_never_won(st.wins, st.n_iter)
         self.phase_stats_ = acc.report()
         self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
         return self
+
+    def _fit_setup(self, X, is_dask, dtype, loop, seeding, saved):
+        """The setup phase of :meth:`fit`: ``(rows, stream, oracle, mu)``, the rows held in
+        memory (:func:`~._fit.hold_rows`), the batch stream with the initial sample, the
+        kernel oracle and the centre of its calls (:meth:`_fit_oracle`)."""
+        graph, n, rng = self._is_graph(), int(X.shape[0]), self._rng
+        rows = hold_rows(
+            X, is_dask, dtype, graph=graph, tau=self.tau, max_bytes=self.max_data_bytes
+        )
+        # the initial sample seeds the centers and gives gamma where the rule needs rows
+        need = isinstance(self.init, str) or (not graph and self._kernel_spec(None).gamma is None)
+        n_head = sample_size(n, min(loop.batch_size, n), seeding) if need and not saved else None
+        stream = open_stream(X, is_dask, dtype, rng, loop, rows, n_head=n_head, saved=saved)
+        return (rows, stream, *self._fit_oracle(X, rows.graph, rng, stream.sample, saved, dtype))
 
     def _fit_oracle(self, X, X_rows, rng, sample, saved, dtype):
         """The kernel oracle of a fit, its kernel set as ``_spec``/``gamma_`` (and
@@ -526,16 +485,8 @@ class MiniBatchKernelKMeans(
             sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)
             sample = X[sub]
             oracle, mu = self._fit_oracle(X, None, self._rng, sample, None, dtype)
-            Z = seed_centers(
-                oracle,
-                sample,
-                w[sub],
-                self._rng,
-                dtype,
-                init=self.init,
-                n_clusters=self.n_clusters,
-                n_init=self.n_init,
-            )
+            seeding = Seeding(self.init, self.n_clusters, self.n_init, self.init_size)
+            Z = seed_centers(oracle, sample, w[sub], self._rng, dtype, seeding)
             self._state = WindowState(new_windows(oracle, Z), self._rng, gamma=self.gamma_, mu=mu)
         else:
             oracle = NumericOracle(self._spec, self._state.mu)
