@@ -96,6 +96,24 @@ def test_batch_objective_after_update_matches_centers(digits, ratio):
         )
 
 
+@pytest.mark.parametrize("tau", [30, None])
+def test_fit_callback_sees_each_iteration(digits, tau):
+    """``fit(callback=)`` is called once per iteration with the count done and the batch
+    objective, truncated or not; an exception it raises ends the fit."""
+    X, _ = digits
+    seen = []
+    m = MiniBatchKernelKMeans(**_params(tau=tau, max_iter=100, max_no_improvement=2))
+    m.fit(X, callback=lambda n_iter, f: seen.append((n_iter, f)))
+    assert m.n_iter_ < 100 and seen == list(enumerate(m.history_, start=1))
+
+    def stop(n_iter, f):
+        if n_iter == 2:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        MiniBatchKernelKMeans(**_params(tau=tau)).fit(X, callback=stop)
+
+
 def test_tol_stops_early(digits):
     X, _ = digits
     m = MiniBatchKernelKMeans(**_params(tau=30, tol=10.0, max_iter=50)).fit(X)
