@@ -292,7 +292,7 @@ def warn_never_won(wins, n_iter) -> None:
             f"center(s) {never.tolist()} never won a batch row in {n_iter} iterations "
             "and stayed at their initial point; consider fewer clusters or more iterations",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=2,  # fit, which calls this
         )
 
 

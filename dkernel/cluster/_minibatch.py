@@ -367,7 +367,9 @@ class MiniBatchKernelKMeans(
             )
             saved = None if ckpt is None else ckpt.saved
             with timer("setup", logger), phase("setup"):
-                rows, stream, oracle, mu = self._fit_setup(X, is_dask, dtype, loop, seeding, saved)
+                rows, stream, oracle, mu = self._fit_setup(
+                    X, is_dask, dtype, rng, loop, seeding, saved
+                )
             enabled = progress_enabled(self.verbose)
             bar = Progress(self.max_iter, type(self).__name__, enabled=enabled)
             try:
@@ -406,17 +408,19 @@ class MiniBatchKernelKMeans(
         self.timings_ = {name: row["wall"] for name, row in self.phase_stats_.items()}
         return self
 
-    def _fit_setup(self, X, is_dask, dtype, loop, seeding, saved):
+    def _fit_setup(self, X, is_dask, dtype, rng, loop, seeding, saved):
         """The setup phase of :meth:`fit`: ``(rows, stream, oracle, mu)``, the rows held in
         memory (:func:`~._fit.hold_rows`), the batch stream with the initial sample, the
         kernel oracle and the centre of its calls (:meth:`_fit_oracle`)."""
-        graph, n, rng = self._is_graph(), int(X.shape[0]), self._rng
+        graph, n = self._is_graph(), int(X.shape[0])
         rows = hold_rows(
             X, is_dask, dtype, graph=graph, tau=self.tau, max_bytes=self.max_data_bytes
         )
         # the initial sample seeds the centers and gives gamma where the rule needs rows
         need = isinstance(self.init, str) or (not graph and self._kernel_spec(None).gamma is None)
-        n_head = sample_size(n, min(loop.batch_size, n), seeding) if need and not saved else None
+        n_head = (
+            sample_size(n, min(loop.batch_size, n), seeding) if need and saved is None else None
+        )
         stream = open_stream(X, is_dask, dtype, rng, loop, rows, n_head=n_head, saved=saved)
         return (rows, stream, *self._fit_oracle(X, rows.graph, rng, stream.sample, saved, dtype))
 
