@@ -16,7 +16,6 @@ from sklearn.datasets import load_digits
 from dkernel import DKernelError
 from dkernel.cli.main import main
 from dkernel.cluster import MiniBatchKernelKMeans
-from dkernel.cluster import _minibatch as mb
 from dkernel.data import make_rings, open_dataset
 
 PARAMS = dict(n_clusters=5, batch_size=64, tau=50, max_iter=30, random_state=0)
@@ -28,17 +27,15 @@ def X():
 
 
 @pytest.fixture
-def count_steps(monkeypatch):
-    """Counts the iterations that really run (a resumed fit must skip the saved ones)."""
-    calls = []
-    orig = mb.MiniBatchKernelKMeans._window_step
+def count_steps():
+    """Counts the iterations that really run (a resumed fit must skip the saved ones):
+    pass ``callback=count_steps.append`` to ``fit``, which calls it once per iteration."""
+    return _Steps()
 
-    def step(self, *args):
-        calls.append(1)
-        return orig(self, *args)
 
-    monkeypatch.setattr(mb.MiniBatchKernelKMeans, "_window_step", step)
-    return calls
+class _Steps(list):
+    def __call__(self, n_iter, objective):
+        self.append(n_iter)
 
 
 def _same_model(a, b):
@@ -57,20 +54,15 @@ _KILLED_FIT = """
 import os, signal, sys
 import numpy as np
 from dkernel.cluster import MiniBatchKernelKMeans
-from dkernel.cluster import _minibatch as mb
 
 X = np.load(sys.argv[1])
-orig = mb.MiniBatchKernelKMeans._window_step
-calls = []
 
-def step(self, *args):
-    calls.append(1)
-    if len(calls) == int(sys.argv[3]):
+def die(n_iter, objective):
+    if n_iter == int(sys.argv[3]):
         os.kill(os.getpid(), signal.SIGKILL)  # the driver dies mid-fit, no cleanup
-    return orig(self, *args)
 
-mb.MiniBatchKernelKMeans._window_step = step
-MiniBatchKernelKMeans(**{params}, checkpoint=sys.argv[2], checkpoint_every=10).fit(X)
+model = MiniBatchKernelKMeans(**{params}, checkpoint=sys.argv[2], checkpoint_every=10)
+model.fit(X, callback=die)
 """
 
 
@@ -86,31 +78,24 @@ def test_sigkilled_fit_resumes_bit_identical(X, tmp_path, count_steps):
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     assert os.path.exists(ckpt)  # the state after iteration 20
 
-    resumed = MiniBatchKernelKMeans(**PARAMS, checkpoint=ckpt).fit(X)
-    assert len(count_steps) == PARAMS["max_iter"] - 20  # less work than starting over
+    resumed = MiniBatchKernelKMeans(**PARAMS, checkpoint=ckpt).fit(X, callback=count_steps)
+    assert count_steps == list(range(21, PARAMS["max_iter"] + 1))  # it skips the saved ones
     assert not os.path.exists(ckpt)  # a finished fit removes its checkpoint
     count_steps.clear()
-    _same_model(resumed, MiniBatchKernelKMeans(**PARAMS).fit(X))
-    assert len(count_steps) == PARAMS["max_iter"]
+    _same_model(resumed, MiniBatchKernelKMeans(**PARAMS).fit(X, callback=count_steps))
+    assert count_steps == list(range(1, PARAMS["max_iter"] + 1))
 
 
 def _interrupted(X, ckpt, at, fit_kw=None, **kw):
-    """A checkpointed fit stopped by an exception at iteration ``at`` (in process)."""
-    orig = mb.MiniBatchKernelKMeans._window_step
-    calls = []
+    """A checkpointed fit stopped by an exception after iteration ``at`` (in process)."""
 
-    def step(self, *args):
-        calls.append(1)
-        if len(calls) == at:
+    def stop(n_iter, objective):
+        if n_iter == at:
             raise KeyboardInterrupt
-        return orig(self, *args)
 
-    mb.MiniBatchKernelKMeans._window_step = step
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            MiniBatchKernelKMeans(**{**PARAMS, **kw}, checkpoint=ckpt).fit(X, **(fit_kw or {}))
-    finally:
-        mb.MiniBatchKernelKMeans._window_step = orig
+    model = MiniBatchKernelKMeans(**{**PARAMS, **kw}, checkpoint=ckpt)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X, **(fit_kw or {}), callback=stop)
 
 
 @pytest.mark.parametrize("kind", ["float64-weights", "dask-tol", "reassignment"])
@@ -147,9 +132,9 @@ def test_resume_stops_where_an_uninterrupted_fit_stops(X, tmp_path, count_steps)
     plain = MiniBatchKernelKMeans(**{**PARAMS, **kw}).fit(X)
     assert 10 < plain.n_iter_ < 300
     _interrupted(X, ckpt, plain.n_iter_ - 2, **kw)
-    count_steps.clear()
-    resumed = MiniBatchKernelKMeans(**{**PARAMS, **kw}, checkpoint=ckpt).fit(X)
-    assert len(count_steps) < plain.n_iter_
+    resumed = MiniBatchKernelKMeans(**{**PARAMS, **kw}, checkpoint=ckpt)
+    resumed.fit(X, callback=count_steps)
+    assert count_steps[0] > 1 and count_steps[-1] == plain.n_iter_  # from the checkpoint on
     _same_model(resumed, plain)
 
 

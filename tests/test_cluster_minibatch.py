@@ -77,7 +77,7 @@ def test_window_truncation_invariant(digits):
     rng = np.random.RandomState(1)
     for _ in range(12):
         m.partial_fit(X[rng.randint(0, len(X), 64)])
-        for win in m._windows:
+        for win in m._state.windows:
             # dropping the oldest remaining batch would go below tau
             assert len(win.count) == 1 or win.total - win.count[0] < tau
     assert m.center_support_.shape[0] <= m.n_clusters * (tau + 64)
@@ -91,7 +91,27 @@ def test_batch_objective_after_update_matches_centers(digits, ratio):
     for _ in range(5):
         Xb = X[rng.randint(0, len(X), 64)]
         m.partial_fit(Xb)
-        assert m._f_after == pytest.approx((m.transform(Xb).min(axis=1) ** 2).mean(), rel=1e-10)
+        assert m._state.f_after == pytest.approx(
+            (m.transform(Xb).min(axis=1) ** 2).mean(), rel=1e-10
+        )
+
+
+@pytest.mark.parametrize("tau", [30, None])
+def test_fit_callback_sees_each_iteration(digits, tau):
+    """``fit(callback=)`` is called once per iteration with the count done and the batch
+    objective, truncated or not; an exception it raises ends the fit."""
+    X, _ = digits
+    seen = []
+    m = MiniBatchKernelKMeans(**_params(tau=tau, max_iter=100, max_no_improvement=2))
+    m.fit(X, callback=lambda n_iter, f: seen.append((n_iter, f)))
+    assert m.n_iter_ < 100 and seen == list(enumerate(m.history_, start=1))
+
+    def stop(n_iter, f):
+        if n_iter == 2:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        MiniBatchKernelKMeans(**_params(tau=tau)).fit(X, callback=stop)
 
 
 def test_tol_stops_early(digits):
@@ -415,7 +435,7 @@ def test_one_kernel_block_per_iteration(digits, monkeypatch):
     monkeypatch.setattr(_blocks, "pairwise_from_spec", counting)
     rng = np.random.RandomState(0)
     for _ in range(4):
-        s = sum(win.total for win in m._windows)
+        s = sum(win.total for win in m._state.windows)
         calls.clear()
         m.partial_fit(X[rng.randint(0, len(X), 64)])
         big = [c for c in calls if not c[2]]

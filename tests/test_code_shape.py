@@ -167,3 +167,43 @@ def test_every_import_goes_down_the_layers():
     assert not undeclared, f"parts not in LAYERS (a floor module must be declared): {undeclared}"
     upward = [f"{a} -> {b}" for a, bs in edges.items() for b in bs if layer[b] >= layer[a]]
     assert not upward, f"imports that do not go down the layers: {upward}"
+
+
+# ------------------------------------------------------------------ narrow classes
+#: Subpackages whose classes are held narrow (issue 35): at most this many lines/methods.
+NARROW, MAX_CLASS_LINES, MAX_METHODS = ("cluster",), 500, 20
+
+
+def test_narrow_classes():
+    """Estimators hold parameters and orchestration; algorithm state is a value passed to
+    module-level steps, so no class grows into a bag of methods sharing ``self``."""
+    root = pathlib.Path(dkernel.__file__).parent
+    wide = []
+    for part in NARROW:
+        for path in sorted((root / part).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES or len(methods) > MAX_METHODS:
+                    wide.append(f"{path.relative_to(root)}:{node.name} {lines}/{len(methods)}")
+    assert not wide, f"classes over {MAX_CLASS_LINES} lines or {MAX_METHODS} methods: {wide}"
+
+
+def test_minibatch_fit_reads_as_its_phases():
+    """``MiniBatchKernelKMeans.fit`` calls few methods of ``self``: the steps are functions."""
+    from dkernel.cluster import _minibatch
+
+    tree = ast.parse(pathlib.Path(_minibatch.__file__).read_text())
+    cls = next(n for n in tree.body if getattr(n, "name", "") == "MiniBatchKernelKMeans")
+    fit = next(n for n in cls.body if getattr(n, "name", "") == "fit")
+    calls = {
+        c.func.attr
+        for c in ast.walk(fit)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == "self"
+    }
+    assert "_start_fit" in calls and len(calls) <= 10, sorted(calls)

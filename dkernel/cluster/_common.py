@@ -45,7 +45,6 @@ from ..runtime import (
 from . import _numba as _nb
 from ._blocks import (
     _TILE_ROWS,
-    NumericOracle,
     _assign_block,
     _distance_block,
     _label_block,
@@ -193,6 +192,44 @@ def _graph_params(kernel, kernel_params, n):
     return params
 
 
+def _check_init_points(init, n_clusters: int, n_features: int) -> None:
+    """Given initial centers: k finite points of the data's width."""
+    Z = np.asarray(init)
+    if Z.shape != (n_clusters, n_features):
+        raise DKernelError(f"init has shape {Z.shape}, expected ({n_clusters}, {n_features})")
+    if not np.isfinite(Z).all():
+        raise DKernelError("init contains NaN or inf")
+
+
+def graph_oracle(kernel: str, kernel_params, X_rows):
+    """``(graph, oracle)``: the graph kernel ("knn"/"heat") built on the training rows."""
+    params = _graph_params(kernel.lower(), kernel_params, len(X_rows))
+    if kernel.lower() == "knn":
+        graph = knn_kernel(X_rows, params["n_neighbors"])
+    else:
+        graph = heat_kernel(X_rows, params["n_neighbors"], params["t"])
+    return graph, _GraphOracle(graph)
+
+
+def _assign_points(oracle, P, S, coef, norms):
+    """Labels and squared distances of the points ``P`` to the centers ``coef`` over the
+    support ``S`` (norms ``norms``), tile by tile."""
+    labels = np.empty(len(P), dtype=np.int64)
+    dist = np.empty(len(P))
+    inner = np.empty((0, 0))
+    for r0 in range(0, len(P), _TILE_ROWS):
+        Pb = P[r0 : r0 + _TILE_ROWS]
+        inner = oracle.kernel(Pb, S) @ coef.T
+        _nb.assign_nearest(
+            oracle.diag(Pb),
+            np.ascontiguousarray(inner),
+            norms,
+            labels[r0 : r0 + _TILE_ROWS],
+            dist[r0 : r0 + _TILE_ROWS],
+        )
+    return labels, dist
+
+
 class _KernelCentersMixin:
     """Centers as weighted support points; input checks; predict/transform/score.
 
@@ -270,17 +307,7 @@ class _KernelCentersMixin:
         if self.n_clusters > n:
             raise DKernelError(f"n_clusters={self.n_clusters} must be <= n_samples={n}")
         if not isinstance(self.init, str):
-            self._check_init_points()
-
-    def _check_init_points(self):
-        """Given initial centers: k finite points of the data's width."""
-        Z = np.asarray(self.init)
-        if Z.shape != (self.n_clusters, self.n_features_in_):
-            raise DKernelError(
-                f"init has shape {Z.shape}, expected ({self.n_clusters}, {self.n_features_in_})"
-            )
-        if not np.isfinite(Z).all():
-            raise DKernelError("init contains NaN or inf")
+            _check_init_points(self.init, self.n_clusters, self.n_features_in_)
 
     def _fit_spec(self, X, rng, sample, rows) -> None:
         """Resolve the kernel's gamma (from ``sample`` where the rule needs rows) and check
@@ -288,21 +315,6 @@ class _KernelCentersMixin:
         self._spec = self._resolve_gamma(X, rng, sample=sample)
         check_kernel_scale(rows, self._spec)
         self.gamma_ = self._spec.gamma
-
-    def _graph_oracle(self, X_rows, n):
-        """Build the graph kernel ("knn"/"heat") on the training rows."""
-        params = _graph_params(self.kernel.lower(), self.kernel_params, n)
-        if self.kernel.lower() == "knn":
-            self._graph = knn_kernel(X_rows, params["n_neighbors"])
-        else:
-            self._graph = heat_kernel(X_rows, params["n_neighbors"], params["t"])
-        self._spec, self.gamma_ = None, None
-        return _GraphOracle(self._graph)
-
-    def _oracle(self):
-        if self._is_graph():
-            return _GraphOracle(self._graph)
-        return NumericOracle(self._spec)
 
     # ---------------------------------------------------------------- centers
     def _set_centers(self, oracle, points, coef, norms, X_rows=None):
@@ -326,7 +338,13 @@ class _KernelCentersMixin:
         lazy dask array (values checked in the same read).
         """
         if self._is_graph():
-            labels, dist = self._assign_points(self._oracle(), np.arange(self._graph.n_samples))
+            labels, dist = _assign_points(
+                _GraphOracle(self._graph),
+                np.arange(self._graph.n_samples),
+                self.center_support_indices_,
+                self.center_coef_,
+                self.center_norms_,
+            )
             return np.column_stack([labels, dist])
         if not is_dask:
             X = X.astype(self.center_support_.dtype, copy=False)
@@ -386,23 +404,6 @@ class _KernelCentersMixin:
 
     def _center_args(self):
         return (self.center_support_, self.center_coef_, self.center_norms_, self._spec)
-
-    def _assign_points(self, oracle, P):
-        labels = np.empty(len(P), dtype=np.int64)
-        dist = np.empty(len(P))
-        S = self.center_support_indices_ if oracle.graph else self.center_support_
-        inner = np.empty((0, 0))
-        for r0 in range(0, len(P), _TILE_ROWS):
-            Pb = P[r0 : r0 + _TILE_ROWS]
-            inner = oracle.kernel(Pb, S) @ self.center_coef_.T
-            _nb.assign_nearest(
-                oracle.diag(Pb),
-                np.ascontiguousarray(inner),
-                self.center_norms_,
-                labels[r0 : r0 + _TILE_ROWS],
-                dist[r0 : r0 + _TILE_ROWS],
-            )
-        return labels, dist
 
     def _check_predictable(self):
         check_is_fitted(self, "center_coef_")

@@ -29,6 +29,7 @@ from ._common import (
     _check_fits,
     _gather_checked,
     _KernelCentersMixin,
+    graph_oracle,
 )
 from ._init import _init_centers
 
@@ -178,7 +179,8 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         Xd = X_rows = None
         if self._is_graph():
             X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
-            oracle = self._graph_oracle(X_rows, n)
+            self._graph, oracle = graph_oracle(self.kernel, self.kernel_params, X_rows)
+            self._spec, self.gamma_ = None, None
             diag = oracle.diag(np.arange(n))
             Kop = _GraphProduct(self._graph, oracle)
             sample = np.sort(draw_indices(n, size, rng, replace=False))
