@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -197,3 +198,16 @@ def test_coresets_of_a_series_of_names(frame, rows):
     assert got.classes == ref.classes == ("bird", "cat")
     np.testing.assert_array_equal(got.weight, ref.weight)
     assert distributed_coreset(df, y, 60, random_state=0).classes == ("bird", "cat")
+
+
+def test_distributed_fit_on_a_store_of_names(csv_store, rows, local_cluster_client, rounds_only):
+    """The rounds on the workers read the store's indices and train on the names."""
+    X, y = rows
+    kw = dict(budget=30, max_iter=2, random_state=0, distributed=True, n_shards=2)
+    with local_cluster_client.as_current(), dask.config.set(scheduler=local_cluster_client):
+        ref = BudgetedSVC(**kw).fit(da.from_array(X, chunks=150), da.from_array(y, chunks=150))
+        clf = BudgetedSVC(**kw).fit(csv_store)
+        pred = clf.predict(csv_store).compute()
+    assert clf.classes_.tolist() == ref.classes_.tolist() == NAMES.tolist()
+    np.testing.assert_array_equal(clf.dual_coef_, ref.dual_coef_)
+    np.testing.assert_array_equal(pred, ref.predict(X))

@@ -46,7 +46,7 @@ def are_names(y) -> bool:
 def distinct_names(y: np.ndarray, *, name: str = "y", row_offset: int = 0) -> set[str]:
     """The distinct labels of a block of names, each checked to be text (a missing or
     empty label, or a number among names, is named by its row)."""
-    values = np.unique(y) if y.dtype.kind in "US" else list(dict.fromkeys(y.tolist()))
+    values = np.unique(y).tolist() if y.dtype.kind in "US" else list(dict.fromkeys(y.tolist()))
     bad = [v for v in values if not isinstance(v, (str, bytes)) or not v]
     if bad:
         row = row_offset + next(i for i, v in enumerate(y.tolist()) if v is bad[0] or v == bad[0])
