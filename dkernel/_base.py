@@ -136,7 +136,9 @@ def read_inputs(
 def open_labelled(X, y, *, needs_y: bool = True):
     """``(X, y, classes)``: a store path or Dataset becomes its X, and (``needs_y``) its
     labels when ``y`` is None; ``classes``: the store's recorded classes then (None
-    otherwise, or unrecorded)."""
+    otherwise, or unrecorded). Labels that are names (text from a CSV, an array, a pandas
+    Series or a DataFrame column) are the names here, as a store's labels are: one rule,
+    so ``classes_`` and predictions are the user's names whichever way the rows came."""
     classes = None
     if isinstance(X, (str, bytes, os.PathLike, Location)):
         X = open_dataset(X)
@@ -145,11 +147,10 @@ def open_labelled(X, y, *, needs_y: bool = True):
         if needs_y and y is None:
             if ds.y is None:
                 raise DKernelError(f"store {ds.path!r} has no labels 'y'; pass y")
-            y = ds.y
-            # recorded at ingest with y: no pass over y to find them (a label that is
-            # not one of them is still named when the rows are read)
-            if ds.attrs.get("classes") is not None:
-                classes = np.asarray(sorted(ds.attrs["classes"]))
+            # the labels as the user named them (a store of names keeps their indices);
+            # the classes recorded at ingest with y: no pass over y to find them (a
+            # label that is not one of them is still named when the rows are read)
+            y, classes = ds.labels("y"), ds.label_classes()
     return X, y, classes
 
 

@@ -180,7 +180,8 @@ def test_ingest_npz_without_labels(tmp_path, rng):
             "y_test has 3 labels but X_test has 2 rows",
         ),
         ({"X": np.zeros((3, 2)), "y_test": np.zeros(3)}, "y_test given without X_test"),
-        ({"X": np.zeros((3, 2)), "y": np.array(["a", "b", "c"])}, "labels must be numeric"),
+        # names are coded (tests/test_data_labels.py); an empty one is no label
+        ({"X": np.zeros((3, 2)), "y": np.array(["a", "", "c"])}, r"row 1 is missing \(''\)"),
         ({"X": np.array([[1.0, np.nan], [0.0, 0.0]])}, "X contains NaN at row 0, column 1"),
         (
             {"X": np.zeros((3, 2)), "X_test": np.array([[0.0, 0.0], [np.inf, 1.0]])},
@@ -219,7 +220,7 @@ def test_npz_object_array_and_garbage(tmp_path):
         (np.array([[0.0, 1.0], [np.nan, 3.0]]), None, "X contains NaN at row 1, column 0"),
         (np.zeros((3, 2)), np.array([0.0, np.nan, 1.0]), "y contains NaN at row 1"),
         (np.zeros((3, 2)), np.zeros(2), "y has 2 labels but X has 3 rows"),
-        (np.zeros((3, 2)), np.array(["a", "b", "a"]), "labels must be numeric"),
+        (np.zeros((3, 2)), np.array(["a", None, "a"]), r"row 1 is missing \(None\)"),
         (np.zeros((3, 2)), np.zeros((3, 2)), r"y must be 1-D, got shape \(3, 2\)"),
         (np.zeros(3), None, r"X must be a non-empty 2-D array, got shape \(3,\)"),
         (np.zeros((0, 3)), None, "non-empty"),
@@ -468,8 +469,12 @@ def test_ingest_dask_bad_input(tmp_path, xy):
         ingest(da.from_array(bad, chunks=(20, 4)), tmp_path / "s.zarr")
     with pytest.raises(DKernelError, match=r"y must have shape \(103,\) to match X"):
         ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=y[:5])
-    with pytest.raises(DKernelError, match="labels must be numeric"):
-        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=np.array(["a"] * 103))
+    names = np.array(["a"] * 103, dtype=object)
+    names[41] = 1.5
+    with pytest.raises(DKernelError, match=r"label at row 41 is not text \(1.5\)"):
+        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=names)
+    with pytest.raises(DKernelError, match=r"label at row 41 is not text \(1.5\)"):
+        ingest(da.from_array(X, chunks=20), tmp_path / "s.zarr", y=da.from_array(names, 20))
     with pytest.raises(DKernelError, match="y contains NaN at row 3"):
         ingest(
             da.from_array(X, chunks=20),

@@ -198,7 +198,8 @@ def _train(args: argparse.Namespace) -> int:
         }
         if ds.X_test is not None and ds.y_test is not None:
             pred = clf.predict(ds.X_test).compute()
-            summary["test_accuracy"] = float(np.mean(pred == np.asarray(ds.y_test)))
+            truth = np.asarray(ds.labels("y_test"))  # a store of names: the names
+            summary["test_accuracy"] = float(np.mean(pred == truth))
     clf.save(model_path)
     emit_json(summary, summary_path)
     return 0
@@ -220,7 +221,7 @@ def _coreset_in(ds):
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from ..data import check_array_name, open_dataset, write_array
+    from ..data import check_array_name, decode, open_dataset, write_array
     from ..svm import BudgetedSVC
 
     check_array_name(args.name, what="--name")
@@ -239,7 +240,8 @@ def _predict(args: argparse.Namespace) -> int:
         )
     with cluster_session(args.cluster, **small_job_options(ds, args.cluster)):
         t0 = time.perf_counter()
-        written = write_array(ds, args.name, clf.predict(ds.X), overwrite=args.overwrite)
+        pred, attrs = _as_stored(clf, clf.predict(ds.X))
+        written = write_array(ds, args.name, pred, attrs=attrs, overwrite=args.overwrite)
         seconds = time.perf_counter() - t0
         summary: dict[str, Any] = {
             "model": model_path,
@@ -249,9 +251,23 @@ def _predict(args: argparse.Namespace) -> int:
             "predict_seconds": seconds,
         }
         if ds.y is not None:
-            summary["accuracy"] = float((written == ds.y).mean().compute())
+            if attrs:  # names: compared as names, with the store's own
+                written = decode(written, attrs["label_names"])
+            summary["accuracy"] = float((written == ds.labels("y")).mean().compute())
     emit_json(summary, summary_path)
     return 0
+
+
+def _as_stored(clf, pred):
+    """``(predictions, attrs)`` as a store keeps labels: a model's class names as their
+    indices in its ``classes_``, the names in the array's ``label_names`` attribute."""
+    from ..data import code_names
+
+    classes = clf.classes_
+    if classes.dtype.kind not in "OUS":
+        return pred, None
+    names = tuple(str(c) for c in classes)
+    return pred.map_blocks(code_names, names, dtype=np.int64), {"label_names": list(names)}
 
 
 def step_svm(ctx) -> dict:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
-from ..data import Dataset, draw_indices, open_dataset, take_rows, write_arrays
+from ..data import Dataset, decode, draw_indices, open_dataset, take_rows, write_arrays
+from ..data._labels import code_labels
 from ._coreset import Coreset
 
 
@@ -47,7 +48,10 @@ def uniform_store_coreset(store, m: int, *, random_state=None) -> Coreset:
     uniq, counts = np.unique(idx, return_counts=True)
     X = take_rows(ds.X, uniq, name="coreset-uniform")
     y = take_rows(ds.y, uniq, name="coreset-uniform")
-    classes = sorted(ds.attrs.get("classes") or np.unique(y).tolist())
+    if ds.attrs.get("label_names") is not None:  # a store of names keeps their indices
+        y = decode(y, ds.attrs["label_names"])
+    recorded = ds.label_classes()
+    classes = np.unique(y).tolist() if recorded is None else recorded.tolist()
     return Coreset(
         X=X,
         y=y,
@@ -99,10 +103,15 @@ def write_coreset(coreset, store, *, source: str = "coreset", overwrite: bool = 
         meta["multiclass"] = "ovr"
         meta["classes"] = [label for label, _ in parts]
         meta["total_sensitivity"] = {str(label): float(c.total_sensitivity) for label, c in parts}
-        extra["ovr_class"] = np.concatenate([np.full(len(c), label) for label, c in parts])
+        owner = np.concatenate([np.full(len(c), label) for label, c in parts])
+        (extra["ovr_class"],), names = code_labels(owner)  # names: as a store keeps them
+        if names is not None:
+            meta["ovr_class_names"] = list(names)
+        names = None  # y: the signs within each class's coreset
     else:
-        y = np.asarray(coreset.y)
+        (y,), names = code_labels(np.asarray(coreset.y))
         meta["total_sensitivity"] = float(coreset.total_sensitivity)
+    attrs = {"source": source, "coreset": meta}
     return write_arrays(
         store,
         [(X, y)],
@@ -111,7 +120,7 @@ def write_coreset(coreset, store, *, source: str = "coreset", overwrite: bool = 
         dtype=X.dtype,
         chunk_rows=max(1, X.shape[0]),
         has_y=True,
-        attrs={"source": source, "coreset": meta},
+        attrs=attrs if names is None else {**attrs, "label_names": list(names)},
         extra=extra,
         overwrite=overwrite,
     )
@@ -149,7 +158,7 @@ def read_coreset(store):
     meta = ds.attrs.get("coreset")
     if meta is None or ds.y is None:
         raise DKernelError(f"store {ds.path!r} holds no coreset (no 'coreset' record)")
-    X, y = np.asarray(ds.X), np.asarray(ds.y)
+    X, y = np.asarray(ds.X), np.asarray(ds.labels("y"))
     weight = np.asarray(ds.read("weight"), dtype=np.float64)
     sens = np.asarray(ds.read("sensitivity"), dtype=np.float64)
     info = {"method": meta.get("method")}
@@ -162,9 +171,12 @@ def read_coreset(store):
         )  # fmt: skip
 
     if meta.get("multiclass") != "ovr":
-        classes = ds.attrs.get("classes") or np.unique(y).tolist()
+        recorded = ds.label_classes()
+        classes = np.unique(y).tolist() if recorded is None else recorded.tolist()
         return one(slice(None), meta["total_sensitivity"], sorted(classes))
     owner = np.asarray(ds.read("ovr_class"))
+    if meta.get("ovr_class_names") is not None:
+        owner = decode(owner, meta["ovr_class_names"])
     return {
         label: one(owner == label, meta["total_sensitivity"][str(label)], (-1, 1))
         for label in meta["classes"]

@@ -12,6 +12,8 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
+from ._labels import code_names as code_names
+from ._labels import decode as decode
 from ._location import URL_FORMS, Location, as_location, close_clients
 from ._location import describe_error as describe_error
 from ._readers import guess_format as guess_format

@@ -23,6 +23,7 @@ from .._validation import DKernelError, check_scalar, is_dask_array, report_nonf
 from .._version import __version__
 from ..runtime import distributed_client
 from . import _atomic, _remote
+from ._labels import code_dask_labels, code_labels, decode
 from ._location import Location, as_location
 from ._verify import (
     MANIFEST_KEY,
@@ -114,6 +115,28 @@ class Dataset:
         if view is None:
             raise DKernelError(f"store {self.path!r} has no array {name!r}")
         return view
+
+    def labels(self, name: str = "y"):
+        """Labels ``name`` (``y``, ``y_test`` or another array of the store) as the user
+        named them: a store of names (a ``label_names`` attribute, see
+        :mod:`dkernel.data._labels`) keeps their indices, and this gives the names back,
+        lazily, per chunk; other labels as stored. None when the store has no ``y``/``y_test``."""
+        if name in ("y", "y_test"):
+            arr, names = getattr(self, name), self.attrs.get("label_names")
+        else:  # an array written with its own names (``dkernel svm predict``)
+            arr = self.read(name)
+            names = ((self.attrs.get("arrays") or {}).get(name) or {}).get("label_names")
+        return arr if arr is None or names is None else decode(arr, names)
+
+    def label_classes(self) -> np.ndarray | None:
+        """The sorted classes recorded at ingest, as the user named them (None if not
+        recorded)."""
+        recorded = self.attrs.get("classes")
+        if recorded is None:
+            return None
+        classes = np.asarray(sorted(recorded))
+        names = self.attrs.get("label_names")
+        return classes if names is None else np.asarray(list(names))[classes]
 
     def __repr__(self) -> str:
         return (
@@ -924,8 +947,9 @@ def ingest(
 
     Parameters
     ----------
-    source : ndarray, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
-        (CSV and LIBSVM may be gzip- or bzip2-compressed).
+    source : ndarray, DataFrame, dask array, or path of a ``.npz``, CSV or LIBSVM/svmlight file
+        (CSV and LIBSVM may be gzip- or bzip2-compressed). A pandas DataFrame's columns
+        must be numeric (but a label column named by ``label_column``).
         An ``.npz`` holds ``X``, optional ``y`` and optional ``X_test``/``y_test``. A dask
         array is written row block by row block (never whole in memory).
     store : str or os.PathLike
@@ -938,7 +962,9 @@ def ingest(
         temporary folders of earlier runs that were killed (dead process, or older than a
         day) are removed when the next write of ``NAME`` starts.
     y : array, optional
-        Labels when ``source`` is an array.
+        Labels when ``source`` is an array (NumPy, dask, a pandas Series). Labels that are
+        names (text, object or categorical) are stored as a CSV's text labels are: their
+        indices in the sorted names, the names in ``label_names`` (see ``label_column``).
     chunk_rows : int, optional
         Rows per zarr chunk (default: about 8 MiB per chunk).
     dtype : {"float32", "float64"}, optional
@@ -946,9 +972,12 @@ def ingest(
     format : {"npz", "csv", "svmlight"}, optional
         Guessed from the file extension when omitted.
     label_column : int or None, default=-1
-        CSV column holding the label (``None``: no labels). Labels that are text are
-        class names: ``y`` holds their indices in the sorted names, and the store's
-        ``label_names`` attribute the names (label ``i`` is ``label_names[i]``).
+        CSV column holding the label (``None``: no labels); for a pandas DataFrame
+        ``source``, a column name makes that column ``y`` and the others X. Labels that
+        are text are class names: ``y`` holds their indices in the sorted names, and the
+        store's ``label_names`` attribute the names (label ``i`` is ``label_names[i]``).
+        Fits on the store see the names (:meth:`Dataset.labels`): a model's ``classes_``
+        and predictions are the names, as when the labels are passed directly.
     delimiter : str, default=","
         CSV field separator.
     zero_based : bool, default=False
@@ -1010,9 +1039,32 @@ def ingest(
             n_features=n_features,
         )
         return _ingest_file(path, dest, format, dtype=dtype, text=text, common=common)
+    if isinstance(label_column, str):
+        source, y = _frame_labels(source, y, label_column)
     if is_dask_array(source):
         return _ingest_dask(source, y, dest, dtype=dtype, **common)
     return _ingest_arrays(source, y, dest, dtype=dtype, source="array", extra={}, **common)
+
+
+def _frame_labels(source, y, label_column: str):
+    """A pandas DataFrame's label column, named by ``label_column``, as ``y``; the other
+    columns are X."""
+    columns = getattr(source, "columns", None)
+    if columns is None or not hasattr(source, "drop"):
+        raise DKernelError(
+            f"label_column={label_column!r} is a column name: the source must be a pandas "
+            "DataFrame (a CSV's label column is given by its position)"
+        )
+    if y is not None:
+        raise DKernelError(
+            "pass the labels as y= or name their column with label_column=, not both"
+        )
+    if label_column not in columns:
+        raise DKernelError(
+            f"label_column={label_column!r} is not a column of the DataFrame "
+            f"(columns: {list(columns)})"
+        )
+    return source.drop(columns=[label_column]), source[label_column]
 
 
 def _check_ingest_options(dest: Location, chunk_rows, n_features, dtype, overwrite) -> None:
@@ -1130,7 +1182,7 @@ def _ingest_dask(X, y, dest, *, dtype, **common):
         raise DKernelError(f"X must be real and numeric, got dtype {X.dtype}")
     n, d = (int(s) for s in X.shape)
     X = X.rechunk({1: -1})
-    y, yd = _dask_labels(y, n, X.chunks[0])
+    y, yd, names = _dask_labels(y, n, X.chunks[0])
     if dtype is None:
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float32
     return write_arrays(
@@ -1141,21 +1193,25 @@ def _ingest_dask(X, y, dest, *, dtype, **common):
         dtype=dtype,
         has_y=y is not None,
         y_dtype=yd,
-        attrs={"source": "dask array"},
+        attrs={"source": "dask array"} | ({} if names is None else {"label_names": names}),
         **common,
     )
 
 
 def _dask_labels(y, n: int, row_chunks: tuple[int, ...]):
-    """Labels that go with a dask ``X`` of ``n`` rows in ``row_chunks``, checked, and their
-    storage dtype (int64 when they are whole numbers): ``(None, None)`` without labels."""
+    """Labels that go with a dask ``X`` of ``n`` rows in ``row_chunks``, checked, their
+    storage dtype (int64 when they are whole numbers) and their names (None unless they
+    are names, stored as indices): ``(None, None, None)`` without labels."""
     if y is None:
-        return None, None
+        return None, None, None
+    names = None
     if not is_dask_array(y):
-        y = np.asarray(y)
+        (y,), names = code_labels(y)
         y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"y must have shape ({n},) to match X, got {y.shape}")
+    if is_dask_array(y) and y.dtype.kind in "OUS":
+        y, names = code_dask_labels(y)
     if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
         raise DKernelError(f"labels must be numeric to be stored, got dtype {y.dtype}")
     if np.issubdtype(y.dtype, np.floating):  # one pass over the labels: whole numbers?
@@ -1166,7 +1222,7 @@ def _dask_labels(y, n: int, row_chunks: tuple[int, ...]):
         yd = np.dtype(np.int64)
     if is_dask_array(y):
         y = y.rechunk((row_chunks,))
-    return y, yd
+    return y, yd, names
 
 
 def _dask_blocks(X, y) -> Iterator[tuple[np.ndarray, Any]]:
@@ -1240,6 +1296,9 @@ def _check_labels(y, n: int, *, name: str, yname: str) -> np.ndarray:
 
 
 def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, **common):
+    (y, y_test), names = code_labels(y, extra.get("y_test"))
+    if y_test is not None:
+        extra = {**extra, "y_test": y_test}
     X, y = _check_xy(X, y)
     if "y_test" in extra and "X_test" not in extra:
         raise DKernelError("y_test given without X_test")
@@ -1266,7 +1325,7 @@ def _ingest_arrays(X, y, dest, *, dtype, source, extra, chunk_rows, **common):
         chunk_rows=chunk_rows,
         has_y=y is not None,
         y_dtype=yd,
-        attrs={"source": source},
+        attrs={"source": source} | ({} if names is None else {"label_names": names}),
         extra=extra,
         **common,
     )
