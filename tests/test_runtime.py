@@ -467,3 +467,28 @@ def test_groups_page_layout_errors_are_dropped_and_nothing_else():
         assert TaskGroupGraph.update_layout.__name__ == "update_layout"  # what it matches
     finally:
         cluster.close()
+
+
+def test_shipped_config_has_no_repeated_key():
+    """A YAML mapping that names a key twice keeps only the last: the first block's settings
+    vanish (two ``svm:`` blocks once dropped ``dkernel.svm.prefix-steps`` silently)."""
+    import pathlib
+
+    import yaml
+
+    import dkernel.runtime
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+        repeated = {k for k in keys if keys.count(k) > 1}
+        assert not repeated, f"repeated keys {repeated} at line {node.start_mark.line + 1}"
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    path = pathlib.Path(dkernel.runtime.__file__).parent / "dkernel.yaml"
+    yaml.load(path.read_text(), Loader=Strict)
+    assert dask.config.get("dkernel.svm.prefix-steps") == 1 << 20
+    assert dask.config.get("dkernel.svm.auto-min-rows") == 1 << 24

@@ -200,3 +200,21 @@ def test_no_dask_fancy_indexing_for_long_index_lists(X, scheduler):
     A = _take_graph(Xd, np.unique(idx))
     assert len([k for k in dict(A.__dask_graph__()) if k[0] == A.name]) == 100
     np.testing.assert_array_equal(take_rows(Xd, idx), X[idx])
+
+
+def test_draw_without_replacement_from_many_rows_takes_no_n_row_array():
+    """A RandomState's ``choice(replace=False)`` permutes all n: 8 GB at 10^9 rows."""
+    import tracemalloc
+
+    from dkernel.data import draw_indices
+
+    tracemalloc.start()
+    try:
+        idx = draw_indices(10**9, 5000, 0, replace=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, peak
+    assert len(np.unique(idx)) == 5000 and idx.min() >= 0 and idx.max() < 10**9
+    assert np.array_equal(idx, draw_indices(10**9, 5000, 0, replace=False))  # seeded
+    assert not np.array_equal(np.sort(idx), np.sort(draw_indices(10**9, 5000, 1, replace=False)))
