@@ -167,3 +167,81 @@ def test_every_import_goes_down_the_layers():
     assert not undeclared, f"parts not in LAYERS (a floor module must be declared): {undeclared}"
     upward = [f"{a} -> {b}" for a, bs in edges.items() for b in bs if layer[b] >= layer[a]]
     assert not upward, f"imports that do not go down the layers: {upward}"
+
+
+# ----------------------------------------------------------------- class shape (issue 35)
+#: Estimators hold parameters and orchestration; the algorithm's steps are module-level
+#: functions of an explicit state, so no class grows past these.
+MAX_CLASS_LINES, MAX_METHODS = 500, 20
+#: Classes not yet held to the limits: the k-means estimators, whose thinning (issue 35,
+#: the k-means half) is in progress. A name leaves the set once its class fits.
+PENDING = {
+    "cluster/_minibatch.py:MiniBatchKernelKMeans",
+    "cluster/_common.py:_KernelCentersMixin",
+}
+
+
+def _class_shapes() -> dict[str, tuple[int, int]]:
+    """``path:Class`` -> (lines, methods defined in its body) of every class in dkernel."""
+    root = pathlib.Path(dkernel.__file__).parent
+    shapes = {}
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                methods = [
+                    n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+                lines = node.end_lineno - node.lineno + 1
+                shapes[f"{where}:{node.name}"] = (lines, len(methods))
+    return shapes
+
+
+def _too_big(shape: tuple[int, int]) -> bool:
+    return shape[0] > MAX_CLASS_LINES or shape[1] > MAX_METHODS
+
+
+def test_no_large_classes():
+    shapes = _class_shapes()
+    big = [f"{k} ({n} lines, {m} methods)" for k, (n, m) in shapes.items() if _too_big((n, m))]
+    over = [b for b in big if b.split(" ")[0] not in PENDING]
+    assert not over, f"classes over {MAX_CLASS_LINES} lines or {MAX_METHODS} methods: {over}"
+    assert PENDING <= set(shapes), f"PENDING names no class: {sorted(PENDING - set(shapes))}"
+    done = sorted(k for k in PENDING if not _too_big(shapes[k]))
+    assert not done, f"these classes fit now: remove them from PENDING: {done}"
+
+
+def test_the_class_measure_sees_a_large_class():
+    assert _too_big((501, 3)) and _too_big((40, 21)) and not _too_big((500, 20))
+    shapes = _class_shapes()
+    assert shapes["svm/_bsgd.py:BudgetedSVC"][1] >= 10  # the public methods are counted
+
+
+def test_bsgd_module_is_short():
+    """The estimator's module holds the class and its thin delegations; the steps live in
+    their own modules (``_fit``, ``_partial``, ``_state``, ``_predict``, ``_io``)."""
+    path = pathlib.Path(dkernel.__file__).parent / "svm" / "_bsgd.py"
+    assert len(path.read_text().splitlines()) < 900
+
+
+def _self_calls(fn: ast.AST) -> list[str]:
+    return [
+        c.func.attr
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == "self"
+    ]
+
+
+def test_budgeted_svc_fit_reads_as_one_story():
+    """``BudgetedSVC.fit`` and the methods of ``self`` it calls call at most 10 methods of
+    ``self``: the fit's steps take an explicit plan and state, not the estimator."""
+    path = pathlib.Path(dkernel.__file__).parent / "svm" / "_bsgd.py"
+    tree = ast.parse(path.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BudgetedSVC")
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    calls = _self_calls(methods["fit"])
+    calls += [c for name in list(calls) if name in methods for c in _self_calls(methods[name])]
+    assert len(calls) <= 10, calls
