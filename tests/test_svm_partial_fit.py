@@ -43,10 +43,11 @@ def test_partial_fit_takes_a_store_with_its_labels_and_classes(store):
 def test_the_sample_starts_again_after_a_fit():
     X, y = _board(600)
     clf = BudgetedSVC(budget=20, gamma=2.0, random_state=0)
-    clf.partial_fit(X[:300], y[:300], classes=[-1, 1]).partial_fit(X[300:], y[300:])
-    assert clf._reservoir.seen == 600
-    clf.fit(X[:200], y[:200]).partial_fit(X[200:300], y[200:300])
-    assert clf._reservoir.seen == 100  # the rows of the fit are not in it
+    clf.partial_fit(X[:300], y[:300], classes=[-1, 1]).partial_fit(X[300:], y[300:], refit=True)
+    # alpha=None: the refit's alpha is 1 / (10 t) for the t rows the sample has seen
+    assert clf.refit_alpha_ == pytest.approx(0.1 / 600)
+    clf.fit(X[:200], y[:200]).partial_fit(X[200:300], y[200:300], refit=True)
+    assert clf.refit_alpha_ == pytest.approx(0.1 / 100)  # the rows of the fit are not in it
 
 
 def test_reservoir_keeps_a_uniform_sample_of_every_row():
