@@ -52,7 +52,7 @@ from sklearn.pipeline import make_pipeline
 
 from dkernel.data import make_checkerboard, write_arrays
 from dkernel.kernels import KERNEL_CODES
-from dkernel.svm import BudgetedSVC
+from dkernel.svm import BudgetedSVC, _fit
 from dkernel.svm import _budget as nb
 from dkernel.svm._distributed import Partial, combine
 
@@ -342,9 +342,8 @@ def section_tree(args) -> dict:
 
     rng = np.random.default_rng(0)
     B, d = 1000, 50
-    cfg = BudgetedSVC(budget=B, gamma=1.0 / d)._config(
-        BudgetedSVC(gamma=1.0 / d)._kernel_spec(None), 1e-5, 10**6
-    )
+    est = BudgetedSVC(budget=B, gamma=1.0 / d)
+    cfg = _fit.config(_fit.Options.of(est), est._kernel_spec(None), 1e-5, 10**6)
     parts = [
         Partial(
             rng.normal(size=(B, d)),

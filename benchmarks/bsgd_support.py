@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bsgd import GAMMA, ROOT, load
 
 from dkernel._base import _BaseKernelEstimator
-from dkernel.svm import BudgetedSVC, _bsgd, _refit
+from dkernel.svm import BudgetedSVC, _fit, _refit
 from dkernel.svm import _budget as nb
 from dkernel.svm import _distributed as dist
 
@@ -101,7 +101,9 @@ def _score(Z, beta, b, spec, classes, Xt, yt) -> float:
 def _alternate(m: BudgetedSVC, X, y, Xt, yt, seed: int) -> float:
     """One more SGD epoch from the refit's coefficients, then the refit again."""
     n = len(y)
-    cfg = m._config(m._spec, m.alpha_, n)._replace(avg_mode=nb.AVG_OFF, avg_start=0)
+    cfg = _fit.config(_fit.Options.of(m), m._spec, m.alpha_, n)._replace(
+        avg_mode=nb.AVG_OFF, avg_start=0
+    )
     refitted = dist.empty_partial(X.shape[1], m.dual_coef_.shape[1])._replace(
         SV=m.support_vectors_, A=m.dual_coef_, Abar=np.zeros_like(m.dual_coef_),
         b=m.intercept_, t=float(m._clock),
@@ -113,7 +115,7 @@ def _alternate(m: BudgetedSVC, X, y, Xt, yt, seed: int) -> float:
     Z = st.SV[:k].copy()
     r = _refit.refit(
         X, y, None, classes=m.classes_, Z=Z, coef=s * st.A[:k], intercept=s * st.b,
-        spec=m._spec, icpt=cfg.icpt, scaler=None, alpha=m._refit_alpha(n), tol=1e-3,
+        spec=m._spec, icpt=cfg.icpt, scaler=None, alpha=_fit.refit_alpha(m, n), tol=1e-3,
         max_iter=50, seed=seed,
     )  # fmt: skip
     return _score(Z, r.coef, r.intercept, m._spec, m.classes_, Xt, yt)
@@ -122,12 +124,12 @@ def _alternate(m: BudgetedSVC, X, y, Xt, yt, seed: int) -> float:
 def run_one(variant: str, X, y, Xt, yt, gamma: float, seed: int) -> tuple[float, int]:
     """(test accuracy, SGD steps) of one variant."""
     if variant.endswith("_tight"):
-        saved = _bsgd._REFIT_TOL, _bsgd._REFIT_MAX_ITER
-        _bsgd._REFIT_TOL, _bsgd._REFIT_MAX_ITER = 1e-5, 500
+        saved = _fit.REFIT_TOL, _fit.REFIT_MAX_ITER
+        _fit.REFIT_TOL, _fit.REFIT_MAX_ITER = 1e-5, 500
         try:
             return run_one(variant.removesuffix("_tight"), X, y, Xt, yt, gamma, seed)
         finally:
-            _bsgd._REFIT_TOL, _bsgd._REFIT_MAX_ITER = saved
+            _fit.REFIT_TOL, _fit.REFIT_MAX_ITER = saved
     n = len(y)
     est = BudgetedSVC(budget=BUDGET, gamma=gamma, random_state=seed)
     if variant == "alternate":

@@ -18,7 +18,7 @@ from dkernel.kernels import (
     pairwise_kernels,
     sq_norms,
 )
-from dkernel.svm import BudgetedSVC, _bsgd, _budget, _distributed
+from dkernel.svm import BudgetedSVC, _budget, _distributed, _fit, _partial, _state
 
 
 @pytest.mark.parametrize("d", [1, 3, 40])
@@ -48,11 +48,11 @@ def test_svm_uses_the_registry_objects():
     """The loop, the rebuilds and the config read the kernels package's objects; no kernel
     is defined inside dkernel.svm."""
     assert _budget.kval is kernels.kval
-    assert _bsgd.KERNEL_CODES is kernels.KERNEL_CODES
-    assert _bsgd.pair_gram is kernels.pair_gram and _distributed.pair_gram is kernels.pair_gram
+    assert _fit.KERNEL_CODES is kernels.KERNEL_CODES
+    assert _state.pair_gram is kernels.pair_gram and _distributed.pair_gram is kernels.pair_gram
     assert _budget.sq_norms is kernels.sq_norms and _distributed.sq_norms is kernels.sq_norms
     assert _budget.krow_into is kernels.krow_into
-    for mod in (_budget, _bsgd, _distributed):
+    for mod in (_budget, _fit, _state, _distributed):
         for name, obj in vars(mod).items():
             func = getattr(obj, "py_func", obj)
             if inspect.isfunction(func) and func.__module__ == mod.__name__:
@@ -74,7 +74,7 @@ def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
     ).fit(X, y)  # fmt: skip
     st = clf._state
     n = st.n_sv
-    cfg = clf._config(clf._spec, clf.alpha_, len(X))
+    cfg = _fit.config(_fit.Options.of(clf), clf._spec, clf.alpha_, len(X))
     args = (cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
     SV = st.SV[:n]
     np.testing.assert_array_equal(st.SVT[:, :n], SV.T)  # the scoring loop's copy
@@ -82,7 +82,7 @@ def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
     np.testing.assert_array_equal(st.K[:n, :n], pair_matrix(SV, SV, *args))
     # rebuilds: after load (from the saved arrays) and after a distributed round
     clf.save(tmp_path / "m.npz")
-    rebuilt = BudgetedSVC.load(tmp_path / "m.npz")._current_state(cfg)
+    rebuilt = _partial.current_state(BudgetedSVC.load(tmp_path / "m.npz"), cfg)
     np.testing.assert_array_equal(rebuilt.K[:n, :n], st.K[:n, :n])
     np.testing.assert_array_equal(rebuilt.sqn[:n], st.sqn[:n])
     part = _distributed.partial_from_state(st.copy())

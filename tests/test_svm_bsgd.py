@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -139,16 +140,15 @@ def test_sample_weight_zero_rows_are_skipped_and_weights_change_the_model():
     np.testing.assert_array_equal(same.decision_function(X), plain.decision_function(X))
 
 
-def test_same_seed_same_model_numpy_dask_zarr(tmp_path, scheduler):
+def test_same_seed_same_model_numpy_dask_zarr(tmp_path, scheduler, dkernel_config):
     import dask.array as da
 
     X, y = _board(700)
     kw = dict(budget=25, gamma=2.0, alpha=1e-3, random_state=3, **ONE_PASS)
+    dkernel_config({"svm.block-rows": 128})
 
     def est():
-        e = BudgetedSVC(**kw)
-        e._block_rows = 128
-        return e
+        return BudgetedSVC(**kw)
 
     ref = est().fit(X, y)
     for chunks in (50, 333):
@@ -168,7 +168,6 @@ def test_same_seed_same_model_numpy_dask_zarr(tmp_path, scheduler):
     _assert_same_model(ref, est().fit(str(ds.path)))
     _assert_same_model(ref, est().fit(ds))
     other = BudgetedSVC(**{**kw, "random_state": 4})
-    other._block_rows = 128
     assert not np.array_equal(other.fit(X, y).support_vectors_, ref.support_vectors_)
 
 
@@ -187,8 +186,8 @@ def test_predict_on_dask_runs_blockwise(scheduler):
 def test_partial_fit_chunks_equal_fit_same_order():
     X, y = _board(900)
     clf = BudgetedSVC(budget=30, gamma=2.0, alpha=1e-3, random_state=7, **ONE_PASS)
-    clf._block_rows = 200
-    clf.fit(X, y)
+    with dask.config.set({"dkernel.svm.block-rows": 200}):  # read when the fit starts
+        clf.fit(X, y)
     seed = np.random.RandomState(7).randint(np.iinfo(np.int32).max)
     order = visit_order(900, seed=seed, block_rows=200)
     inc = BudgetedSVC(budget=30, gamma=2.0, alpha=1e-3, **ONE_PASS)
@@ -240,13 +239,13 @@ def test_failed_fit_keeps_previous_model():
     np.testing.assert_array_equal(clf.predict(X), before)
 
 
-def test_nan_in_a_dask_block_names_global_row():
+def test_nan_in_a_dask_block_names_global_row(dkernel_config):
     import dask.array as da
 
     X, y = _board(300)
     X[250, 0] = np.inf
     clf = BudgetedSVC(budget=20, gamma=2.0, random_state=0)
-    clf._block_rows = 64
+    dkernel_config({"svm.block-rows": 64})
     with pytest.raises(DKernelError, match="inf at row 250, column 0"):
         clf.fit(da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100))
     assert not hasattr(clf, "dual_coef_")

@@ -364,14 +364,3 @@ def test_nearest_partners_are_the_largest_kernel_values(rng):
         assert m not in got
     K2 = np.ones((10, 10))  # all tied: the first k indices other than m
     assert list(nb._nearest(K2, 2, 10, 4)) == [0, 1, 3, 4]
-
-
-def test_checkpoint_arrays_leave_out_the_transposed_copy(rng):
-    """A checkpoint holds SV, not its transposed copy; the state read back rebuilds it."""
-    st = _state(rng, 6, 3, 2, nb.MERGE)
-    saved = nb.state_arrays(st)
-    assert "state_SVT" not in saved and "state_SV" in saved
-    back = nb.state_from_arrays(saved)
-    for f in nb.BSGDState._fields:
-        np.testing.assert_array_equal(getattr(back, f), getattr(st, f))
-    assert back.SVT.flags.c_contiguous

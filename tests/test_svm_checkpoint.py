@@ -15,8 +15,9 @@ import pytest
 from dkernel import DKernelError
 from dkernel.data import load_checkpoint, make_checkerboard
 from dkernel.runtime import forget_compiled
-from dkernel.svm import BudgetedSVC, _bsgd
+from dkernel.svm import BudgetedSVC
 from dkernel.svm import _budget as nb
+from dkernel.svm._io import Checkpoint
 
 #: Distributed fits here train in rounds from the first step (no stream prefix).
 pytestmark = pytest.mark.usefixtures("rounds_only")
@@ -28,14 +29,13 @@ BLOCK_ROWS = 250
 CHILD = """
 import os, signal, sys
 from dkernel.data import make_checkerboard
-from dkernel.svm import BudgetedSVC, _bsgd
+from dkernel.svm import BudgetedSVC, _io
 import dask
 
 dask.config.set({{"dkernel.svm.prefix-steps": 0}})  # the rounds from the first step
-
-BudgetedSVC._block_rows = {block_rows}
+dask.config.set({{"dkernel.svm.block-rows": {block_rows}}})
 X, y = make_checkerboard(3000, n_cells=2, random_state=0)
-save = _bsgd._Checkpoint.save
+save = _io.Checkpoint.save
 count = [0]
 
 def save_then_die(self, *args, **kwargs):
@@ -44,14 +44,14 @@ def save_then_die(self, *args, **kwargs):
     if count[0] == {kill_after}:
         os.kill(os.getpid(), signal.SIGKILL)
 
-_bsgd._Checkpoint.save = save_then_die
+_io.Checkpoint.save = save_then_die
 BudgetedSVC(**{params}, distributed={distributed}, checkpoint=sys.argv[1]).fit(X, y)
 """
 
 
 @pytest.fixture
-def board(monkeypatch):
-    monkeypatch.setattr(BudgetedSVC, "_block_rows", BLOCK_ROWS)
+def board(dkernel_config):
+    dkernel_config({"svm.block-rows": BLOCK_ROWS})
     return make_checkerboard(3000, n_cells=2, random_state=0)
 
 
@@ -110,7 +110,7 @@ def test_sigkilled_fit_resumes_to_the_uninterrupted_model(
 
 def _interrupted(path, X, y, *, after, **kw):
     """A fit stopped (by an exception) right after its ``after``-th checkpoint."""
-    real = _bsgd._Checkpoint.save
+    real = Checkpoint.save
     count = [0]
 
     def save(self, *args, **kwargs):
@@ -119,12 +119,12 @@ def _interrupted(path, X, y, *, after, **kw):
         if count[0] == after:
             raise KeyboardInterrupt
 
-    _bsgd._Checkpoint.save = save
+    Checkpoint.save = save
     try:
         with pytest.raises(KeyboardInterrupt):
             BudgetedSVC(**{**PARAMS, **kw}, checkpoint=path).fit(X, y)
     finally:
-        _bsgd._Checkpoint.save = real
+        Checkpoint.save = real
 
 
 class _FixedSeed(np.random.RandomState):
@@ -141,13 +141,12 @@ def test_checkpoint_every_and_random_seed_reused(tmp_path, board):
     path = str(tmp_path / "c.npz")
     _interrupted(path, X, y, after=2, checkpoint_every=5, random_state=None, distributed=False)
     est = BudgetedSVC(**{**PARAMS, "random_state": None}, distributed=False, checkpoint=path)
-    saved = _bsgd._Checkpoint.of(est, n=3000, d=2, classes=np.unique(y), distributed=False)
+    saved = Checkpoint.of(est, n=3000, d=2, classes=np.unique(y), distributed=False)
     state = saved.load()
     assert state["position"] == [0, 10]  # every 5 blocks
     # random_state=None: the resumed fit continues with the seed the checkpoint saved
     resumed = est.fit(X, y)
     again = BudgetedSVC(**{**PARAMS, "random_state": None}, distributed=False)
-    again._block_rows = BLOCK_ROWS
     again.set_params(random_state=_FixedSeed(state["seed"]))  # the killed fit's seed
     _same(resumed, again.fit(X, y))
 
@@ -211,7 +210,7 @@ def test_distributed_resume_on_a_client(tmp_path, board, local_cluster_client):
     path = str(tmp_path / "c.npz")
     with local_cluster_client.as_current():
         _interrupted(path, Xd, yd, after=3, **kw)
-        assert _bsgd._Checkpoint.of(
+        assert Checkpoint.of(
             BudgetedSVC(**PARAMS, **kw, checkpoint=path),
             n=3000,
             d=2,
@@ -227,19 +226,19 @@ def test_distributed_resume_on_a_client(tmp_path, board, local_cluster_client):
 def _stop_in_refit(path, X, y, *, after_step, **kw):
     """A fit stopped (by an exception) right after the refit saved its Newton step
     ``after_step``."""
-    real = _bsgd._Checkpoint.save
+    real = Checkpoint.save
 
     def save(self, position, seed, arrays):
         real(self, position, seed, arrays)
         if arrays.get("stage") == "refit" and arrays["refit_steps"] == after_step:
             raise KeyboardInterrupt
 
-    _bsgd._Checkpoint.save = save
+    Checkpoint.save = save
     try:
         with pytest.raises(KeyboardInterrupt):
             BudgetedSVC(**kw, checkpoint=path).fit(X, y)
     finally:
-        _bsgd._Checkpoint.save = real
+        Checkpoint.save = real
 
 
 def _three_classes(X):
@@ -269,9 +268,7 @@ def test_fit_stopped_in_the_refit_resumes_there(
     path = str(tmp_path / "c.npz")
     _stop_in_refit(path, X, y, after_step=2, **kw)
     est = BudgetedSVC(**kw, checkpoint=path)
-    saved = _bsgd._Checkpoint.of(
-        est, n=3000, d=2, classes=np.unique(y), distributed=distributed
-    ).load()
+    saved = Checkpoint.of(est, n=3000, d=2, classes=np.unique(y), distributed=distributed).load()
     assert saved["stage"] == "refit" and saved["refit_steps"] == 2
     assert saved["position"] == [PARAMS["max_iter"], 0]  # after the SGD passes
 

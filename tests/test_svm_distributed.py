@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 
 from dkernel import DKernelError
 from dkernel.data import make_checkerboard, write_arrays
-from dkernel.svm import BudgetedSVC, _bsgd
+from dkernel.svm import BudgetedSVC, _fit
 from dkernel.svm import _budget as nb
 from dkernel.svm._distributed import Partial, combine, empty_partial, plan_shards
 
@@ -66,6 +66,11 @@ def test_sgd_passes_do_not_depend_on_the_blas_kernel(coretype, tmp_path):
     assert bits({}) == bits({"OPENBLAS_CORETYPE": coretype})
 
 
+def _config(est, alpha, n):
+    """The numba loop's settings of ``est`` (its kernel as given) for n rows per epoch."""
+    return _fit.config(_fit.Options.of(est), est._kernel_spec(None), alpha, n)
+
+
 def test_plan_shards_balances_rows_whatever_the_chunks():
     p = plan_shards(450, 2)
     assert (p.starts, p.stops) == ([0, 225], [225, 450])
@@ -74,9 +79,7 @@ def test_plan_shards_balances_rows_whatever_the_chunks():
 
 
 def test_combine_weights_sums_duplicates_and_keeps_the_budget(rng):
-    cfg = BudgetedSVC(budget=4, gamma=0.5, alpha=1e-2)._config(
-        BudgetedSVC(gamma=0.5)._kernel_spec(None), 1e-2, 100
-    )
+    cfg = _config(BudgetedSVC(budget=4, gamma=0.5, alpha=1e-2), 1e-2, 100)
     shared = rng.normal(size=(2, 2))
 
     def part(extra, a, n):
@@ -153,7 +156,7 @@ def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
         def no_reads(*a, **k):
             raise AssertionError("a row block was read on the client")
 
-        monkeypatch.setattr(_bsgd, "read_block", no_reads)
+        monkeypatch.setattr(_fit, "read_block", no_reads)
         with dask.config.set({"dkernel.svm.auto-min-rows": 3000}):
             clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)
     assert clf.distributed_ and clf.score(X, y) > 0.85
@@ -198,10 +201,7 @@ def test_averaging_beats_the_last_iterate_on_digits():
     default = acc()
     assert default >= acc(max_iter=1, average=False, alpha=1e-3, refit=False) + 0.01
     assert default >= acc(average=False) - 0.005
-    assert (
-        nb.AVG_LINEAR
-        == BudgetedSVC()._config(BudgetedSVC()._kernel_spec(None, gamma=1.0), 1e-3, 10).avg_mode
-    )
+    assert _config(BudgetedSVC(gamma=1.0), 1e-3, 10).avg_mode == nb.AVG_LINEAR
 
 
 def test_distributed_weights_and_bad_values_are_checked_on_the_shards():

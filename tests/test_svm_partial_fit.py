@@ -12,7 +12,7 @@ from dkernel import DKernelError
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.data import ingest, make_checkerboard
 from dkernel.svm import BudgetedSVC
-from dkernel.svm._bsgd import _reservoir_add
+from dkernel.svm._partial import reservoir_add
 
 
 def _board(n=2000, seed=0):
@@ -43,10 +43,11 @@ def test_partial_fit_takes_a_store_with_its_labels_and_classes(store):
 def test_the_sample_starts_again_after_a_fit():
     X, y = _board(600)
     clf = BudgetedSVC(budget=20, gamma=2.0, random_state=0)
-    clf.partial_fit(X[:300], y[:300], classes=[-1, 1]).partial_fit(X[300:], y[300:])
-    assert clf._reservoir.seen == 600
-    clf.fit(X[:200], y[:200]).partial_fit(X[200:300], y[200:300])
-    assert clf._reservoir.seen == 100  # the rows of the fit are not in it
+    clf.partial_fit(X[:300], y[:300], classes=[-1, 1]).partial_fit(X[300:], y[300:], refit=True)
+    # alpha=None: the refit's alpha is 1 / (10 t) for the t rows the sample has seen
+    assert clf.refit_alpha_ == pytest.approx(0.1 / 600)
+    clf.fit(X[:200], y[:200]).partial_fit(X[200:300], y[200:300], refit=True)
+    assert clf.refit_alpha_ == pytest.approx(0.1 / 100)  # the rows of the fit are not in it
 
 
 def test_reservoir_keeps_a_uniform_sample_of_every_row():
@@ -54,14 +55,14 @@ def test_reservoir_keeps_a_uniform_sample_of_every_row():
     X = np.arange(1000.0)[:, None]
     res = None
     for s in range(0, 1000, 100):  # ten calls of 100 rows
-        res = _reservoir_add(res, X[s : s + 100], np.arange(s, s + 100), None, rng=rng, cap=300)
+        res = reservoir_add(res, X[s : s + 100], np.arange(s, s + 100), None, rng=rng, cap=300)
     assert res.seen == 1000 and len(res.y) == 300 and res.w is None
     assert len(np.unique(res.y)) == 300
     np.testing.assert_array_equal(res.X[:, 0], res.y)  # rows and labels stay together
     # uniform: each tenth of the stream holds about 30 of the 300 (binomial sd ~5)
     counts = np.bincount(res.y // 100, minlength=10)
     assert counts.min() > 10 and counts.max() < 50
-    small = _reservoir_add(None, X[:50], np.arange(50), np.full(50, 2.0), rng=rng, cap=300)
+    small = reservoir_add(None, X[:50], np.arange(50), np.full(50, 2.0), rng=rng, cap=300)
     np.testing.assert_array_equal(np.sort(small.y), np.arange(50))
     np.testing.assert_array_equal(small.w, 2.0)
 

@@ -1,7 +1,7 @@
 """numba kernels of budgeted SGD (Wang, Crammer & Vucetic, 2012): the per-example step and
 the three budget maintenance strategies (removal, projection, merging).
 
-Nothing here imports dask; :mod:`dkernel.svm._bsgd` decides what runs where. Every
+Nothing here imports dask; :mod:`dkernel.svm._fit` decides what runs where. Every
 function trusts its input (validated by the estimator).
 
 Model state (:class:`BSGDState`, made by :func:`new_state`): support vectors ``SV`` (B+1, d)
@@ -15,7 +15,8 @@ the inverse ``M`` of ``K + ridge I`` (projection only), the bias ``b`` (c,) of t
 constant feature (also scaled by ``s``), float scalars
 ``fs = [s, ||w||^2, sum ||Delta||, sum ||Delta||^2, S, W]`` and integer scalars
 ``ist = [t, n_sv, n_maint, since_refresh, n_violations]`` (margin violations seen, for
-progress reports).
+progress reports). Its conversions (model files, checkpoints) and the rule choosing the
+model it stands for are in :mod:`dkernel.svm._state`.
 
 Averaged iterates (Polyak/ASGD averaging of the kernel expansion, on when ``avg_mode > 0``):
 ``Abar`` (B+1, c) and ``bbar`` (c,) hold ``sum_t omega_t w_t`` in true units over the steps
@@ -144,18 +145,6 @@ def new_state(budget: int, n_features: int, n_cols: int, maintenance: int) -> BS
         sref=np.zeros(B1),
         SVT=np.zeros((n_features, B1)),
     )
-
-
-def state_arrays(st: BSGDState) -> dict[str, np.ndarray]:
-    """The state as checkpoint entries ``state_<field>`` (copies), without ``SVT``, which
-    :func:`state_from_arrays` derives from ``SV``."""
-    return {f"state_{f}": np.array(a) for f, a in zip(st._fields, st) if f != "SVT"}
-
-
-def state_from_arrays(saved) -> BSGDState:
-    """The state saved by :func:`state_arrays` (``SVT`` rebuilt from ``SV``)."""
-    fields = {f: saved[f"state_{f}"] for f in BSGDState._fields if f != "SVT"}
-    return BSGDState(**fields, SVT=np.ascontiguousarray(fields["SV"].T))
 
 
 def set_support(st: BSGDState, SV: np.ndarray) -> None:

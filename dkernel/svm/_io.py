@@ -25,26 +25,42 @@ with the k-means models: a failed save never leaves a half-written model, a path
 clear error.
 Version 1 (before the ``lam`` -> ``alpha``, ``max_epochs`` -> ``max_iter`` renames) is not read.
 
-This module knows the file format only; :class:`~dkernel.svm.BudgetedSVC` builds the arrays
-(``save``) and the estimator (``load``).
+This module knows the file format, turns a fitted estimator into a file's arrays
+(:func:`model_arrays`) and a file's parts back into an estimator (:func:`estimator_from_file`),
+and holds the fit's checkpoints (:class:`Checkpoint`: where and how often a fit saves its state,
+and the parameters it is tied to; the state's entries are :mod:`._state`'s).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import numbers
+import os
 from typing import Any
 
 import numpy as np
 
+from .._defaults import setting
 from .._model_io import (
     MAX_MODEL_BYTES,
     check_format,
     feature_names,
+    fitted_spec,
     header_params,
     label_array,
+    set_feature_names,
     write_npz,
 )
 from .._validation import DKernelError, check_scalar
+from ..data import load_checkpoint, save_checkpoint
+from ..kernels import KERNEL_CODES, check_kernel_scale
+from ..runtime import timer
+from . import _refit
+from ._predict import scaler_of
+from ._state import checkpoint_arrays, raw_arrays
+
+logger = logging.getLogger(__name__)
 
 FORMAT = "dkernel.BudgetedSVC"
 VERSION = 2
@@ -64,7 +80,15 @@ ARRAYS = ("support_vectors", "dual_coef", "intercept", *RAW_ARRAYS)
 #: Platt scaling of ``probability=True`` models: ``p = 1 / (1 + exp(a f + b))`` per column.
 PLATT_ARRAYS = ("platt_a", "platt_b")
 
-__all__ = ["MAX_MODEL_BYTES", "check_model", "model_header", "write_model"]
+__all__ = [
+    "MAX_MODEL_BYTES",
+    "Checkpoint",
+    "check_model",
+    "estimator_from_file",
+    "model_arrays",
+    "model_header",
+    "write_model",
+]
 
 
 def model_header(est) -> dict[str, Any]:
@@ -176,3 +200,153 @@ def _check_fitted(path: str, fitted: Any) -> None:
             raise DKernelError(f"{path!r} has a corrupt header ({exc})") from None
     if not isinstance(fitted.get("kernel"), str):
         raise DKernelError(f"{path!r} has a corrupt header (kernel {fitted.get('kernel')!r})")
+
+
+# ------------------------------------------------------------------ estimator <-> file
+def model_arrays(est) -> dict[str, np.ndarray]:
+    """The arrays of a fitted estimator's model file (the model, the learner's own
+    representation, the standardisation and the Platt scaling when there are some)."""
+    st = getattr(est, "_state", None)
+    arrays = {
+        "support_vectors": np.asarray(est.support_vectors_, dtype=np.float64),
+        "dual_coef": np.asarray(est.dual_coef_, dtype=np.float64),
+        "intercept": np.asarray(est.intercept_, dtype=np.float64),
+        **(dict(est._raw) if st is None else raw_arrays(st)),
+    }
+    scaler = scaler_of(est)
+    if scaler is not None:
+        arrays["feature_mean"] = scaler.mean
+        arrays["feature_scale"] = scaler.scale
+    if getattr(est, "probA_", None) is not None:
+        arrays["platt_a"] = np.asarray(est.probA_, dtype=np.float64)
+        arrays["platt_b"] = np.asarray(est.probB_, dtype=np.float64)
+    return arrays
+
+
+def estimator_from_file(cls, where: str, header: dict, arrays: dict):
+    """The estimator (of class ``cls``) of a model file's parts (checked here)."""
+    header, arrays, classes = check_model(where, header, arrays)
+    params, fitted = header["params"], header["fitted"]
+    try:
+        est = cls(**params)
+        est.check_params()
+        if fitted["kernel"] not in KERNEL_CODES:
+            raise DKernelError(f"kernel {fitted['kernel']!r} of the fitted model is unknown")
+    except (TypeError, DKernelError) as exc:
+        raise DKernelError(f"{where!r} has a corrupt header ({exc})") from None
+    if arrays["support_vectors"].shape[0] > est.budget:
+        raise DKernelError(
+            f"{where!r} is corrupt: {arrays['support_vectors'].shape[0]} support vectors "
+            f"for a budget of {est.budget}"
+        )
+    est.support_vectors_ = arrays["support_vectors"]
+    est.dual_coef_ = arrays["dual_coef"]
+    est.intercept_ = arrays["intercept"]
+    est.classes_ = classes
+    est.n_features_in_ = int(fitted["n_features_in_"])
+    set_feature_names(est, fitted)
+    for k in ("gamma_", "alpha_", "t_", "n_iter_", "weight_degradation_", "n_maintenance_"):
+        setattr(est, k, fitted[k])
+    est.distributed_ = bool(fitted.get("distributed_", False))
+    est.refit_alpha_ = fitted.get("refit_alpha_")
+    est._clock = int(fitted.get("clock", est.t_))
+    est._avg_start = int(fitted.get("avg_start", 1))
+    est._spec = fitted_spec(params, fitted)
+    check_kernel_scale(est.support_vectors_, est._spec, where=f"{where!r} is corrupt: ")
+    est._state = None
+    est._raw = {k: arrays[k] for k in RAW_ARRAYS}
+    est.feature_mean_ = arrays.get("feature_mean")
+    est.feature_scale_ = arrays.get("feature_scale")
+    est.probA_ = arrays.get("platt_a")
+    est.probB_ = arrays.get("platt_b")
+    return est
+
+
+# ------------------------------------------------------------------ checkpoints
+#: Parameters that do not change the model (left out of a checkpoint's fingerprint).
+_NOT_FINGERPRINTED = ("checkpoint", "checkpoint_every", "verbose")
+
+
+class Checkpoint:
+    """Where and how often a fit saves its state, and the parameters it is tied to."""
+
+    def __init__(self, path, every: int, params: dict) -> None:
+        self.path = os.fspath(path)
+        self.every = int(every)
+        self.params = params
+
+    @classmethod
+    def of(cls, est, *, n: int, d: int, classes, distributed: bool, block_rows=None):
+        """The checkpoint of a fit of ``est`` (None without one) over n rows of d features
+        in blocks of ``block_rows`` (None: ``dkernel.svm.block-rows`` now)."""
+        if block_rows is None:
+            block_rows = setting("svm.block-rows")
+        if est.checkpoint is None:
+            return None
+        params = {k: v for k, v in est.get_params().items() if k not in _NOT_FINGERPRINTED}
+        params.update(
+            n_samples=n,
+            n_features=d,
+            classes=[str(c) for c in classes],
+            distributed=bool(distributed),
+            block_rows=int(block_rows),
+        )
+        return cls(est.checkpoint, est.checkpoint_every, params)
+
+    def load(self):
+        return load_checkpoint(self.path, params=self.params)
+
+    def save(self, position: tuple[int, int], seed: int, arrays: dict) -> None:
+        with timer("bsgd checkpoint", logger):
+            save_checkpoint(
+                self.path,
+                {"position": [int(p) for p in position], "seed": int(seed), **arrays},
+                params=self.params,
+            )
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+def saved_in_refit(saved: dict | None) -> bool:
+    """Whether a checkpoint was saved in the refit (the SGD passes' model is in it)."""
+    return saved is not None and saved.get("stage") == "refit"
+
+
+def refit_resume(ckpt: Checkpoint | None, saved: dict | None, seed: int, state, epochs: int):
+    """``(start, on_save)`` of a refit under checkpoint ``ckpt`` (both None without
+    one): the Newton state to go on from (None unless ``saved`` was saved in the
+    refit), and the hook saving it (as the solve starts and after each Newton step) beside
+    the SGD passes' model ``state``, at the position after their last epoch."""
+    if ckpt is None:
+        return None, None
+    start = None
+    if saved_in_refit(saved):
+        g0 = saved["refit_g0"]
+        start = _refit.NewtonState(
+            saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None
+        )
+    fixed = checkpoint_arrays(state)
+
+    def on_save(at: _refit.NewtonState) -> None:
+        arrays = {
+            "stage": "refit",
+            "refit_V": at.V,
+            "refit_steps": int(at.steps),
+            "refit_g0": np.zeros(0) if at.g0 is None else at.g0,
+        }
+        ckpt.save((epochs, 0), seed, {**fixed, **arrays})
+
+    return start, on_save
+
+
+def save_block(
+    ckpt: Checkpoint, state, seed: int, epoch: int, n_blocks: int, skip: int, i: int
+) -> None:
+    """After block ``i`` of ``epoch`` (this run started at block ``skip``): save every
+    ``ckpt.every`` blocks and after the epoch's last."""
+    if (i + 1 - skip) % ckpt.every and i + 1 < n_blocks:
+        return
+    pos = (epoch, i + 1) if i + 1 < n_blocks else (epoch + 1, 0)
+    ckpt.save(pos, seed, checkpoint_arrays(state))
