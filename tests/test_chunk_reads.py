@@ -228,8 +228,7 @@ def test_take_rows_on_a_row_slice(store, reads):
 
 def test_take_rows_is_one_task_per_touched_chunk(store, reads):
     """take_rows on a store reads each touched chunk once, in one task per chunk."""
-    from dkernel.data import open_dataset, take_rows
-    from dkernel.data import take_graph
+    from dkernel.data import open_dataset, take_graph, take_rows
 
     X = open_dataset(store).X
     idx = np.array([3, N - 1, 3, CHUNK + 7, 5 * CHUNK + 1])

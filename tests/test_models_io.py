@@ -244,67 +244,6 @@ def chunk_reads(file_reads):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_svm_score_on_dask_input_matches_numpy(weighted, scheduler):
-    X, y = make_checkerboard(600, n_cells=3, random_state=0)
-    clf = BudgetedSVC(budget=20, max_iter=1, random_state=0).fit(X, y)
-    w = np.random.default_rng(0).uniform(0.1, 2.0, len(y)) if weighted else None
-    ref = clf.score(X, y, sample_weight=w)
-    Xd = da.from_array(X, chunks=(150, 2))
-    assert clf.score(Xd, y, sample_weight=w) == pytest.approx(ref, abs=1e-12)
-    yd = da.from_array(y, chunks=100)  # chunked unlike X
-    wd = None if w is None else da.from_array(w, chunks=200)
-    assert clf.score(Xd, yd, sample_weight=wd) == pytest.approx(ref, abs=1e-12)
-    assert clf.score(X, yd, sample_weight=wd) == pytest.approx(ref, abs=1e-12)
-
-
-def test_svm_score_errors_before_reading():
-    X, y = make_checkerboard(300, random_state=0)
-    clf = BudgetedSVC(budget=10, max_iter=1, random_state=0).fit(X, y)
-    Xd = da.from_array(X, chunks=(100, 2))
-    with pytest.raises(DKernelError, match=r"y has shape \(299,\), expected \(300,\)"):
-        clf.score(Xd, y[:-1])
-    with pytest.raises(DKernelError, match="labels of dtype <U1.*cannot match"):
-        clf.score(Xd, np.array(["a"] * 300))
-    with pytest.raises(DKernelError, match="requires y"):
-        clf.score(Xd)
-    with pytest.raises(DKernelError, match="sums to 0"):
-        clf.score(Xd, y, sample_weight=np.zeros(300))
-
-
-@pytest.fixture
-def chunk_reads(monkeypatch):
-    """Reads of every chunk file of X and y, as ``"X/<chunk>"`` / ``"y/<chunk>"``: zarr's
-    ``LocalStore.get`` and the data layer's direct reads of plain-layout chunks (as
-    ``tests/test_chunk_reads.py`` counts X's)."""
-    import os
-    import re
-    from collections import Counter
-
-    import zarr
-
-    from dkernel.data import _verify
-
-    counts: Counter = Counter()
-    original = zarr.storage.LocalStore.get
-
-    async def counting_get(self, key, prototype=None, byte_range=None):
-        m = re.search(r"(?:^|/)(X|y)/c/(\d+)(?:/0)?$", key)
-        if m:
-            counts[f"{m[1]}/{m[2]}"] += 1
-        return await original(self, key, prototype, byte_range)
-
-    read_plain = _verify._read_plain
-
-    def counting_read_plain(arr, where, index, start, stop):
-        counts[f"{os.path.basename(where.url.rstrip('/'))}/{index}"] += 1
-        return read_plain(arr, where, index, start, stop)
-
-    monkeypatch.setattr(zarr.storage.LocalStore, "get", counting_get)
-    monkeypatch.setattr(_verify, "_read_plain", counting_read_plain)
-    return counts
-
-
-@pytest.mark.parametrize("weighted", [False, True])
 def test_svm_score_on_a_store_reads_each_chunk_once(tmp_path, chunk_reads, scheduler, weighted):
     from dkernel.data import open_dataset
 
