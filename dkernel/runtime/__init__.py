@@ -14,6 +14,7 @@ from ._plugins import ThreadSettings as ThreadSettings
 from ._plugins import apply_thread_settings as apply_thread_settings
 from ._progress import COMPILE_NOTE as COMPILE_NOTE
 from ._progress import Progress as Progress
+from ._progress import bar_class as bar_class
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
 from ._progress import distributed_client as distributed_client
