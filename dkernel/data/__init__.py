@@ -1,6 +1,7 @@
 """Data layer: zarr 3 stores, seeded chunk-grouped batch sampling, synthetic generators."""
 
 # The internal surface: what the other subpackages use (not part of the public API).
+from .._secrets import redact as redact  # masks storage credentials in any text shown
 from ._atomic import HOST_TAG as HOST_TAG
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
