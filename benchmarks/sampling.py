@@ -120,7 +120,7 @@ def graph_build_case(X, size, batches):
     from dask import delayed
 
     from dkernel.data import draw_indices
-    from dkernel.data._sampling import _take_graph, _take_local, chunk_bounds
+    from dkernel.data._sampling import _take_local, chunk_bounds, take_graph
 
     old_ms, new_ms = [], []
     for b in range(batches):
@@ -135,7 +135,7 @@ def graph_build_case(X, size, batches):
         ]
         old_ms.append(1e3 * (time.perf_counter() - t0))
         t0 = time.perf_counter()
-        _take_graph(X, uniq)
+        take_graph(X, uniq)
         new_ms.append(1e3 * (time.perf_counter() - t0))
     row = {
         "case": f"graph build only ({X.numblocks[0]} chunks)",

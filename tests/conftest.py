@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import threading
+from collections import Counter
 
 # dask-jobqueue writes jobqueue.yaml into the Dask config folder on import: keep it in a
 # temporary folder, never the user's ~/.config/dask.
@@ -37,6 +40,69 @@ def dkernel_config():
             stack.enter_context(dask.config.set({f"dkernel.{k}": v for k, v in values.items()}))
 
         yield set_values
+
+
+#: The listeners of Python's audit events (PEP 578) while a test uses the ``audit`` fixture.
+_AUDIT_LISTENERS: list = []
+_AUDIT_LOCK = threading.Lock()
+_AUDIT_HOOKED: list = []  # the hook, once added
+
+
+def _audit_hook(event: str, args: tuple) -> None:
+    if _AUDIT_LISTENERS:  # the common case costs one test
+        for listener in tuple(_AUDIT_LISTENERS):
+            listener(event, args)
+
+
+@pytest.fixture
+def audit():
+    """Watch the process from outside for the rest of a test: ``audit(fn)`` calls
+    ``fn(event, args)`` for every Python audit event (``open``, ``os.rename``,
+    ``os.mkdir``...; ``sys.addaudithook``), in the thread that raises it: the file reads
+    and writes of a pass, whichever code makes them. The hook is added once per process
+    (audit hooks cannot be removed); outside such a test it has no listener."""
+    with _AUDIT_LOCK:
+        if not _AUDIT_HOOKED:
+            sys.addaudithook(_audit_hook)
+            _AUDIT_HOOKED.append(_audit_hook)
+    added: list = []
+
+    def listen(fn) -> None:
+        added.append(fn)
+        _AUDIT_LISTENERS.append(fn)
+
+    yield listen
+    for fn in added:
+        _AUDIT_LISTENERS.remove(fn)
+
+
+@pytest.fixture
+def file_reads(audit):
+    """``file_reads(key)``: a Counter of the files this process opens for reading for the
+    rest of the test, by any thread (zarr's reads and dkernel's direct chunk reads alike),
+    counted under ``key(path)`` (files whose key is None are not counted)."""
+
+    def watch(key) -> Counter:
+        counts: Counter = Counter()
+        lock = threading.Lock()
+
+        def on_open(event: str, args: tuple) -> None:
+            if event != "open" or isinstance(args[0], int):
+                return
+            path, mode, flags = args
+            if mode is None:  # os.open: the flags tell
+                writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+            else:
+                writes = any(c in mode for c in "wax+")
+            name = None if writes else key(os.path.abspath(os.fsdecode(os.fspath(path))))
+            if name is not None:
+                with lock:
+                    counts[name] += 1
+
+        audit(on_open)
+        return counts
+
+    return watch
 
 
 @pytest.fixture(scope="session")

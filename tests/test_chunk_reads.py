@@ -1,7 +1,7 @@
 """Each chunk of a zarr store is read once per pass over the data.
 
-``zarr.storage.LocalStore.get`` is wrapped by a counter of the chunk keys it serves, so
-every read the estimators make, through a store path, a ``Dataset`` or the ``zarr.Array``
+Every opening of a chunk file for reading is counted from outside (Python's audit events),
+so every read the estimators make, through a store path, a ``Dataset`` or the ``zarr.Array``
 dask opens, is seen; metadata reads (``zarr.json``) are not counted. The expected number
 of reads per chunk is the number of passes each call makes, written next to each case.
 """
@@ -18,7 +18,7 @@ import pytest
 import zarr
 
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans
-from dkernel.data import _verify, make_rings
+from dkernel.data import make_rings
 
 #: Distributed fits here train in rounds from the first step (no stream prefix).
 pytestmark = pytest.mark.usefixtures("rounds_only")
@@ -35,28 +35,16 @@ def store(tmp_path):
 
 
 @pytest.fixture
-def reads(monkeypatch):
+def reads(file_reads):
     """Counter of chunk reads per chunk key of X (2-D: ``c/<row chunk>/0``; y's are 1-D):
-    zarr's ``LocalStore.get`` calls, and the direct reads of plain-layout chunks
-    (``dkernel.data._verify._read_plain``, which open the chunk file themselves)."""
-    counts: Counter = Counter()
-    original = zarr.storage.LocalStore.get
+    the openings of X's chunk files for reading, seen from outside (Python's audit events),
+    whether zarr reads a chunk or the data layer reads a plain-layout chunk itself."""
 
-    async def counting_get(self, key, prototype=None, byte_range=None):
-        if re.search(r"(^|/)c/\d+/0$", key):
-            counts[key] += 1
-        return await original(self, key, prototype, byte_range)
+    def key(path: str) -> str | None:
+        m = re.search(r"/X/(c/\d+/0)$", path)
+        return m[1] if m else None
 
-    read_plain = _verify._read_plain
-
-    def counting_read_plain(arr, folder, index, start, stop):
-        if arr.ndim == 2:
-            counts[f"c/{index}/0"] += 1
-        return read_plain(arr, folder, index, start, stop)
-
-    monkeypatch.setattr(zarr.storage.LocalStore, "get", counting_get)
-    monkeypatch.setattr(_verify, "_read_plain", counting_read_plain)
-    return counts
+    return file_reads(key)
 
 
 def _per_chunk(counts: Counter) -> list[int]:
@@ -240,13 +228,12 @@ def test_take_rows_on_a_row_slice(store, reads):
 
 def test_take_rows_is_one_task_per_touched_chunk(store, reads):
     """take_rows on a store reads each touched chunk once, in one task per chunk."""
-    from dkernel.data import open_dataset, take_rows
-    from dkernel.data._sampling import _take_graph
+    from dkernel.data import open_dataset, take_graph, take_rows
 
     X = open_dataset(store).X
     idx = np.array([3, N - 1, 3, CHUNK + 7, 5 * CHUNK + 1])
     uniq = np.unique(idx)
-    assert _n_tasks(_take_graph(X, uniq)) == 4  # chunks 0, 1, 5 and 7
+    assert _n_tasks(take_graph(X, uniq)) == 4  # chunks 0, 1, 5 and 7
     got = take_rows(X, idx)
     assert sorted(reads) == ["c/0/0", "c/1/0", "c/5/0", "c/7/0"]
     assert set(reads.values()) == {1}

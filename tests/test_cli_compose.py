@@ -224,7 +224,7 @@ def test_check_names_a_missing_chunk(store, no_cluster, capsys):
 
 
 def test_urls_are_not_local_paths():
-    from dkernel.cli._common import check_output_store, local_path
+    from dkernel.cli import check_output_store, local_path
 
     assert local_path("s3://bucket/d.zarr") == "s3://bucket/d.zarr"
     assert check_output_store("s3://bucket/out.zarr", "output store") == "s3://bucket/out.zarr"

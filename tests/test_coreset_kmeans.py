@@ -8,8 +8,14 @@ from sklearn.metrics import adjusted_rand_score
 
 from dkernel import DKernelError
 from dkernel.cluster import KernelKMeans, MiniBatchKernelKMeans, NumericOracle
-from dkernel.coreset import kernel_kmeans_coreset, merge, svm_coreset
-from dkernel.coreset._kmeans import _draw_systematic, _inclusion, kernel_kmeans_sensitivity
+from dkernel.coreset import (
+    draw_systematic,
+    inclusion,
+    kernel_kmeans_coreset,
+    kernel_kmeans_sensitivity,
+    merge,
+    svm_coreset,
+)
 from dkernel.kernels import resolve_kernel
 
 
@@ -100,7 +106,7 @@ def test_systematic_draw_has_exact_inclusion_probabilities(rng):
     q = np.array([0.0, 0.3, 0.02, 0.05, 0.01, 0.2, 0.04, 0.0, 0.08, 0.1, 0.03, 0.17])
     u = rng.uniform(0.5, 2.0, len(q))
     m = 5
-    pi = _inclusion(q, m)
+    pi = inclusion(q, m)
     assert pi.sum() == pytest.approx(m) and pi[1] == 1.0 and pi[0] == pi[7] == 0.0
     assert np.all(pi <= 1.0)
     group = np.arange(len(q)) % 3
@@ -110,7 +116,7 @@ def test_systematic_draw_has_exact_inclusion_probabilities(rng):
     hits = np.zeros(len(q))
     totals = []
     for _ in range(4000):
-        idx, w = _draw_systematic(q, u, m, order, gen)
+        idx, w = draw_systematic(q, u, m, order, gen)
         assert len(idx) == m and np.all(np.diff(idx) > 0)
         for g in range(3):
             assert np.floor(band[g] - 1e-9) <= np.sum(group[idx] == g) <= np.ceil(band[g] + 1e-9)

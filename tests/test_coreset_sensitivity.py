@@ -6,14 +6,17 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.coreset import coarse_svm, svm_cost, svm_sensitivity, with_bias
-from dkernel.coreset._numba import (
-    _kmeanspp_partitions,
-    _sensitivity_bound,
-    _weighted_kmeanspp,
-    _weighted_means,
+from dkernel.coreset import (
+    cluster_bound,
+    coarse_svm,
+    kmeanspp_partitions,
+    sensitivity_bound,
+    svm_cost,
+    svm_sensitivity,
+    weighted_kmeanspp,
+    weighted_means,
+    with_bias,
 )
-from dkernel.coreset._sensitivity import _cluster_bound
 
 
 def _problem(rng, n=60, noise=0.7):
@@ -53,7 +56,7 @@ def test_bound_with_global_totals_dominates_on_a_part(rng):
     opt = coarse_svm(X1, ys, u, C).lower
     gamma = np.empty(len(y))
     for part in (slice(0, 40), slice(40, 80)):
-        gamma[part], _ = _cluster_bound(
+        gamma[part], _ = cluster_bound(
             X1[part],
             ys[part],
             u[part],
@@ -83,7 +86,7 @@ def test_kmeanspp_reference(rng):
     X = rng.normal(size=(50, 3))
     u = rng.uniform(0.1, 1.0, 50)
     uni = np.array([0.3, 0.7, 0.1])
-    seeds = _weighted_kmeanspp(X, u, 3, uni)
+    seeds = weighted_kmeanspp(X, u, 3, uni)
     # plain NumPy reference of D^2 * u sampling with the same uniforms
     ref = [int(np.searchsorted(np.cumsum(u), uni[0] * u.sum(), side="right"))]
     d2 = ((X - X[ref[0]]) ** 2).sum(1)
@@ -97,21 +100,21 @@ def test_kmeanspp_reference(rng):
 def test_kmeans_means_and_bound_reference(rng):
     Z = rng.normal(size=(40, 2))
     u = rng.uniform(0.1, 1.0, 40)
-    seeds, parts = _kmeanspp_partitions(Z, u, np.array([2, 3]), np.array([0.2, 0.5, 0.9]))
-    assert seeds.tolist() == _weighted_kmeanspp(Z, u, 3, np.array([0.2, 0.5, 0.9])).tolist()
+    seeds, parts = kmeanspp_partitions(Z, u, np.array([2, 3]), np.array([0.2, 0.5, 0.9]))
+    assert seeds.tolist() == weighted_kmeanspp(Z, u, 3, np.array([0.2, 0.5, 0.9])).tolist()
     for kk, labels in zip((2, 3), parts):  # each partition: nearest of the first kk seeds
         d = ((Z[:, None, :] - Z[seeds[:kk]][None, :, :]) ** 2).sum(-1)
         np.testing.assert_array_equal(labels, d.argmin(1))
     labels = parts[1]
     centers, cu = Z[seeds].copy(), np.zeros(3)
-    _weighted_means(Z, u, labels, centers, cu)
+    weighted_means(Z, u, labels, centers, cu)
     for c in range(centers.shape[0]):
         sel = labels == c
         assert cu[c] == pytest.approx(u[sel].sum())
         np.testing.assert_allclose(centers[c], (u[sel, None] * Z[sel]).sum(0) / u[sel].sum())
     out = np.empty(40)
     C, opt, U = 2.0, 5.0, 60.0
-    total = _sensitivity_bound(Z, u, labels, centers, cu, C, opt, U, out)
+    total = sensitivity_bound(Z, u, labels, centers, cu, C, opt, U, out)
     a = ((U - cu) / (2 * C * U * cu))[labels]
     dd = ((centers[labels] - Z) ** 2).sum(1)
     paper = 4.5 * np.maximum(4 / 9 * a, np.sqrt(4 * a * a + 2 * dd / (9 * opt)) - 2 * a)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import dask
@@ -61,21 +62,19 @@ def test_complex_dask_input_refused_before_work():
         distributed_coreset(np.ones((50, 2), dtype=np.complex64), np.ones(50), 10)
 
 
-def test_separable_two_pass_says_so_and_skips_the_block_solves(monkeypatch):
+def test_separable_two_pass_says_so_and_skips_the_block_solves(caplog):
     """Well-separated classes: the bound is vacuous for a reason standardising cannot fix.
     The build says so, runs one coarse solve (the sample's) instead of one per block, and
     draws a uniform sample (so its error is a uniform sample's)."""
     from sklearn.datasets import make_blobs
 
-    from dkernel.coreset import _distributed
-
     X, y = make_blobs(8000, 50, centers=2, cluster_std=3.0, random_state=0)
     n, m = len(X), 300
-    solves = []
-    real = _distributed.coarse_svm
-    monkeypatch.setattr(
-        _distributed, "coarse_svm", lambda *a, **kw: solves.append(1) or real(*a, **kw)
-    )
+    caplog.set_level(logging.DEBUG, logger="dkernel.coreset")
+
+    def solves() -> int:  # coarse solves (each logged at DEBUG), in this process: sync
+        return sum(r.getMessage().startswith("coarse SVM solve") for r in caplog.records)
+
     Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     with (
         dask.config.set(scheduler="sync"),
@@ -83,16 +82,17 @@ def test_separable_two_pass_says_so_and_skips_the_block_solves(monkeypatch):
     ):
         S = distributed_coreset(Xd, yd, m, leaf_size=1000, random_state=0)
     assert "standardise" not in str(rec[0].message)
-    assert S.info["separable"] and len(solves) == 1
+    assert S.info["separable"] and solves() == 1
     # uniform draws: each distinct row weighs n / m times its count, m draws in all
     counts = S.weight * m / n
     np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
     assert round(counts.sum()) == m
     # overlapping classes are not taken for separable (their bound may be vacuous too)
     X2, y2 = make_blobs(8000, 50, centers=2, cluster_std=20.0, random_state=0)
+    before = solves()
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore", VacuousCoresetWarning)
         S2 = distributed_coreset(
             da.from_array(X2, chunks=1000), da.from_array(y2, chunks=1000), m, random_state=0
         )
-    assert not S2.info["separable"]
+    assert not S2.info["separable"] and solves() - before > 1  # the sample's and the blocks'

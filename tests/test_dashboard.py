@@ -58,12 +58,11 @@ def test_groups_page_open_during_work_leaves_stderr_clean(monkeypatch, capfd):
     import numpy as np
     from bokeh.client import pull_session
 
-    from dkernel.runtime import get_client
-    from dkernel.runtime._client import _GroupsLayoutFilter
+    from dkernel.runtime import GroupsLayoutFilter, get_client
 
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     client = get_client(n_workers=2, processes=False, new=True)
-    before = _GroupsLayoutFilter.dropped
+    before = GroupsLayoutFilter.dropped
     try:
         url = client.dashboard_link.replace("/status", "/groups")
         with warnings.catch_warnings():
@@ -74,7 +73,7 @@ def test_groups_page_open_during_work_leaves_stderr_clean(monkeypatch, capfd):
             assert session.document.roots  # the page's plot
             x = da.from_array(np.random.default_rng(0).random((20_000, 20)), chunks=2_000)
             t0 = time.monotonic()
-            while _GroupsLayoutFilter.dropped == before and time.monotonic() - t0 < 60:
+            while GroupsLayoutFilter.dropped == before and time.monotonic() - t0 < 60:
                 (x @ x.T[:, :100]).sum().compute()
                 x.mean(axis=0).compute()
     finally:
@@ -82,5 +81,5 @@ def test_groups_page_open_during_work_leaves_stderr_clean(monkeypatch, capfd):
         client.close()
         cluster.close()
     err = capfd.readouterr().err
-    assert _GroupsLayoutFilter.dropped > before, "the Groups page raised nothing to filter"
+    assert GroupsLayoutFilter.dropped > before, "the Groups page raised nothing to filter"
     assert "Traceback" not in err and "KeyError" not in err, err[-2000:]

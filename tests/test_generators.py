@@ -9,13 +9,13 @@ import pytest
 
 from dkernel import DKernelError
 from dkernel.data import (
+    GEN_BLOCK,
     make_checkerboard,
     make_gauss,
     make_pathological,
     make_rings,
     make_waveform,
 )
-from dkernel.data._generators import _GEN_BLOCK
 
 GENERATORS = {
     "checkerboard": (make_checkerboard, 2, [-1, 1], {}),
@@ -56,7 +56,7 @@ def test_seeds(name):
 @pytest.mark.parametrize("chunk_rows", [1000, 4096, 30000])
 def test_store_equals_numpy_for_any_chunking(tmp_path, name, chunk_rows, scheduler):
     make, d, classes, kw = GENERATORS[name]
-    n = _GEN_BLOCK + 3000  # crosses a generator block boundary
+    n = GEN_BLOCK + 3000  # crosses a generator block boundary
     X, y = make(n, random_state=5, **kw)
     ds = make(n, random_state=5, store=tmp_path / "g.zarr", chunk_rows=chunk_rows, **kw)
     assert ds.X.dtype == np.float32 and ds.X.chunks[0][0] == chunk_rows
@@ -136,8 +136,8 @@ def test_pathological_special_points():
     np.testing.assert_allclose(rest[yr == 1].mean(axis=0), [10, 0], atol=0.1)
     np.testing.assert_allclose(rest[yr == -1].mean(axis=0), [-10, 0], atol=0.1)
     # the special points are only at the start, also in a store's later chunks
-    X2 = make_pathological(_GEN_BLOCK + 10, random_state=0)[0]
-    assert np.abs(X2[_GEN_BLOCK : _GEN_BLOCK + 2, 0]).min() > 5
+    X2 = make_pathological(GEN_BLOCK + 10, random_state=0)[0]
+    assert np.abs(X2[GEN_BLOCK : GEN_BLOCK + 2, 0]).min() > 5
     X1, y1 = make_pathological(1, random_state=0)
     assert X1.tolist() == [[0.0, 0.05]] and y1.tolist() == [1]
 

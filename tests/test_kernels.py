@@ -13,18 +13,26 @@ import pytest
 from dkernel import DKernelError
 from dkernel.kernels import (
     KERNEL_CODES,
-    _pairwise,
+    ONE_BLAS_THREAD,
+    cosine_from_gram,
     effective_n_jobs,
     estimate_gamma,
+    fast_exp_array,
     kernel_diag,
     kernel_matrix,
     kval,
+    laplacian_block,
+    laplacian_tile,
+    mirror_tile,
     pair_matrix,
     pairwise_from_spec,
     pairwise_kernels,
+    poly_from_gram,
+    rbf_from_gram,
     resolve_kernel,
+    row_sq_norms,
+    sigmoid_from_gram,
 )
-from dkernel.kernels import _numba as nb
 
 KERNELS = ["rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "cosine"]
 PSD_KERNELS = ["rbf", "laplacian", "matern", "linear", "polynomial", "cosine"]
@@ -250,7 +258,7 @@ def test_many_tiles_and_threads_agree(rng, dkernel_config, kernel, dtype):
 
 
 def _blas_counts():
-    return [lib.get_num_threads() for lib in _pairwise.ONE_BLAS_THREAD.libs()]
+    return [lib.get_num_threads() for lib in ONE_BLAS_THREAD.libs()]
 
 
 @pytest.fixture
@@ -258,7 +266,7 @@ def two_blas_threads():
     """BLAS at 2 threads for the test (whatever the machine has), put back afterwards."""
     from threadpoolctl import threadpool_limits
 
-    libs = _pairwise.ONE_BLAS_THREAD.libs()
+    libs = ONE_BLAS_THREAD.libs()
     if not libs:
         pytest.skip("no BLAS controllable through threadpoolctl")
     with threadpool_limits(2, user_api="blas"):
@@ -279,7 +287,7 @@ def test_blas_limit_restored_when_the_last_exit_is_refused(two_blas_threads):
             in_blas.set()
 
     def limited():
-        with _pairwise.ONE_BLAS_THREAD:
+        with ONE_BLAS_THREAD:
             np.ones((50, 50)) @ np.ones((50, 50))
 
     t = threading.Thread(target=busy)
@@ -291,66 +299,81 @@ def test_blas_limit_restored_when_the_last_exit_is_refused(two_blas_threads):
         worker.join()
         # the restore may or may not have taken (OpenBLAS only refuses it while the other
         # thread is inside a call); either way the policy sees the caller's count
-        assert _pairwise.ONE_BLAS_THREAD.outer_counts() == [2] * len(_blas_counts())
+        assert ONE_BLAS_THREAD.outer_counts() == [2] * len(_blas_counts())
     finally:
         stop.set()
         t.join()
-    _pairwise.ONE_BLAS_THREAD.settle()
+    ONE_BLAS_THREAD.settle()
     assert _blas_counts() == [2] * len(_blas_counts())
 
 
-def test_n_jobs_rules(monkeypatch):
-    monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
-    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
+def test_n_jobs_rules(dkernel_config):
+    from threadpoolctl import threadpool_limits
+
+    dkernel_config({"kernels.cores": 4})
     big = 1 << 30
-    assert effective_n_jobs(None, 100, big) == 4
-    assert effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
-    assert effective_n_jobs(None, 100, 10) == 1  # small work: one thread
-    assert effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
-    assert effective_n_jobs(-1, 100, 10) == 4
-    assert effective_n_jobs(-2, 100, 10) == 3
-    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 2)
-    assert effective_n_jobs(None, 100, big) == 2  # the caller's BLAS limit caps the default
-    assert effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
-    seen = []
-    t = threading.Thread(target=lambda: seen.append(effective_n_jobs(None, 100, big)))
-    t.start()
-    t.join()
+    with threadpool_limits(limits=4, user_api="blas"):
+        assert effective_n_jobs(None, 100, big) == 4
+        assert effective_n_jobs(None, 3, big) == 3  # never more threads than tiles
+        assert effective_n_jobs(None, 100, 10) == 1  # small work: one thread
+        assert effective_n_jobs(2, 100, 10) == 2  # explicit n_jobs wins
+        assert effective_n_jobs(-1, 100, 10) == 4
+        assert effective_n_jobs(-2, 100, 10) == 3
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert effective_n_jobs(None, 100, big) == 2  # the caller's BLAS limit caps the default
+        assert effective_n_jobs(-1, 100, big) == 4  # explicit n_jobs wins
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(effective_n_jobs(None, 100, big)))
+        t.start()
+        t.join()
     assert seen == [1]  # a non-main thread (Dask's threaded scheduler, a worker's pool)
 
 
-def test_threadpool_limits_are_respected():
+def test_threadpool_limits_are_respected(dkernel_config):
     from threadpoolctl import threadpool_limits
 
+    dkernel_config({"kernels.cores": 4})
     with threadpool_limits(limits=1, user_api="blas"):
-        assert _pairwise._blas_thread_limit() == 1
         assert effective_n_jobs(None, 100, 1 << 30) == 1
+    with threadpool_limits(limits=3, user_api="blas"):
+        assert effective_n_jobs(None, 100, 1 << 30) == 3
+
+
+def test_cores_setting_is_read_at_call_time(dkernel_config):
+    with dask.config.set({"dkernel.kernels.cores": 3}):
+        assert effective_n_jobs(-1, 100, 10) == 3
+    dkernel_config({"kernels.cores": 5})
+    assert effective_n_jobs(-1, 100, 10) == 5
+    assert effective_n_jobs(-2, 100, 10) == 4
 
 
 def test_precomputed_norms_match(rng):
     X = rng.normal(size=(50, 7)).astype(np.float32)
     Y = rng.normal(size=(40, 7)).astype(np.float32)
-    spec = _pairwise.resolve_kernel("rbf", 0.1)
+    spec = resolve_kernel("rbf", 0.1)
     mu = X.mean(axis=0)
     Xc, Yc = X - mu, Y - mu
     got = pairwise_from_spec(
         Xc, Yc, spec, x_sq=(Xc.astype(np.float64) ** 2).sum(1), y_sq=(Yc**2).sum(1)
     )
     np.testing.assert_allclose(got, pairwise_from_spec(X, Y, spec), rtol=1e-5, atol=1e-6)
-    cos = _pairwise.resolve_kernel("cosine")
+    cos = resolve_kernel("cosine")
     got = pairwise_from_spec(X, Y, cos, x_sq=(X**2).sum(1), y_sq=(Y**2).sum(1))
     np.testing.assert_allclose(got, pairwise_from_spec(X, Y, cos), rtol=1e-5, atol=1e-6)
 
 
-def test_one_thread_inside_dask_tasks(scheduler, monkeypatch):
-    monkeypatch.setattr(_pairwise, "_cpu_count", lambda: 4)
-    monkeypatch.setattr(_pairwise, "_blas_thread_limit", lambda: 4)
+def test_one_thread_inside_dask_tasks(scheduler, dkernel_config):
+    from threadpoolctl import threadpool_limits
+
+    dkernel_config({"kernels.cores": 4})
 
     def probe(block):
         return np.array([effective_n_jobs(None, 100, 1 << 30)])
 
     x = da.zeros(4, chunks=2)
-    assert x.map_blocks(probe, chunks=(1,)).compute().tolist() == [1, 1]
+    with threadpool_limits(limits=4, user_api="blas"):
+        assert effective_n_jobs(None, 100, 1 << 30) == 4  # here, outside the tasks
+        assert x.map_blocks(probe, chunks=(1,)).compute().tolist() == [1, 1]
 
 
 def test_blas_thread_count_is_restored(rng):
@@ -388,12 +411,12 @@ def test_fast_exp_against_numpy(rng, dtype, lo, max_ulp):
         ]
     ).astype(dtype)
     out = np.empty_like(a)
-    nb.fast_exp_array(a, out)
+    fast_exp_array(a, out)
     ref = np.exp(a.astype(np.longdouble))  # accurate reference, rounded to dtype below
     assert _ulps(out, ref).max() <= max_ulp
     assert _ulps(out, np.exp(a)).max() <= max_ulp + 1
     zero = np.array([0.0], dtype=dtype)
-    nb.fast_exp_array(zero.copy(), zero)
+    fast_exp_array(zero.copy(), zero)
     assert zero[0] == 1.0  # exp(0) is exactly 1: the RBF diagonal
 
 
@@ -401,7 +424,7 @@ def test_fast_exp_against_numpy(rng, dtype, lo, max_ulp):
 def test_fast_exp_below_normal_range_is_zero(dtype):
     a = np.array([-1e4, -800.0, -np.inf, np.nan, -1e30], dtype=dtype)
     out = np.full_like(a, 7.0)
-    nb.fast_exp_array(a, out)
+    fast_exp_array(a, out)
     assert (out == 0).all()
 
 
@@ -410,36 +433,36 @@ def test_numba_transforms_against_numpy(rng, dtype):
     X = rng.normal(size=(11, 4)).astype(dtype)
     Y = rng.normal(size=(13, 4)).astype(dtype)
     G0 = (X @ Y.T).astype(dtype)
-    xx, yy = nb.row_sq_norms(X), nb.row_sq_norms(Y)
+    xx, yy = row_sq_norms(X), row_sq_norms(Y)
     np.testing.assert_allclose(xx, (X.astype(np.float64) ** 2).sum(1), rtol=1e-6)
     tol = _tol(dtype)
     for r0, r1, c0 in [(0, 11, 0), (3, 8, 5)]:
         sl = np.s_[r0:r1, c0:]
 
         G = G0.copy()
-        nb.rbf_from_gram(G, xx, yy, 0.4, r0, r1, c0)
+        rbf_from_gram(G, xx, yy, 0.4, r0, r1, c0)
         np.testing.assert_allclose(G[sl], numpy_kernel(X, Y, "rbf", gamma=0.4)[sl], **tol)
         untouched = np.ones_like(G, dtype=bool)
         untouched[sl] = False
         np.testing.assert_array_equal(G[untouched], G0[untouched])
 
         G = G0.copy()
-        nb.poly_from_gram(G, 0.4, 1.0, 3.0, r0, r1, c0)
+        poly_from_gram(G, 0.4, 1.0, 3.0, r0, r1, c0)
         np.testing.assert_allclose(G[sl], numpy_kernel(X, Y, "polynomial", 0.4, 3, 1.0)[sl], **tol)
 
         G = G0.copy()
-        nb.sigmoid_from_gram(G, 0.4, 1.0, r0, r1, c0)
+        sigmoid_from_gram(G, 0.4, 1.0, r0, r1, c0)
         np.testing.assert_allclose(G[sl], numpy_kernel(X, Y, "sigmoid", 0.4, 3, 1.0)[sl], **tol)
 
         G = G0.copy()
-        nb.cosine_from_gram(G, np.sqrt(xx), np.sqrt(yy), r0, r1, c0)
+        cosine_from_gram(G, np.sqrt(xx), np.sqrt(yy), r0, r1, c0)
         np.testing.assert_allclose(G[sl], numpy_kernel(X, Y, "cosine")[sl], **tol)
 
         out = np.zeros((11, 13), dtype=dtype)
-        nb.laplacian_tile(X, np.ascontiguousarray(Y.T), 0.4, out, r0, r1, c0)
+        laplacian_tile(X, np.ascontiguousarray(Y.T), 0.4, out, r0, r1, c0)
         np.testing.assert_allclose(out[sl], numpy_kernel(X, Y, "laplacian", 0.4)[sl], **tol)
         out = np.zeros((11, 13), dtype=dtype)
-        nb.laplacian_block(X, Y, 0.4, out, r0, r1)
+        laplacian_block(X, Y, 0.4, out, r0, r1)
         np.testing.assert_allclose(out[r0:r1], numpy_kernel(X, Y, "laplacian", 0.4)[r0:r1], **tol)
 
 
@@ -447,7 +470,7 @@ def test_mirror_tile():
     K = np.arange(36.0).reshape(6, 6)
     up = np.triu(K)
     for r0, r1 in [(0, 2), (2, 5), (5, 6)]:
-        nb.mirror_tile(K, r0, r1)
+        mirror_tile(K, r0, r1)
     np.testing.assert_array_equal(K, up + np.triu(up, 1).T)
 
 

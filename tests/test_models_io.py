@@ -230,36 +230,17 @@ def test_svm_score_errors_before_reading():
 
 
 @pytest.fixture
-def chunk_reads(monkeypatch):
-    """Reads of every chunk file of X and y, as ``"X/<chunk>"`` / ``"y/<chunk>"``: zarr's
-    ``LocalStore.get`` and the data layer's direct reads of plain-layout chunks (as
-    ``tests/test_chunk_reads.py`` counts X's)."""
-    import os
+def chunk_reads(file_reads):
+    """Reads of every chunk file of X and y, as ``"X/<chunk>"`` / ``"y/<chunk>"``: each
+    opening of a chunk file for reading, by zarr or by the data layer's direct reads of
+    plain-layout chunks (as ``tests/test_chunk_reads.py`` counts X's)."""
     import re
-    from collections import Counter
 
-    import zarr
+    def key(path: str) -> str | None:
+        m = re.search(r"/(X|y)/c/(\d+)(?:/0)?$", path)
+        return f"{m[1]}/{m[2]}" if m else None
 
-    from dkernel.data import _verify
-
-    counts: Counter = Counter()
-    original = zarr.storage.LocalStore.get
-
-    async def counting_get(self, key, prototype=None, byte_range=None):
-        m = re.search(r"(?:^|/)(X|y)/c/(\d+)(?:/0)?$", key)
-        if m:
-            counts[f"{m[1]}/{m[2]}"] += 1
-        return await original(self, key, prototype, byte_range)
-
-    read_plain = _verify._read_plain
-
-    def counting_read_plain(arr, where, index, start, stop):
-        counts[f"{os.path.basename(where.url.rstrip('/'))}/{index}"] += 1
-        return read_plain(arr, where, index, start, stop)
-
-    monkeypatch.setattr(zarr.storage.LocalStore, "get", counting_get)
-    monkeypatch.setattr(_verify, "_read_plain", counting_read_plain)
-    return counts
+    return file_reads(key)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

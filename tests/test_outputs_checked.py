@@ -127,7 +127,7 @@ def test_store_prefix_probed(s3):
     ingest(np.ones((10, 2)), url)
     check_prefix_writable(url)  # the probe is written and deleted: the store is unchanged
     assert open_dataset(url).n_samples == 10
-    from dkernel.data._location import as_location
+    from dkernel.data import as_location
 
     loc = as_location(url)
     assert not [n for n in loc.fs.ls(loc.path, refresh=True) if "probe" in n]

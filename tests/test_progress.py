@@ -127,17 +127,21 @@ def test_not_a_notebook_here():
 
 
 def test_notebook_bar_when_in_jupyter_with_ipywidgets(monkeypatch):
+    import types
+
+    from tqdm.notebook import tqdm as notebook_tqdm
     from tqdm.std import tqdm as std_tqdm
 
-    from dkernel.runtime import _progress
+    from dkernel.runtime import bar_class
 
-    monkeypatch.setattr(_progress, "in_notebook", lambda: True)
+    assert bar_class() is std_tqdm  # plain Python
+    kernel = types.SimpleNamespace(config={"IPKernelApp": {}})  # a Jupyter kernel's shell
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: kernel))
+    assert in_notebook()
     if importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.notebook import tqdm as notebook_tqdm
-
-        assert _progress._bar_class() is notebook_tqdm
-    monkeypatch.setattr(_progress.importlib.util, "find_spec", lambda name: None)
-    assert _progress._bar_class() is std_tqdm  # no ipywidgets: text bar, no warning
+        assert bar_class() is notebook_tqdm
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # not installed
+    assert bar_class() is std_tqdm  # no ipywidgets: text bar, no warning
 
 
 # --- the labels pass and the dashboard's task names ---------------------------------------

@@ -3,6 +3,7 @@ compilation, and postfixes say what they count (read from the bars' stderr)."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import dask
@@ -13,7 +14,6 @@ import pytest
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.runtime import COMPILE_NOTE, forget_compiled
 from dkernel.svm import BudgetedSVC
-from dkernel.svm import _distributed as dist
 
 #: Distributed fits here train in rounds from the first step (no stream prefix).
 pytestmark = pytest.mark.usefixtures("rounds_only")
@@ -35,18 +35,21 @@ def data():
 
 
 @pytest.mark.parametrize("on_cluster", [False, True])
-def test_distributed_bsgd_phases(data, on_cluster, request, monkeypatch, capfd):
+def test_distributed_bsgd_phases(data, on_cluster, request, caplog, capfd):
     """The compile note ends before the first round; the rounds bar shows the epoch and the
     support vectors (not the Pegasos clock); the refit has its own bar."""
     Xd, yd = data
-    rounds = dist.fit_rounds
     before_rounds = []
 
-    def spy(*args, **kwargs):
-        before_rounds.append(capfd.readouterr().err)
-        return rounds(*args, **kwargs)
+    class Spy(logging.Handler):  # the stderr so far when the rounds begin (logged)
+        def emit(self, record):
+            if record.getMessage() == "phase rounds begins":
+                before_rounds.append(capfd.readouterr().err)
 
-    monkeypatch.setattr(dist, "fit_rounds", spy)
+    caplog.set_level(logging.DEBUG, logger="dkernel.runtime")
+    spy = Spy()
+    logging.getLogger("dkernel.runtime").addHandler(spy)
+    request.addfinalizer(lambda: logging.getLogger("dkernel.runtime").removeHandler(spy))
     clf = BudgetedSVC(budget=40, max_iter=2, n_rounds=2, distributed=True, random_state=0)
     clf.set_params(verbose=1)
     if on_cluster:

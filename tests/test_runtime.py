@@ -436,12 +436,12 @@ def test_groups_page_layout_errors_are_dropped_and_nothing_else():
 
     from distributed.dashboard.components.scheduler import TaskGroupGraph
 
-    from dkernel.runtime._client import _GroupsLayoutFilter, _local_cluster
+    from dkernel.runtime import GroupsLayoutFilter, local_cluster
 
-    cluster = _local_cluster(processes=False, n_workers=1)
+    cluster = local_cluster(processes=False, n_workers=1)
     try:
         log = logging.getLogger("distributed.dashboard.components.scheduler")
-        quiet = [f for f in log.filters if isinstance(f, _GroupsLayoutFilter)]
+        quiet = [f for f in log.filters if isinstance(f, GroupsLayoutFilter)]
         assert len(quiet) == 1
 
         def record(exc_info):

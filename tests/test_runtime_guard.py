@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from dkernel.runtime._client import _in_main_block
+from dkernel.runtime import in_main_block
 
 
 def test_module_level_get_client_is_refused_with_one_line(tmp_path):
@@ -40,6 +40,6 @@ def test_in_main_block(tmp_path):
             """
         )
     )
-    assert not _in_main_block(str(script), 2)
-    assert _in_main_block(str(script), 4) and _in_main_block(str(script), 5)
-    assert not _in_main_block(str(script), 6)
+    assert not in_main_block(str(script), 2)
+    assert in_main_block(str(script), 4) and in_main_block(str(script), 5)
+    assert not in_main_block(str(script), 6)

@@ -11,8 +11,7 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
-from dkernel.runtime import ThreadSettings, apply_thread_settings, get_client
-from dkernel.runtime._client import _default_address
+from dkernel.runtime import ThreadSettings, apply_thread_settings, default_address, get_client
 
 
 @pytest.fixture
@@ -50,7 +49,7 @@ def test_default_address(monkeypatch, env, config, expected):
     if env:
         monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", env)
     with dask.config.set({"scheduler-address": config}):
-        assert _default_address() == expected
+        assert default_address() == expected
 
 
 def test_get_client_connects_to_dask_scheduler_address(monkeypatch, tcp_cluster):

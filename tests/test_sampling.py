@@ -10,8 +10,15 @@ import zarr
 from dask.callbacks import Callback
 
 from dkernel import DKernelError
-from dkernel.data import chunk_bounds, draw_indices, ingest, sample_rows, take_rows
-from dkernel.data._sampling import _group_by_chunk, _take_graph
+from dkernel.data import (
+    chunk_bounds,
+    draw_indices,
+    group_by_chunk,
+    ingest,
+    sample_rows,
+    take_graph,
+    take_rows,
+)
 
 N, D = 1000, 3
 
@@ -152,7 +159,7 @@ def test_draw_indices_without_replacement_covers_everything():
 def test_chunk_bounds_and_grouping():
     X = da.zeros((10, 2), chunks=((3, 3, 4), 2))
     assert chunk_bounds(X).tolist() == [0, 3, 6, 10]
-    groups = _group_by_chunk(X, np.array([0, 2, 7, 9]))
+    groups = group_by_chunk(X, np.array([0, 2, 7, 9]))
     assert [c for c, _ in groups] == [0, 2]
     assert [loc.tolist() for _, loc in groups] == [[0, 2], [1, 3]]
 
@@ -160,7 +167,7 @@ def test_chunk_bounds_and_grouping():
 def test_graph_has_one_task_per_touched_chunk(X):
     Xd = da.from_array(X, chunks=(100, 3))  # 10 chunks
     uniq = np.array([1, 2, 3, 150, 420, 421, 999])  # touches chunks 0, 1, 4, 9
-    A = _take_graph(Xd, uniq)
+    A = take_graph(Xd, uniq)
     graph = dict(A.__dask_graph__())
     assert len([k for k in graph if k[0] == A.name]) == 4
     # culled: of X's chunks only the 4 touched ones are in the graph
@@ -197,7 +204,7 @@ def test_no_dask_fancy_indexing_for_long_index_lists(X, scheduler):
     """A 5000-row batch from 100 chunks makes 100 tasks, not one per index."""
     Xd = da.from_array(X, chunks=(10, 3))
     idx = draw_indices(N, 5000, random_state=0)
-    A = _take_graph(Xd, np.unique(idx))
+    A = take_graph(Xd, np.unique(idx))
     assert len([k for k in dict(A.__dask_graph__()) if k[0] == A.name]) == 100
     np.testing.assert_array_equal(take_rows(Xd, idx), X[idx])
 

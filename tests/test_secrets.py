@@ -14,7 +14,7 @@ import uuid
 import _s3server
 import pytest
 
-from dkernel._secrets import redact
+from dkernel.data import redact
 
 MARKER = "Zq9Xv7mark3rWp2"
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dkernel import DKernelError
-from dkernel.data import MANIFEST_KEY, _atomic, ingest, open_dataset, write_array
+from dkernel.data import HOST_TAG, MANIFEST_KEY, ingest, open_dataset, write_array
 
 
 def _dead_pid() -> int:
@@ -27,7 +27,7 @@ def _dead_pid() -> int:
 
 def _debris(target, kind: str, pid: int | None, rand: str = "0123abcd") -> str:
     parent, base = os.path.split(os.fspath(target))
-    mid = f"{_atomic._HOST}-{pid}-" if pid is not None else ""
+    mid = f"{HOST_TAG}-{pid}-" if pid is not None else ""
     return os.path.join(parent, f".{base}.{kind}-{mid}{rand}")
 
 
@@ -186,7 +186,7 @@ def test_failed_swap_keeps_the_old_array(store, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(_atomic.os, "rename", boom)
+    monkeypatch.setattr(os, "rename", boom)
     with pytest.raises(OSError, match="disk full"):
         write_array(store, "labels", np.ones(30, dtype=np.int64), overwrite=True)
     monkeypatch.undo()
@@ -239,41 +239,42 @@ def test_overwrite_replaces_only_stores(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["docs", "empty", "notes.txt"]
 
 
-def test_a_write_under_way_at_the_failure_ends_before_the_clean_up(store, monkeypatch):
+def test_a_write_under_way_at_the_failure_ends_before_the_clean_up(store, audit):
     """A block's write is under way when another block raises: the failed write_array
     waits for that write to end before it removes its temporary folder, so the late chunk
-    does not bring the folder back."""
+    does not bring the folder back. The write of chunk 0 is held (1 s) as it makes its
+    chunk's folder, seen from outside through Python's audit events."""
     import threading
     import time
 
     import dask
 
-    from dkernel.data import _store
-
-    real = _store._write_block
     started, done = threading.Event(), threading.Event()
 
-    def slow_write(block, where, start):
-        if start == 0:
+    def hold_chunk_0(event, args):
+        path = os.fsdecode(args[0]) if event in ("os.mkdir", "os.rename") else ""
+        if "predictions" not in path:
+            return
+        if event == "os.mkdir" and path.endswith(f"{os.sep}c") and not started.is_set():
             started.set()
             time.sleep(1.0)  # the failure and its clean-up happen meanwhile
-            try:
-                return real(block, where, start)
-            finally:
-                done.set()
-        return real(block, where, start)
+        elif event == "os.rename" and os.fsdecode(args[1]).endswith(f"{os.sep}c{os.sep}0"):
+            done.set()  # chunk 0's file about to be put in place
 
     def boom(b, block_info=None):
         if block_info[0]["chunk-location"][0] == 2:
             assert started.wait(10)
             raise RuntimeError("disk on fire")
+        if block_info[0]["chunk-location"][0] != 0:
+            started.wait(10)  # chunk 0 is the one held
         return b
 
-    monkeypatch.setattr(_store, "_write_block", slow_write)
+    audit(hold_chunk_0)
     pred = da.zeros(30, chunks=8, dtype=np.int64).map_blocks(boom, dtype=np.int64)
     with dask.config.set(scheduler="threads", num_workers=4):
         with pytest.raises(RuntimeError, match="disk on fire"):
             write_array(store, "predictions", pred)
     assert done.wait(10)
+    time.sleep(0.2)  # the rename itself
     assert not [f for f in os.listdir(store.path) if "predictions" in f]
     assert open_dataset(store.path).n_samples == 30

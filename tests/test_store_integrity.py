@@ -169,16 +169,16 @@ def test_cli_fit_on_a_corrupt_store_is_one_line(tmp_path, cli_cluster, capsys):
 @pytest.mark.parametrize("compressors", ["default", None])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_plain_chunks_read_directly_equal_zarrs_read(tmp_path, rng, compressors, dtype):
-    from dkernel.data import _verify
+    from dkernel.data import open_for_read, read_plain
 
     X = rng.standard_normal((45, 3)).astype(dtype)  # chunks of 16, 16 and 13 rows
     ds = ingest(X, tmp_path / "p.zarr", chunk_rows=16, compressors=compressors, dtype=dtype)
     folder = os.path.join(ds.path, "X")
     where = ds.location.child("X")
-    arr, plain = _verify._open_for_read(where, "test-" + str(compressors) + str(dtype))
+    arr, plain = open_for_read(where, "test-" + str(compressors) + str(dtype))
     assert plain  # the layout dkernel writes is read without zarr
     for i, (start, stop) in enumerate([(0, 16), (16, 32), (32, 45)]):
-        got = _verify._read_plain(arr, where, i, start, stop)
+        got = read_plain(arr, where, i, start, stop)
         assert got.dtype == dtype and got.flags.writeable
         np.testing.assert_array_equal(got, zarr.open_array(folder, mode="r")[start:stop])
     np.testing.assert_array_equal(open_dataset(ds.path).X.compute(), X)
@@ -187,11 +187,11 @@ def test_plain_chunks_read_directly_equal_zarrs_read(tmp_path, rng, compressors,
 def test_other_layouts_are_read_through_zarr(tmp_path, rng):
     from zarr.codecs import GzipCodec
 
-    from dkernel.data import _verify
+    from dkernel.data import plain_layout
 
     X = rng.standard_normal((40, 2))
     ds = ingest(X, tmp_path / "g.zarr", chunk_rows=16, compressors=[GzipCodec()])
-    assert not _verify._plain_layout(ds.array("X"))
+    assert not plain_layout(ds.array("X"))
     np.testing.assert_array_equal(open_dataset(ds.path).X.compute(), X)
     np.testing.assert_array_equal(take_rows(ds.X, [39, 0, 17]), X[[39, 0, 17]])
 

@@ -133,15 +133,13 @@ def test_each_pass_of_the_algorithms_is_one_get_per_chunk(s3, bucket, local_clus
 def _dead_publish(bucket, name, monkeypatch):
     """A store overwritten by a writer that died after its head's PUT, before deleting the
     prefixes it replaced: ``(url, data, the replaced prefixes, a listing function)``."""
-    from dkernel.data import _remote
-
     X, y = _data(300)
     url = f"s3://{bucket}/{name}"
     replaced = set(ingest(X, url, y=y, chunk_rows=100).arrays.values())
-    monkeypatch.setattr(_remote, "remove_prefix", lambda loc: None)  # dies before deleting
+    fs = open_dataset(url).location.fs  # the store's client (one per process and options)
+    monkeypatch.setattr(fs, "rm", lambda *a, **k: None)  # dies before deleting
     ingest(X + 1, url, y=y, chunk_rows=100, overwrite=True)
     monkeypatch.undo()
-    fs = open_dataset(url).location.fs
 
     def names():
         return {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/{name}", refresh=True)}

@@ -42,11 +42,19 @@ from ._coreset import (
     uniform_coreset,
 )
 from ._distributed import distributed_coreset
-from ._kmeans import kernel_kmeans_coreset
-from ._sensitivity import svm_sensitivity
 
 # The internal surface (the ``as`` names): what the other subpackages use, not part of the
 # public API.
+from ._kmeans import draw_systematic as draw_systematic
+from ._kmeans import inclusion as inclusion
+from ._kmeans import kernel_kmeans_coreset
+from ._kmeans import kernel_kmeans_sensitivity as kernel_kmeans_sensitivity
+from ._numba import kmeanspp_partitions as kmeanspp_partitions
+from ._numba import sensitivity_bound as sensitivity_bound
+from ._numba import weighted_kmeanspp as weighted_kmeanspp
+from ._numba import weighted_means as weighted_means
+from ._sensitivity import cluster_bound as cluster_bound
+from ._sensitivity import svm_sensitivity
 from ._solver import coarse_svm as coarse_svm
 from ._store import read_coreset, uniform_store_coreset, write_coreset
 from ._streaming import StreamingCoreset

@@ -205,7 +205,7 @@ def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
     dist = np.divide(share, u, out=np.zeros_like(share), where=u > 0)
     order = np.lexsort((dist, labels))
     gen = np.random.default_rng(rng.randint(0, 2**31 - 1))
-    idx, weight = _draw_systematic(q, u, m, order, gen)
+    idx, weight = draw_systematic(q, u, m, order, gen)
     return Coreset(
         X=X[idx],
         y=None,
@@ -218,7 +218,7 @@ def _sample(X, u, m, k, spec, beta, rng, source_size=None) -> Coreset:
     )
 
 
-def _inclusion(q, m):
+def inclusion(q, m):
     """Inclusion probabilities ``pi = min(1, c q)`` with ``sum pi = m``, for ``q`` with at
     least m positive entries: the rows that reach one are taken for sure and the others
     share the rest of m in proportion to q."""
@@ -234,8 +234,8 @@ def _inclusion(q, m):
         free &= ~over
 
 
-def _draw_systematic(q, u, m, order, rng):
-    """m distinct rows, row i with probability ``pi_i = min(1, c q_i)`` (:func:`_inclusion`),
+def draw_systematic(q, u, m, order, rng):
+    """m distinct rows, row i with probability ``pi_i = min(1, c q_i)`` (:func:`inclusion`),
     by systematic sampling along ``order``; returns (sorted indices, weights u / pi).
 
     The rows are laid end to end in ``order``, row i an interval of length pi_i (m in
@@ -249,7 +249,7 @@ def _draw_systematic(q, u, m, order, rng):
     pos = np.flatnonzero(q > 0)
     if len(pos) <= m:  # every row that can be drawn, each standing for itself
         return pos, u[pos].astype(np.float64)
-    pi = _inclusion(q, m)
+    pi = inclusion(q, m)
     cum = np.cumsum(pi[order])
     points = (rng.random() + np.arange(m)) * (cum[-1] / m)  # cum[-1] is m up to rounding
     hit = np.minimum(np.searchsorted(cum, points, side="right"), len(q) - 1)

@@ -34,18 +34,18 @@ def _sq_dist_to(X, c, out):
 
 
 @njit(cache=True, nogil=True)
-def _weighted_kmeanspp(X, u, k, uniforms):
+def weighted_kmeanspp(X, u, k, uniforms):
     """Indices of up to ``k`` seeds drawn by weighted k-means++ (D^2 * u sampling).
 
     ``uniforms`` holds ``k`` draws from U[0, 1) (made by the caller's seeded generator, so
     the result is reproducible). Stops early when every point coincides with a seed.
     """
-    seeds, _ = _kmeanspp_partitions(X, u, np.array([k]), uniforms)
+    seeds, _ = kmeanspp_partitions(X, u, np.array([k]), uniforms)
     return seeds
 
 
 @njit(cache=True, nogil=True)
-def _kmeanspp_partitions(X, u, ks, uniforms):
+def kmeanspp_partitions(X, u, ks, uniforms):
     """Weighted k-means++ seeding up to ``ks[-1]`` seeds, with the nearest-seed partition
     after the first ``ks[i]`` seeds for every i (free: the seeding keeps them anyway).
 
@@ -92,7 +92,7 @@ def _kmeanspp_partitions(X, u, ks, uniforms):
 
 
 @njit(cache=True, nogil=True)
-def _weighted_means(X, u, labels, centers, cluster_u):
+def weighted_means(X, u, labels, centers, cluster_u):
     """Weighted means and weight totals of the clusters; empty clusters keep their centre."""
     n, d = X.shape
     k = centers.shape[0]
@@ -113,7 +113,7 @@ def _weighted_means(X, u, labels, centers, cluster_u):
 @njit(cache=True, nogil=True)
 def _bound(d2, u, cu, C, opt, U_total):
     """One point's sensitivity bound from its squared distance ``d2`` to its cluster's
-    weighted mean and the cluster's weight ``cu`` (see :func:`_sensitivity_bound`)."""
+    weighted mean and the cluster's weight ``cu`` (see :func:`sensitivity_bound`)."""
     a = (U_total - cu) / (2.0 * C * U_total * cu)
     term = np.sqrt(4.0 * a * a + 2.0 * d2 / (9.0 * opt)) - 2.0 * a
     lo = 4.0 / 9.0 * a
@@ -149,7 +149,7 @@ def _bounds_from_geometry(d2, u, cu, C, opt, U_total, out):
 
 
 @njit(cache=True, nogil=True)
-def _sensitivity_bound(Z, u, labels, centers, cluster_u, C, opt, U_total, out):
+def sensitivity_bound(Z, u, labels, centers, cluster_u, C, opt, U_total, out):
     """Sensitivity upper bounds of every row of one label; returns their sum.
 
     ``Z`` holds y * x (the bias column cancels in ``centre - y x``), ``labels`` the row's

@@ -19,10 +19,10 @@ from .._validation import (
 from ..runtime import timer
 from ._numba import (
     _bounds_from_geometry,
-    _kmeanspp_partitions,
-    _sensitivity_bound,
     _sq_dist_to_centres,
-    _weighted_means,
+    kmeanspp_partitions,
+    sensitivity_bound,
+    weighted_means,
 )
 from ._solver import coarse_svm
 from ._svm_terms import SIGNS, signs, with_bias
@@ -84,17 +84,17 @@ def _cluster_geometry(X1, ys, u, *, C, opt, U_total, k, rng) -> Geometry:
         Z = np.ascontiguousarray(sign * X1[rows, :-1])
         uz = np.ascontiguousarray(u[rows])
         ks = k_grid(rows.size, k)
-        seeds, partitions = _kmeanspp_partitions(Z, uz, ks, rng.random(int(ks[-1])))
+        seeds, partitions = kmeanspp_partitions(Z, uz, ks, rng.random(int(ks[-1])))
         best_total, out, dist = np.inf, np.empty(rows.size), np.empty(rows.size)
         for labels in partitions:
             centers = Z[seeds].copy()
             cluster_u = np.zeros(seeds.size)
-            _weighted_means(Z, uz, labels, centers, cluster_u)
+            weighted_means(Z, uz, labels, centers, cluster_u)
             used = cluster_u > 0.0
             if not used.all():  # partitions of fewer seeds: drop the clusters not in use
                 remap = np.cumsum(used) - 1
                 labels, centers, cluster_u = remap[labels], centers[used], cluster_u[used]
-            total = _sensitivity_bound(Z, uz, labels, centers, cluster_u, C, opt, U_total, out)
+            total = sensitivity_bound(Z, uz, labels, centers, cluster_u, C, opt, U_total, out)
             if total < best_total:
                 best_total, best_k = total, centers.shape[0]
                 _sq_dist_to_centres(Z, labels, centers, dist)
@@ -110,7 +110,7 @@ def _bounds(geom: Geometry, u, *, C, opt, U_total) -> np.ndarray:
     return gamma
 
 
-def _cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
+def cluster_bound(X1, ys, u, *, C, opt, U_total, k, rng):
     """gamma(p) of every row given opt (see :func:`_cluster_geometry`); returns
     ``(gamma, clusters over both labels)``."""
     geom = _cluster_geometry(X1, ys, u, C=C, opt=opt, U_total=U_total, k=k, rng=rng)
@@ -137,7 +137,7 @@ def _sensitivities(X1, ys, u, *, C, k, rng, opt=None, U_total=None, w0=None, tol
     if not opt > 0.0:
         raise DKernelError(f"opt must be a positive lower bound of the SVM cost, got {opt}")
     with timer("k-means++ and bound", logger):
-        gamma, n_clusters = _cluster_bound(
+        gamma, n_clusters = cluster_bound(
             X1, ys, u, C=C, opt=float(opt), U_total=U_total, k=k, rng=rng
         )
     return gamma, SensitivityInfo(float(opt), float(upper), w, n_clusters, False)

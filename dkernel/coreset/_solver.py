@@ -16,12 +16,15 @@ scaled optimally; weak duality gives D(a) <= opt <= F(w).
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
 
 from ._svm_terms import SIGNS, margin_gap, regulariser, svm_cost
+
+logger = logging.getLogger(__name__)
 
 #: Huber widths of the continuation (wide first, then close to the hinge).
 _SMOOTHING = (1.0, 0.1, 0.01)
@@ -121,6 +124,7 @@ def coarse_svm(
     ``widths=(0.1,)`` and short rounds certify it in a few dozen iterations. The result
     does not depend on any random state (same input, same output, bit for bit).
     """
+    logger.debug("coarse SVM solve: %d rows", X1.shape[0])
     w = np.zeros(X1.shape[1]) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
     used = 0
     for h in widths[:-1]:

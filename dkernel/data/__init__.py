@@ -1,10 +1,13 @@
 """Data layer: zarr 3 stores, seeded chunk-grouped batch sampling, synthetic generators."""
 
 # The internal surface: what the other subpackages use (not part of the public API).
+from .._secrets import redact as redact  # masks storage credentials in any text shown
+from ._atomic import HOST_TAG as HOST_TAG
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._files import check_folder_writable as check_folder_writable
 from ._files import check_output, check_prefix_writable, file_size, read_bytes, write_bytes
+from ._generators import GEN_BLOCK as GEN_BLOCK
 from ._generators import (
     make_checkerboard,
     make_gauss,
@@ -22,6 +25,8 @@ from ._readers import scan_csv as scan_csv
 from ._readers import scan_svmlight as scan_svmlight
 from ._resident import ResidentRows, range_workers
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
+from ._sampling import group_by_chunk as group_by_chunk
+from ._sampling import take_graph as take_graph
 from ._store import (
     ALIGN_ROWS,
     Dataset,
@@ -37,6 +42,9 @@ from ._store import default_chunk_rows as default_chunk_rows
 from ._verify import MANIFEST_KEY as MANIFEST_KEY
 from ._verify import RowSource
 from ._verify import checksum as checksum
+from ._verify import open_for_read as open_for_read
+from ._verify import plain_layout as plain_layout
+from ._verify import read_plain as read_plain
 
 __all__ = [
     "ALIGN_ROWS",

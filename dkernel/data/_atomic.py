@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 #: Debris of a writer on another host (or of unknown origin) is stale after this long.
 STALE_SECONDS = 24 * 3600
 
-_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+#: This host in the names of temporary folders (which host's processes may still own them).
+HOST_TAG = f"{zlib.crc32(socket.gethostname().encode()):08x}"
 _DEBRIS = re.compile(
     r"^\.(?P<base>.+)\.(?P<kind>tmp|new|old)-"
     r"(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-)?(?P<rand>[0-9a-f]{8})$"
@@ -54,7 +55,7 @@ class _Debris(NamedTuple):
 def sibling(target: str, kind: str) -> str:
     """A fresh hidden sibling name of ``target`` of the given kind (tmp, new or old)."""
     parent, base = os.path.split(os.path.abspath(target))
-    return os.path.join(parent, f".{base}.{kind}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return os.path.join(parent, f".{base}.{kind}-{HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -90,7 +91,7 @@ def _debris(target: str) -> list[_Debris]:
 
 
 def _is_stale(d: _Debris, now: float) -> bool:
-    if d.pid is not None and d.host == _HOST:
+    if d.pid is not None and d.host == HOST_TAG:
         return d.pid != os.getpid() and not pid_alive(d.pid)
     return now - d.mtime > STALE_SECONDS or (d.pid is None and d.kind != "tmp")
 

@@ -1,6 +1,6 @@
 """Synthetic datasets from the papers, generated block by block.
 
-Rows are made in fixed blocks of ``_GEN_BLOCK`` rows, block ``i`` from
+Rows are made in fixed blocks of ``GEN_BLOCK`` rows, block ``i`` from
 ``SeedSequence([seed, i])``: the NumPy result and a store written with any ``chunk_rows``
 hold the same rows, and a store can be larger than memory.
 """
@@ -15,7 +15,8 @@ import numpy as np
 from .._validation import DKernelError, check_scalar
 from ._store import write_arrays
 
-_GEN_BLOCK = 1 << 16
+#: Rows of one generator block (each block has its own seeded generator).
+GEN_BLOCK = 1 << 16
 
 
 def _base_seed(random_state) -> int:
@@ -33,8 +34,8 @@ def _base_seed(random_state) -> int:
 
 
 def _blocks(gen: Callable, n: int, seed: int, **kw) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    for b, start in enumerate(range(0, n, _GEN_BLOCK)):
-        rows = min(_GEN_BLOCK, n - start)
+    for b, start in enumerate(range(0, n, GEN_BLOCK)):
+        rows = min(GEN_BLOCK, n - start)
         rng = np.random.default_rng(np.random.SeedSequence([seed, b]))
         yield gen(rng, rows, start=start, **kw)
 

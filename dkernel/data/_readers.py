@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import io
 import itertools
+import logging
 import math
 import os
 import warnings
@@ -23,6 +24,8 @@ import numpy as np
 from .._defaults import setting
 from .._validation import DKernelError
 from ..runtime import progress
+
+logger = logging.getLogger(__name__)
 
 
 class TextLayout(NamedTuple):
@@ -273,6 +276,12 @@ def _parse_lines(
                 return B
     except ValueError:
         pass
+    logger.debug(
+        "%s: lines %d-%d read line by line (NumPy's parser rejected them)",
+        path,
+        first_lineno,
+        first_lineno + len(lines) - 1,
+    )
     rows = []
     for lineno, line in enumerate(lines, start=first_lineno):
         if not line.strip():

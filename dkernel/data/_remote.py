@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._validation import DKernelError
-from ._atomic import _HOST, STALE_SECONDS, pid_alive
+from ._atomic import HOST_TAG, STALE_SECONDS, pid_alive
 from ._location import Location, bucket_exists, describe_error
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ _PREFIX = re.compile(r"^(?P<base>.+)\.v-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<r
 
 def new_prefix(name: str) -> str:
     """A fresh array prefix for one write of array ``name``."""
-    return f"{name}.v-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{name}.v-{HOST_TAG}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def storage_error(loc: Location, what: str, exc: BaseException) -> DKernelError:
@@ -129,7 +129,7 @@ def clean_debris(loc: Location, head: Mapping[str, Any] | None) -> None:
             continue
         if name in retired:  # replaced by the head; its deletion was interrupted
             dead = True
-        elif m["host"] == _HOST:
+        elif m["host"] == HOST_TAG:
             pid = int(m["pid"])
             dead = pid != os.getpid() and not pid_alive(pid)
         else:

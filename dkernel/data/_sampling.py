@@ -185,7 +185,7 @@ def chunk_bounds(X) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
 
 
-def _group_by_chunk(X, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def group_by_chunk(X, uniq: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """``(chunk, local row positions)`` for each row chunk of ``X`` that ``uniq`` touches."""
     return _group_by_bounds(chunk_bounds(X), uniq)
 
@@ -208,7 +208,7 @@ def _row_keys(X) -> list:
     return [(X.name, i) + tail for i in range(X.numblocks[0])]
 
 
-def _take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
+def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
     """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk.
 
     The graph is built from the chunk keys of ``X`` and culled to what those keys need,
@@ -233,7 +233,7 @@ def _take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
         graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     else:
         keys = _row_keys(X)
-        groups = _group_by_chunk(X, uniq)
+        groups = group_by_chunk(X, uniq)
         for j, (c, local) in enumerate(groups):
             layer[(name, j) + tail] = (_take_local, keys[c], local)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=[X]).cull(set(layer))
@@ -263,7 +263,7 @@ def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
     # a row source holds no futures (and looking would build its whole layer)
     futs = None
     if not isinstance(X, RowSource):
-        groups = _group_by_chunk(X, uniq)
+        groups = group_by_chunk(X, uniq)
         futs = _persisted_futures(X, [_row_keys(X)[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
@@ -275,7 +275,7 @@ def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
         return np.concatenate(parts, axis=0)
     # each touched chunk's rows come straight to this process and are joined here (a dask
     # array's compute would first gather every part on one worker to concatenate them)
-    arr = _take_graph(X, uniq, prefix)
+    arr = take_graph(X, uniq, prefix)
     keys = list(flatten(arr.__dask_keys__()))  # row-chunk order
     get = dask.base.get_scheduler(collections=[arr])
     return np.concatenate(get(dict(arr.__dask_graph__()), keys), axis=0)

@@ -99,18 +99,18 @@ def check_present(arr, *, folder: str, store: str, name: str, n_chunks: int) -> 
 
 
 @functools.lru_cache(maxsize=32)
-def _open_for_read(where: Location, token: str):
+def open_for_read(where: Location, token: str):
     """``(array, plain)``: a read-only zarr array that raises on a missing chunk, and whether
-    its chunks can be read without zarr (:func:`_plain_layout`); cached per process and write
+    its chunks can be read without zarr (:func:`plain_layout`); cached per process and write
     (one metadata request per array and process on object storage)."""
     fmt: Any = {} if where.is_local else {"zarr_format": 3}  # no zarr 2 probes remotely
     arr = zarr.open_array(
         where.zarr_store(read_only=True), mode="r", config={"read_missing_chunks": False}, **fmt
     )
-    return arr, _plain_layout(arr)
+    return arr, plain_layout(arr)
 
 
-def _plain_layout(arr) -> bool:
+def plain_layout(arr) -> bool:
     """True for the layout dkernel writes: zarr 3, the bytes codec in this machine's byte
     order then optionally zstd (no filters, transposes or sharding), '/'-separated chunk
     keys, a native-order dtype."""
@@ -156,7 +156,7 @@ def _fetch(where: Location, key: str) -> bytes:
         raise StorageReadError(describe_error(exc)) from None
 
 
-def _read_plain(arr, where: Location, index: int, start: int, stop: int) -> np.ndarray:
+def read_plain(arr, where: Location, index: int, start: int, stop: int) -> np.ndarray:
     """Row chunk ``index`` of a plain-layout array, read and decoded in this thread.
 
     zarr's own read goes through its event loop and codec thread pool (two thread hops per
@@ -220,8 +220,8 @@ def _read_chunk(
     """
     where = f"store {store!r}: array {name!r}, chunk {index} (rows {start}-{stop - 1})"
     try:
-        arr, plain = _open_for_read(loc, token)
-        block = _read_plain(arr, loc, index, start, stop) if plain else arr[start:stop]
+        arr, plain = open_for_read(loc, token)
+        block = read_plain(arr, loc, index, start, stop) if plain else arr[start:stop]
     except _CHUNK_MISSING:
         if not strict:
             fill = arr.metadata.fill_value

@@ -7,7 +7,17 @@ from ._bandwidth import gamma_from_rows as gamma_from_rows
 from ._bandwidth import sample_dense as sample_dense
 from ._blocks import kernel_matrix
 from ._graph import GraphKernel, HeatKernel, KNNKernel, heat_kernel, knn_kernel
+
+# the numba tile kernels (checked against NumPy in the tests)
+from ._numba import cosine_from_gram as cosine_from_gram
+from ._numba import fast_exp_array as fast_exp_array
+from ._numba import laplacian_block as laplacian_block
+from ._numba import laplacian_tile as laplacian_tile
+from ._numba import mirror_tile as mirror_tile
+from ._numba import poly_from_gram as poly_from_gram
+from ._numba import rbf_from_gram as rbf_from_gram
 from ._numba import row_sq_norms as row_sq_norms
+from ._numba import sigmoid_from_gram as sigmoid_from_gram
 from ._pair import krow_into as krow_into
 from ._pair import kval as kval
 from ._pair import pair_gram as pair_gram

@@ -390,6 +390,11 @@ def _blas_thread_limit() -> int:
 
 
 def _cpu_count() -> int:
+    """The cores a kernel call may use: ``dkernel.kernels.cores`` if set, else the cores
+    this process may run on."""
+    cores = setting("kernels.cores")
+    if cores is not None:
+        return max(1, int(cores))
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

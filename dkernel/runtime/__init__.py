@@ -1,9 +1,12 @@
 """Runtime: the embedded default cluster, cluster-config files, clients, timing."""
 
-from ._client import get_client, make_cluster
-from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
-
 # The internal surface: what the other subpackages use (not part of the public API).
+from ._client import GroupsLayoutFilter as GroupsLayoutFilter
+from ._client import default_address as default_address
+from ._client import get_client, make_cluster
+from ._client import in_main_block as in_main_block
+from ._client import local_cluster as local_cluster
+from ._config import CLUSTER_KINDS, check_cluster_config, load_cluster_config
 from ._errors import NoWorkersError as NoWorkersError
 from ._errors import named_worker_errors as named_worker_errors
 from ._memory import PauseGuard, check_worker_memory
@@ -14,6 +17,7 @@ from ._plugins import ThreadSettings as ThreadSettings
 from ._plugins import apply_thread_settings as apply_thread_settings
 from ._progress import COMPILE_NOTE as COMPILE_NOTE
 from ._progress import Progress as Progress
+from ._progress import bar_class as bar_class
 from ._progress import compile_note, progress, progress_enabled, show_progress
 from ._progress import compute_blocks as compute_blocks
 from ._progress import distributed_client as distributed_client

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _local_cluster(*, where: str = "the local cluster", **overrides: Any):
+def local_cluster(*, where: str = "the local cluster", **overrides: Any):
     from distributed import LocalCluster
 
     opts = dict(dask.config.get("dkernel.cluster.local"))
@@ -101,14 +101,14 @@ def _check_main_guard() -> None:
         frame = frame.f_back
     if frame is None or not path or not os.path.isfile(path):
         return  # not called from a script's top level (a notebook, a function, -c)
-    if not _in_main_block(path, frame.f_lineno):
+    if not in_main_block(path, frame.f_lineno):
         raise DKernelError(
             f"get_client() at the top level of {os.path.basename(path)} (line "
             f"{frame.f_lineno}) would start a cluster in every worker: {_GUARD_HINT}"
         )
 
 
-def _in_main_block(path: str, line: int) -> bool:
+def in_main_block(path: str, line: int) -> bool:
     """Whether ``line`` of the script is inside an ``if __name__ == "__main__":`` block."""
     import ast
 
@@ -146,7 +146,7 @@ def _quiet_wildcard_origin() -> Iterator[None]:
         log.removeFilter(quiet)
 
 
-class _GroupsLayoutFilter(logging.Filter):
+class GroupsLayoutFilter(logging.Filter):
     """The dashboard's Groups page lays task groups out in an order that distributed
     (2026.8) takes from ``dask.order`` over the groups, assuming it puts every group after
     the groups it depends on, and that every such group still exists. Neither holds while
@@ -208,12 +208,12 @@ def _from_groups_layout(exc: BaseException) -> bool:
 
 
 def _quiet_groups_layout() -> None:
-    """Install :class:`_GroupsLayoutFilter` on the loggers the Groups page's errors reach
+    """Install :class:`GroupsLayoutFilter` on the loggers the Groups page's errors reach
     (once)."""
     for name in _GROUPS_LOGGERS:
         log = logging.getLogger(name)
-        if not any(isinstance(f, _GroupsLayoutFilter) for f in log.filters):
-            log.addFilter(_GroupsLayoutFilter())
+        if not any(isinstance(f, GroupsLayoutFilter) for f in log.filters):
+            log.addFilter(GroupsLayoutFilter())
 
 
 def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):
@@ -245,13 +245,13 @@ def make_cluster(config: str | os.PathLike | dict[str, Any] | None = None):
     return ``None``.
     """
     if config is None:
-        return _local_cluster()
+        return local_cluster()
     cfg = check_cluster_config(config) if isinstance(config, dict) else load_cluster_config(config)
     kind = cfg["kind"]
     where = "the local cluster" if isinstance(config, dict) else f"cluster config {str(config)!r}"
     if kind == "local":
         try:
-            return _local_cluster(where=where, **(cfg.get("options") or {}))
+            return local_cluster(where=where, **(cfg.get("options") or {}))
         except DKernelError:
             raise
         except (TypeError, ValueError) as exc:  # an option LocalCluster does not know
@@ -313,10 +313,10 @@ def get_client(
         if found is not None:
             return found
     if config is None:
-        config = _default_address()
+        config = default_address()
     timeout = dask.config.get("dkernel.cluster.no-workers-timeout", None)
     if config is None:
-        client = _guarded(_new_client(_local_cluster(**local_options)))
+        client = _guarded(_new_client(local_cluster(**local_options)))
     elif isinstance(config, str) and "://" in config:
         client = _connect(config)
     else:
@@ -455,7 +455,7 @@ def _set_no_workers_timeout(client: Client, timeout: Any) -> None:
         logger.warning("could not set the scheduler's no-workers timeout (%s)", exc)
 
 
-def _default_address() -> str | None:
+def default_address() -> str | None:
     """``DASK_SCHEDULER_ADDRESS`` (or Dask's ``scheduler-address`` config), with a scheme."""
     address = os.environ.get("DASK_SCHEDULER_ADDRESS") or dask.config.get("scheduler-address", None)
     if not address:

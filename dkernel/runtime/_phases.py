@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from dask.sizeof import sizeof
+
+logger = logging.getLogger(__name__)
 
 _CURRENT: contextvars.ContextVar[Accounting | None] = contextvars.ContextVar(
     "dkernel_accounting", default=None
@@ -213,7 +216,9 @@ def accounting(client: Any = None) -> Iterator[Accounting]:
 
 @contextlib.contextmanager
 def phase(name: str, *, width: int | None = None) -> Iterator[dict[str, Any] | None]:
-    """Count the block as phase ``name`` of the current accounting (a no-op without one)."""
+    """Count the block as phase ``name`` of the current accounting (a no-op without one);
+    its start is logged (DEBUG) either way."""
+    logger.debug("phase %s begins", name)
     acc = _CURRENT.get()
     if acc is None:
         yield None

@@ -85,6 +85,11 @@ def _bar_class() -> type:
     return _std_tqdm
 
 
+def bar_class() -> type:
+    """The tqdm class a bar shown now would be (:func:`_bar_class`)."""
+    return _bar_class()
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
