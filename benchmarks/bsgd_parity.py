@@ -109,7 +109,14 @@ def report(res: dict) -> str:
     lines = [
         "# distributed=True against the sequential fit, paired seeds (`bsgd_parity.py`)",
         "",
-        f"Command: `{res.get('command', '')}`",
+        "Commands (each set's own run):",
+        "",
+        *sorted(
+            {
+                f"- `{r.get('command', res.get('command', ''))}`"
+                for r in res.get("sets", {}).values()
+            }
+        ),
         "",
         "| set | seeds | sequential % | distributed % | paired diff (se) | within 0.3? |",
         "|---|---|---|---|---|---|",
@@ -135,11 +142,12 @@ def main(argv=None):
     path = os.path.join(args.out, "bsgd_parity.json")
     res = json.load(open(path)) if os.path.exists(path) else {}
     if not args.report:
-        res["command"] = "python benchmarks/bsgd_parity.py " + shlex.join(
+        command = "python benchmarks/bsgd_parity.py " + shlex.join(
             sys.argv[1:] if argv is None else argv
         )
         for name in args.sets.split(","):
-            res.setdefault("sets", {})[name] = run_set(name, list(range(args.seeds)), args.data_dir)
+            got = run_set(name, list(range(args.seeds)), args.data_dir)
+            res.setdefault("sets", {})[name] = {**got, "command": command}
             with open(path, "w") as fh:
                 json.dump(res, fh, indent=1)
     with open(os.path.join(args.out, "bsgd_parity.md"), "w") as fh:
