@@ -54,7 +54,7 @@ from dkernel.data import make_checkerboard, write_arrays
 from dkernel.kernels import KERNEL_CODES
 from dkernel.svm import BudgetedSVC, _fit
 from dkernel.svm import _budget as nb
-from dkernel.svm._distributed import Partial, combine
+from dkernel.svm.rounds import Partial, combine
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -51,7 +51,7 @@ from bsgd import GAMMA, ROOT, load
 from dkernel._base import _BaseKernelEstimator
 from dkernel.svm import BudgetedSVC, _fit, _refit
 from dkernel.svm import _budget as nb
-from dkernel.svm import _distributed as dist
+from dkernel.svm import rounds as dist
 
 VARIANTS = ("seq", "dist", "polish", "prefix", "alternate", "seq_tight", "dist_tight")
 BUDGET = 500

@@ -158,3 +158,22 @@ def scheduler(request):
         client = request.getfixturevalue("local_cluster_client")
         with client.as_current(), dask.config.set(scheduler=client):
             yield client
+
+
+@pytest.fixture
+def demo_step(capsys):
+    """``demo_step(title)``: the number ``dkernel demo --only`` takes for the step of that
+    title, read from the command's own help (as a user finds it)."""
+    import re
+
+    from dkernel.cli import main
+
+    def number(title: str) -> int:
+        with pytest.raises(SystemExit):
+            main(["demo", "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        found = re.search(r"(\d+) " + re.escape(title), text)
+        assert found, f"no demo step {title!r} in: {text}"
+        return int(found.group(1))
+
+    return number

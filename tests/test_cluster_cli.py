@@ -111,14 +111,12 @@ def test_missing_store(tmp_path, capsys):
     assert "no dataset store" in capsys.readouterr().err
 
 
-def test_demo_step_rings(tmp_path, local_cluster_client, capsys):
-    from dkernel.cli._demo import STEPS, DemoContext
-    from dkernel.cli._kmeans import step_kmeans
-
-    assert any(step is step_kmeans for _, step in STEPS)
-    ctx = DemoContext(client=local_cluster_client, workdir=str(tmp_path), n_rows=10000, seed=0)
-    with local_cluster_client.as_current():
-        out = step_kmeans(ctx)
+def test_demo_step_rings(tmp_path, cli_cluster, capsys, demo_step):
+    idx = demo_step("kernel k-means: rings, k-means vs mini-batch kernel k-means")
+    summary = tmp_path / "summary.json"
+    argv = ["--cluster", cli_cluster, "demo", "--rows", "10000", "--workdir", str(tmp_path / "w")]
+    assert main([*argv, "--only", f"1,{idx}", "--json", str(summary)]) == 0
+    out = json.loads(summary.read_text(encoding="utf-8"))["kmeans"]
     assert out["rows"] == 10000
     # a compact ring inside a wide one: k-means cuts both in half, kernel k-means separates them
     assert out["ari_kmeans"] < 0.5 and out["ari_kernel_kmeans"] > 0.95

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dkernel import DKernelError
@@ -418,29 +419,31 @@ def test_float32_norms_stay_accurate_when_most_mass_is_dropped(digits):
 
 
 # ------------------------------------------------------- cost and memory rules
-def test_one_kernel_block_per_iteration(digits, monkeypatch):
+def test_one_kernel_block_per_iteration(digits):
     """Per iteration: one K(batch, support) block, plus K(B_j, B_j) within each center's
-    new rows (no per-center inner-product or truncation-correction calls)."""
-    from dkernel.cluster import _blocks
-
+    new rows (no per-center inner-product or truncation-correction calls). The calls are
+    seen by a kernel function of the user's (the rbf kernel, counting its calls)."""
     X, _ = digits
     calls = []
-    real = _blocks.pairwise_from_spec
 
-    def counting(A, B, spec, *args, **kw):
-        calls.append((A.shape[0], A.shape[0] if B is None else B.shape[0], B is None))
-        return real(A, B, spec, *args, **kw)
+    def counting_rbf(A, B, gamma):
+        if A is B:  # a symmetric block is called with the same rows twice
+            calls.append((A.shape[0], None))
+        elif not (len(A) == len(B) == 1 and np.array_equal(A, B)):  # not a diagonal entry
+            calls.append((A.shape[0], B.shape[0]))
+        return rbf_kernel(A, B, gamma=gamma)
 
-    m = MiniBatchKernelKMeans(**_params(tau=30, max_iter=1)).fit(X)
-    monkeypatch.setattr(_blocks, "pairwise_from_spec", counting)
+    params = _params(tau=30, max_iter=1, kernel=counting_rbf, kernel_params={"gamma": GAMMA})
+    del params["gamma"]
+    m = MiniBatchKernelKMeans(**params).fit(X)
     rng = np.random.RandomState(0)
     for _ in range(4):
-        s = sum(win.total for win in m._state.windows)
+        s = m.center_support_.shape[0]  # the union of the centers' windows
         calls.clear()
         m.partial_fit(X[rng.randint(0, len(X), 64)])
-        big = [c for c in calls if not c[2]]
-        assert big == [(64, s, False)]  # the one block: batch x union of windows
-        within = [c for c in calls if c[2]]
+        big = [c for c in calls if c[1] is not None]
+        assert big == [(64, s)]  # the one block: batch x union of windows
+        within = [c for c in calls if c[1] is None]
         assert sum(c[0] for c in within) == 64 and len(within) <= m.n_clusters
         assert m.n_kernel_evals_ == 64 * s + sum(c[0] ** 2 for c in within)
 

@@ -57,7 +57,11 @@ def test_silent_by_default(X, capfd):
 
 def test_bar_in_a_notebook_kernel(X, monkeypatch):
     """Inside Jupyter the bar is tqdm's notebook widget (when ipywidgets is there), else text."""
-    from dkernel.runtime import _progress
+    import importlib.machinery
+    import sys
+    import types
+
+    import tqdm.notebook
 
     made = []
 
@@ -78,7 +82,14 @@ def test_bar_in_a_notebook_kernel(X, monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(_progress, "_bar_class", lambda: FakeBar)
+    # a Jupyter kernel's shell and ipywidgets, as the bar's choice sees them; tqdm's
+    # notebook bar replaced by one that records how it was made
+    kernel = types.SimpleNamespace(config={"IPKernelApp": {}})
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: kernel))
+    widgets = types.ModuleType("ipywidgets")
+    widgets.__spec__ = importlib.machinery.ModuleSpec("ipywidgets", None)
+    monkeypatch.setitem(sys.modules, "ipywidgets", widgets)
+    monkeypatch.setattr(tqdm.notebook, "tqdm", FakeBar)
     MiniBatchKernelKMeans(3, gamma=0.002, batch_size=32, max_iter=4, random_state=0, verbose=1).fit(
         X
     )

@@ -18,7 +18,7 @@ from dkernel.kernels import (
     pairwise_kernels,
     sq_norms,
 )
-from dkernel.svm import BudgetedSVC, _budget, _distributed, _fit, _partial, _state
+from dkernel.svm import BudgetedSVC, _budget, _fit, _partial, rounds, state
 
 
 @pytest.mark.parametrize("d", [1, 3, 40])
@@ -49,10 +49,10 @@ def test_svm_uses_the_registry_objects():
     is defined inside dkernel.svm."""
     assert _budget.kval is kernels.kval
     assert _fit.KERNEL_CODES is kernels.KERNEL_CODES
-    assert _state.pair_gram is kernels.pair_gram and _distributed.pair_gram is kernels.pair_gram
-    assert _budget.sq_norms is kernels.sq_norms and _distributed.sq_norms is kernels.sq_norms
+    assert state.pair_gram is kernels.pair_gram and rounds.pair_gram is kernels.pair_gram
+    assert _budget.sq_norms is kernels.sq_norms and rounds.sq_norms is kernels.sq_norms
     assert _budget.krow_into is kernels.krow_into
-    for mod in (_budget, _fit, _state, _distributed):
+    for mod in (_budget, _fit, state, rounds):
         for name, obj in vars(mod).items():
             func = getattr(obj, "py_func", obj)
             if inspect.isfunction(func) and func.__module__ == mod.__name__:
@@ -85,10 +85,8 @@ def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
     rebuilt = _partial.current_state(BudgetedSVC.load(tmp_path / "m.npz"), cfg)
     np.testing.assert_array_equal(rebuilt.K[:n, :n], st.K[:n, :n])
     np.testing.assert_array_equal(rebuilt.sqn[:n], st.sqn[:n])
-    part = _distributed.partial_from_state(st.copy())
-    np.testing.assert_array_equal(
-        _distributed.state_from_partial(part, cfg).K[:n, :n], st.K[:n, :n]
-    )
+    part = state.partial_from_state(st.copy())
+    np.testing.assert_array_equal(state.state_from_partial(part, cfg).K[:n, :n], st.K[:n, :n])
     # prediction: the registry's block kernel over the support vectors
     want = pairwise_kernels(X, SV, kernel=kernel, gamma=2.0) @ clf.dual_coef_ + clf.intercept_
     np.testing.assert_array_equal(clf.decision_function(X), want[:, 0])

@@ -10,7 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from dkernel import DKernelError
 from dkernel.data import make_checkerboard, make_gauss, write_arrays
 from dkernel.svm import BudgetedSVC
-from dkernel.svm._stream import BlockTask, block_plan, prefetch, visit_order
+from dkernel.svm.stream import BlockTask, block_plan, prefetch, visit_order
 
 #: The paper's one-pass algorithm (the defaults before averaging and epochs), the SGD coefficients as they are (no refit).
 ONE_PASS = dict(max_iter=1, average=False, distributed=False, refit=False)

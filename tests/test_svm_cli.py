@@ -124,7 +124,7 @@ def test_errors_leave_store_intact(tmp_path, store, cluster_cfg, capsys):
     assert "has 3 features but the model expects 2" in capsys.readouterr().err
 
 
-def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
+def test_demo_svm_step(tmp_path, cluster_cfg, capsys, demo_step):
     summary_path = tmp_path / "summary.json"
     argv = [
         "--cluster",
@@ -139,9 +139,7 @@ def test_demo_svm_step(tmp_path, cluster_cfg, capsys):
         "--json",
         str(summary_path),
     ]
-    from dkernel.cli._demo import STEPS
-
-    idx = [t for t, _ in STEPS].index("budgeted SVM: BSGD merge streamed from zarr") + 1
+    idx = demo_step("budgeted SVM: BSGD merge streamed from zarr")
     argv[argv.index("1,4")] = f"1,{idx}"
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -17,7 +17,8 @@ from dkernel import DKernelError
 from dkernel.data import make_checkerboard, write_arrays
 from dkernel.svm import BudgetedSVC, _fit
 from dkernel.svm import _budget as nb
-from dkernel.svm._distributed import Partial, combine, empty_partial, plan_shards
+from dkernel.svm.rounds import combine, plan_shards
+from dkernel.svm.state import Partial, empty_partial
 
 #: Distributed fits here train in rounds from the first step (no stream prefix).
 pytestmark = pytest.mark.usefixtures("rounds_only")
@@ -143,23 +144,19 @@ def test_same_model_here_on_a_client_and_from_a_store(tmp_path, local_cluster_cl
     assert not np.array_equal(other.dual_coef_, here.dual_coef_)
 
 
-def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(
-    monkeypatch, local_cluster_client
-):
+def test_auto_trains_on_the_workers_from_enough_rows_and_reads_none_here(local_cluster_client):
     X, y = _board(3000)
     Xd, yd = da.from_array(X, chunks=(1000, 2)), da.from_array(y, chunks=1000)
     with local_cluster_client.as_current():
         small = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)  # 3000 < 2^24 rows
         assert not small.distributed_
         assert not BudgetedSVC(**_fit_kw()).fit(X, y).distributed_  # NumPy input
-
-        def no_reads(*a, **k):
-            raise AssertionError("a row block was read on the client")
-
-        monkeypatch.setattr(_fit, "read_block", no_reads)
         with dask.config.set({"dkernel.svm.auto-min-rows": 3000}):
             clf = BudgetedSVC(n_shards=3, **_fit_kw()).fit(Xd, yd)
     assert clf.distributed_ and clf.score(X, y) > 0.85
+    # the rows were read into the shards on the workers; the client streamed none
+    assert "shards" in clf.phase_stats_ and "stream" not in clf.phase_stats_
+    assert "stream" in small.phase_stats_ and "shards" not in small.phase_stats_
 
 
 def test_distributed_accuracy_close_to_sequential_and_partial_fit_continues(tmp_path):

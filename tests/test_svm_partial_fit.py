@@ -12,7 +12,7 @@ from dkernel import DKernelError
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.data import ingest, make_checkerboard
 from dkernel.svm import BudgetedSVC
-from dkernel.svm._partial import reservoir_add
+from dkernel.svm.state import reservoir_add
 
 
 def _board(n=2000, seed=0):

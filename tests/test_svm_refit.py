@@ -10,7 +10,7 @@ from dkernel import DKernelError
 from dkernel.kernels import KernelSpec
 from dkernel.svm import BudgetedSVC
 from dkernel.svm import _refit as R
-from dkernel.svm._stream import PART_ROWS, row_parts
+from dkernel.svm.stream import PART_ROWS, row_parts
 
 
 def _board(n, seed=0):

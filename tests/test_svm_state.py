@@ -1,4 +1,4 @@
-"""The BSGD state and its conversions (dkernel.svm._state): the one coefficient rule, the
+"""The BSGD state and its conversions (dkernel.svm.state): the one coefficient rule, the
 model file's raw arrays and the checkpoint entries, each read back to the same state."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import pytest
 
 from dkernel.kernels import KERNEL_CODES, KernelSpec
 from dkernel.svm import _budget as nb
-from dkernel.svm import _state
-from dkernel.svm._distributed import partial_from_state
+from dkernel.svm import state
 
 
 def _cfg(avg_mode: int, *, budget: int = 6, maint: int = nb.MERGE) -> nb.BSGDConfig:
@@ -39,13 +38,13 @@ def _trained(rng, *, n_sv=5, c=2, maint=nb.MERGE) -> nb.BSGDState:
 def test_coefficients_are_the_average_when_it_has_weight_else_the_iterate(rng):
     st = _trained(rng)
     owed = st.Abar[:5] + st.A[:5] * (2.5 - st.sref[:5])[:, None]
-    coef, b = _state.coefficients(st.copy(), _cfg(nb.AVG_LINEAR))
+    coef, b = state.coefficients(st.copy(), _cfg(nb.AVG_LINEAR))
     np.testing.assert_allclose(coef, owed / 3.0)  # the lazy sums flushed first
     np.testing.assert_array_equal(b, st.bbar / 3.0)
     for cfg, W in ((_cfg(nb.AVG_OFF), 3.0), (_cfg(nb.AVG_LINEAR), 0.0)):
         other = st.copy()
         other.fs[nb.FS_WSUM] = W
-        coef, b = _state.coefficients(other, cfg)
+        coef, b = state.coefficients(other, cfg)
         np.testing.assert_array_equal(coef, 0.7 * st.A[:5])
         np.testing.assert_array_equal(b, 0.7 * st.b)
 
@@ -53,9 +52,9 @@ def test_coefficients_are_the_average_when_it_has_weight_else_the_iterate(rng):
 def test_fitted_attributes_scale_the_intercept_by_the_constant_feature(rng):
     st = _trained(rng)
     spec = KernelSpec("rbf", 0.5, 3.0, 1.0, {})
-    on = _state.fitted_attributes(st.copy(), np.array([0, 1, 2]), spec, _cfg(nb.AVG_OFF),
+    on = state.fitted_attributes(st.copy(), np.array([0, 1, 2]), spec, _cfg(nb.AVG_OFF),
                                   n_iter=2, d=3)  # fmt: skip
-    off = _state.fitted_attributes(
+    off = state.fitted_attributes(
         st.copy(), np.array([0, 1, 2]), spec, _cfg(nb.AVG_OFF)._replace(icpt=0.0), n_iter=2, d=3
     )
     np.testing.assert_array_equal(on["intercept_"], 0.7 * st.b)
@@ -70,30 +69,30 @@ def test_raw_arrays_rebuild_the_state(rng, maint):
     st = _trained(rng, maint=maint)
     cfg = _cfg(nb.AVG_LINEAR, maint=maint)
     st.K[:5, :5] = np.exp(-0.5 * ((st.SV[:5, None] - st.SV[None, :5]) ** 2).sum(-1))
-    raw = _state.raw_arrays(st)  # flushes st's sums
-    back = _state.state_from_model(
+    raw = state.raw_arrays(st)  # flushes st's sums
+    back = state.state_from_model(
         raw, st.SV[:5], n_cols=2, cfg=cfg, clock=40, n_maintenance=4, weight_degradation=0.5
     )
     for f in ("SV", "A", "Abar", "b", "bbar", "sqn", "SVT", "ist"):
         np.testing.assert_array_equal(getattr(back, f), getattr(st, f), err_msg=f)
     np.testing.assert_allclose(back.K[:5, :5], st.K[:5, :5], rtol=1e-12)
     assert back.fs[nb.FS_DEGR] == 2.0 and (back.sref[:5] == 2.5).all()
-    assert _state.coefficients(back, cfg)[0].tolist() == _state.coefficients(st, cfg)[0].tolist()
+    assert state.coefficients(back, cfg)[0].tolist() == state.coefficients(st, cfg)[0].tolist()
 
 
 def test_checkpoint_arrays_leave_out_the_transposed_copy(rng):
     """A checkpoint holds SV, not its transposed copy; the state read back rebuilds it."""
     st = _trained(rng)
-    saved = _state.checkpoint_arrays(st)
+    saved = state.checkpoint_arrays(st)
     assert "state_SVT" not in saved and "state_SV" in saved
-    back = _state.state_from_checkpoint(saved)
+    back = state.state_from_checkpoint(saved)
     for f in nb.BSGDState._fields:
         np.testing.assert_array_equal(getattr(back, f), getattr(st, f))
     assert back.SVT.flags.c_contiguous
 
 
 def test_partial_checkpoint_entries_keep_every_bit(rng):
-    p = partial_from_state(_trained(rng), n=17)
-    back = _state.partial_of(_state.partial_arrays(p))
+    p = state.partial_from_state(_trained(rng), n=17)
+    back = state.partial_of(state.partial_arrays(p))
     for f in p._fields:
         np.testing.assert_array_equal(getattr(back, f), getattr(p, f), err_msg=f)

@@ -1,8 +1,8 @@
 """Budgeted SGD kernel SVM (BSGD): the estimator, which holds the parameters and delegates.
 
 The fit's steps are functions of an explicit plan and state in ``_fit.py`` (and
-``_partial.py`` for ``partial_fit``); the state and its conversions are in ``_state.py``,
-the numba kernels in ``_budget.py``, the rounds on the workers in ``_distributed.py``,
+``_partial.py`` for ``partial_fit``); the state and its conversions are in ``state.py``,
+the numba kernels in ``_budget.py``, the rounds on the workers in ``rounds.py``,
 scoring in ``_predict.py``, model files and checkpoints in ``_io.py``, the parameter checks
 in ``_checks.py``."""
 

@@ -16,7 +16,7 @@ constant feature (also scaled by ``s``), float scalars
 ``fs = [s, ||w||^2, sum ||Delta||, sum ||Delta||^2, S, W]`` and integer scalars
 ``ist = [t, n_sv, n_maint, since_refresh, n_violations]`` (margin violations seen, for
 progress reports). Its conversions (model files, checkpoints) and the rule choosing the
-model it stands for are in :mod:`dkernel.svm._state`.
+model it stands for are in :mod:`dkernel.svm.state`.
 
 Averaged iterates (Polyak/ASGD averaging of the kernel expansion, on when ``avg_mode > 0``):
 ``Abar`` (B+1, c) and ``bbar`` (c,) hold ``sum_t omega_t w_t`` in true units over the steps

@@ -31,12 +31,12 @@ from ..data import chunk_bounds, take_rows
 from ..kernels import KERNEL_CODES, KERNELS, KernelSpec, check_kernel_scale
 from ..runtime import distributed_client, phase, progress, progress_enabled, timer
 from . import _budget as nb
-from . import _distributed as dist
 from . import _refit
+from . import rounds as dist
 from ._checks import check_state_memory
 from ._io import Checkpoint, refit_resume, save_block, saved_in_refit
 from ._predict import Model, calibrate, scaler_attributes
-from ._state import (
+from .state import (
     check_trained,
     coefficients,
     fitted_attributes,
@@ -44,7 +44,7 @@ from ._state import (
     partial_of,
     state_from_checkpoint,
 )
-from ._stream import BlockTask, Standardizer, block_plan, class_indices, prefetch, read_block
+from .stream import BlockTask, Standardizer, block_plan, class_indices, prefetch, read_block
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +351,7 @@ def sgd_config(plan: FitPlan, prefix: int = 0) -> nb.BSGDConfig:
 # ------------------------------------------------------------------ distributed passes
 def stream_prefix(plan: FitPlan, shards, epochs: int) -> dist.Partial:
     """The first ``epochs`` epochs of a distributed fit as the sequential stream, in one
-    task on one worker (:func:`~._distributed.stream_prefix`)."""
+    task on one worker (:func:`~.rounds.stream_prefix`)."""
     opts = plan.opts
     cfg = config(opts, plan.spec, plan.alpha, plan.n)
     if epochs < int(opts.max_iter) and cfg.avg_mode != nb.AVG_OFF:
@@ -362,13 +362,14 @@ def stream_prefix(plan: FitPlan, shards, epochs: int) -> dist.Partial:
         dist.stream_prefix, cfg=cfg, n_cols=plan.n_cols, seed=plan.seed, epochs=epochs,
         shuffle=bool(opts.shuffle), block_rows=int(opts.block_rows),
     )  # fmt: skip
+    logger.debug("bsgd prefix: %d rows through the SGD loop", epochs * plan.n)
     with timer("bsgd prefix", logger), phase("prefix", width=1):
         out = shards.join(run, name=f"bsgd-prefix-{shards.name}")
         return out if shards.client is None else out.result()
 
 
 def fit_distributed(plan: FitPlan):
-    """Rounds over fixed shards on the workers (:func:`~._distributed.fit_rounds`):
+    """Rounds over fixed shards on the workers (:func:`~.rounds.fit_rounds`):
     ``(state, config, shards)``, the shards' rows still on the workers for the refit."""
     opts = plan.opts
     level = logging.INFO if opts.verbose else logging.DEBUG
@@ -467,6 +468,8 @@ def fit_sequential(plan: FitPlan) -> tuple[nb.BSGDState, nb.BSGDConfig]:
                     start_block=skip, after=after, scaler=plan.scaler, verbose=opts.verbose,
                     head=plan.head if epoch == 0 and skip == 0 else None,
                 )  # fmt: skip
+            rows = sum(t.stop - t.start for t in blocks[skip:])
+            logger.debug("bsgd epoch %d: %d rows through the SGD loop", epoch, rows)
     return state, cfg
 
 

@@ -28,7 +28,7 @@ Version 1 (before the ``lam`` -> ``alpha``, ``max_epochs`` -> ``max_iter`` renam
 This module knows the file format, turns a fitted estimator into a file's arrays
 (:func:`model_arrays`) and a file's parts back into an estimator (:func:`estimator_from_file`),
 and holds the fit's checkpoints (:class:`Checkpoint`: where and how often a fit saves its state,
-and the parameters it is tied to; the state's entries are :mod:`._state`'s).
+and the parameters it is tied to; the state's entries are :mod:`.state`'s).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from ..kernels import KERNEL_CODES, check_kernel_scale
 from ..runtime import timer
 from . import _refit
 from ._predict import scaler_of
-from ._state import checkpoint_arrays, raw_arrays
+from .state import checkpoint_arrays, raw_arrays
 
 logger = logging.getLogger(__name__)
 

@@ -9,13 +9,12 @@ the rows streamed so far and, on request, the refit over it.
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import DKernelError
-from ..data import take_rows
 from ..runtime import progress, progress_enabled, timer
 from . import _budget as nb
 from . import _refit
@@ -34,15 +33,13 @@ from ._fit import (
     run_blocks,
 )
 from ._predict import scaler_attributes, scaler_of
-from ._state import fitted_attributes, state_from_model
-from ._stream import block_plan
+from .state import fitted_attributes, reservoir_add, reservoir_cap, state_from_model
+from .stream import block_plan
 
 logger = logging.getLogger(__name__)
 
 #: ``alpha=None`` in a first ``partial_fit``: SGDClassifier's default.
 _STREAM_ALPHA = 1e-4
-#: At most this many bytes of rows in the sample that ``partial_fit(refit=True)`` solves over.
-_RESERVOIR_BYTES = 64 * 2**20
 
 
 def partial_fit(est, X, y, classes, sample_weight, *, refit: bool) -> dict[str, Any]:
@@ -155,60 +152,3 @@ def _stream_refit(opts: Options, fitted: dict, cfg: nb.BSGDConfig, scaler) -> di
         "intercept_": result.intercept,
         "refit_alpha_": refit_alpha(opts, res.seen),
     }
-
-
-# ------------------------------------------------------------------ the reservoir
-class Reservoir(NamedTuple):
-    """A uniform sample of the rows :meth:`BudgetedSVC.partial_fit` streamed (Vitter's
-    algorithm R): ``seen`` rows so far, at most ``cap`` kept (X, raw labels, weights)."""
-
-    X: np.ndarray
-    y: np.ndarray
-    w: np.ndarray | None
-    seen: int
-    #: the model's step count after the call that last added rows
-    clock: int = 0
-
-
-def reservoir_cap(budget: int, d: int, refit_rows) -> int:
-    """Rows the reservoir keeps: ``refit_rows`` ("auto": 256 per support vector), at most
-    ``_RESERVOIR_BYTES`` of rows."""
-    rows = _refit._ROWS_PER_SV * budget if refit_rows == "auto" else int(refit_rows)
-    return max(1, min(rows, _RESERVOIR_BYTES // (8 * max(1, d))))
-
-
-def reservoir_add(res: Reservoir | None, X, y, w, *, rng, cap: int) -> Reservoir:
-    """``res`` with the n rows of (X, y, w) offered in order: row t (counted over the whole
-    stream) enters with probability ``cap / (t + 1)`` in a uniform slot, the later of two
-    rows for one slot kept. The entering rows are gathered once (one task per touched
-    chunk for dask input)."""
-    n = int(X.shape[0])
-    seen = 0 if res is None else res.seen
-    kept = 0 if res is None else len(res.y)
-    t = seen + np.arange(n)
-    slot = np.where(t < cap, t, rng.randint(0, np.maximum(t, cap) + 1))
-    enter = np.flatnonzero(slot < cap)
-    last = len(enter) - 1 - np.unique(slot[enter][::-1], return_index=True)[1]
-    rows, slots = enter[last], slot[enter[last]]
-    Xn, yn = take_rows(X, rows), take_rows(y, rows)
-    wn = None if w is None else take_rows(w, rows)
-    size = max(kept, int(slots.max()) + 1) if len(slots) else kept
-    if res is None:
-        res = Reservoir(
-            np.empty((0, Xn.shape[1]), Xn.dtype), np.empty(0, yn.dtype),
-            None if wn is None else np.empty(0), 0,
-        )  # fmt: skip
-    Xr, yr = _grown(res.X, size), _grown(res.y, size)
-    Xr[slots], yr[slots] = Xn, yn
-    wr = None
-    if wn is not None or res.w is not None:
-        wr = _grown(np.ones(kept) if res.w is None else res.w, size, fill=1.0)
-        wr[slots] = 1.0 if wn is None else wn
-    return Reservoir(Xr, yr, wr, seen + n)
-
-
-def _grown(a: np.ndarray, size: int, fill=None) -> np.ndarray:
-    """A copy of ``a`` with ``size`` rows (new rows ``fill``, or uninitialised)."""
-    out = np.empty((size, *a.shape[1:]), a.dtype) if fill is None else np.full(size, fill)
-    out[: len(a)] = a
-    return out

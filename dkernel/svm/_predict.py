@@ -12,7 +12,7 @@ import numpy as np
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, is_dask_array
 from ..kernels import KernelSpec
-from ._stream import Standardizer
+from .stream import Standardizer
 
 #: Rows per block when scoring (bounds the kernel block's memory).
 _PREDICT_ROWS = 8192

@@ -57,7 +57,7 @@ from ..data import ResidentRows, range_workers
 from ..kernels import KernelSpec, effective_n_jobs, run_tiles
 from ..runtime import phase, timer, tree_reduce
 from ._budget import weighted_colsums
-from ._stream import Standardizer, load_ranges, row_parts
+from .stream import Standardizer, load_ranges, row_parts
 
 logger = logging.getLogger(__name__)
 

@@ -46,94 +46,10 @@ from ..data import ResidentRows
 from ..kernels import pair_gram, sq_norms
 from ..runtime import TreeNode, phase, timer
 from . import _budget as nb
-from ._stream import Standardizer, block_plan, load_ranges, row_parts
+from .state import Partial, empty_partial, partial_from_state, state_from_partial
+from .stream import Standardizer, block_plan, load_ranges, row_parts
 
 logger = logging.getLogger(__name__)
-
-
-class Partial(NamedTuple):
-    """A model in transit (small: O(B d)); coefficients in true units (scale folded in).
-
-    ``A``/``b``: the iterate; ``Abar``/``bbar``: ``sum_t omega_t w_t`` and ``W`` the weight
-    total (the averaged model is ``Abar / W``); ``t``: the Pegasos clock; ``n``: rows behind
-    this partial model in its round (its weight in the combine); ``n_maint``, ``degr``,
-    ``degr2``: maintenance steps so far and the sums of ``||Delta||`` and ``||Delta||^2``.
-    """
-
-    SV: np.ndarray
-    A: np.ndarray
-    b: np.ndarray
-    Abar: np.ndarray
-    bbar: np.ndarray
-    W: float
-    t: float
-    n: int
-    n_maint: int
-    degr: float
-    degr2: float
-
-
-def empty_partial(n_features: int, n_cols: int) -> Partial:
-    """The model before any step."""
-    z = np.zeros((0, n_cols))
-    return Partial(
-        np.zeros((0, n_features)),
-        z,
-        np.zeros(n_cols),
-        z,
-        np.zeros(n_cols),
-        0.0,
-        0.0,
-        0,
-        0,
-        0.0,
-        0.0,
-    )
-
-
-def partial_from_state(state: nb.BSGDState, *, n: int = 0) -> Partial:
-    """A state as a Partial (flushes the averaged sums)."""
-    m = state.n_sv
-    nb.flush_average(state.A, state.Abar, state.sref, state.fs, m)
-    s = float(state.fs[nb.FS_SCALE])
-    return Partial(
-        SV=state.SV[:m].copy(),
-        A=s * state.A[:m],
-        b=s * state.b,
-        Abar=state.Abar[:m].copy(),
-        bbar=state.bbar.copy(),
-        W=float(state.fs[nb.FS_WSUM]),
-        t=float(state.ist[nb.IS_T]),
-        n=int(n),
-        n_maint=int(state.ist[nb.IS_NMAINT]),
-        degr=float(state.fs[nb.FS_DEGR]),
-        degr2=float(state.fs[nb.FS_DEGR2]),
-    )
-
-
-def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
-    """A learner state (room for B + 1 SVs, scale 1) holding the Partial's model."""
-    m, d = p.SV.shape
-    c = p.A.shape[1]
-    st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
-    nb.set_support(st, p.SV)
-    st.A[:m] = p.A
-    st.b[:] = p.b
-    st.Abar[:m] = p.Abar
-    st.bbar[:] = p.bbar
-    st.fs[nb.FS_WSUM] = p.W
-    st.fs[nb.FS_DEGR] = p.degr
-    st.fs[nb.FS_DEGR2] = p.degr2
-    st.ist[nb.IS_T] = round(p.t)
-    st.ist[nb.IS_NSV] = m
-    st.ist[nb.IS_NMAINT] = p.n_maint
-    if m:
-        st.K[:m, :m] = pair_gram(p.SV, st.sqn[:m], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
-    if cfg.maint == nb.PROJECT:
-        nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
-    if cfg.radius > 0:
-        st.fs[nb.FS_WNORM2] = nb.exact_wnorm2(st.A, st.K, st.b, st.fs, m, cfg.icpt)
-    return st
 
 
 def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
@@ -331,7 +247,7 @@ def stream_prefix(
     block_rows: int,
 ) -> Partial:
     """``epochs`` epochs of the sequential stream over all the shards' rows, joined in row
-    order, in the sequential fit's visiting order (:func:`~._stream.block_plan`): the
+    order, in the sequential fit's visiting order (:func:`~.stream.block_plan`): the
     model ``BudgetedSVC(distributed=False)`` trains on them, here in one task."""
     X = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
@@ -395,6 +311,7 @@ def fit_rounds(
     run = uuid.uuid4().hex
     model: Any = start
     count = 0
+    sizes = [b - a for a, b in shards.ranges]
     with phase("rounds", width=len(shards)):
         for epoch in range(first[0], n_epochs):
             for rnd in range(first[1] if epoch == first[0] else 0, n_rounds):
@@ -405,6 +322,9 @@ def fit_rounds(
                     epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle, run_seed=seed,
                 )  # fmt: skip
                 count += 1
+                rows = sum((rnd + 1) * k // n_rounds - rnd * k // n_rounds for k in sizes)
+                logger.debug("bsgd round %d of epoch %d: %d rows through the SGD loop",
+                             rnd, epoch, rows)  # fmt: skip
                 if on_round is not None:
                     fetched = None
                     if fetch_every and count % fetch_every == 0:

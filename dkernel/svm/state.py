@@ -13,21 +13,113 @@ it into what the rest of the package needs:
   :func:`state_from_checkpoint`) and a distributed fit's merged model
   (:func:`partial_arrays`, :func:`partial_of`).
 
-The merged model of a distributed fit (:class:`~._distributed.Partial`) converts to and from
-a state in :mod:`._distributed` (``partial_from_state``, ``state_from_partial``).
+- the merged model of a distributed fit (:class:`Partial`, small: O(B d), what travels
+  between workers) and back (:func:`partial_from_state`, :func:`state_from_partial`).
+
+A named module (``dkernel.svm.state``): the state's conversions are tested through it.
+A new state is :func:`new_state` (the numba loop's constructor).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._validation import DKernelError, is_dask_array
+from ..data import take_rows
 from ..kernels import KernelSpec, pair_gram
 from . import _budget as nb
-from ._distributed import Partial
+from . import _refit
+from ._budget import BSGDConfig as BSGDConfig
+from ._budget import BSGDState as BSGDState
+from ._budget import new_state as new_state
+
+
+class Partial(NamedTuple):
+    """A model in transit (small: O(B d)); coefficients in true units (scale folded in).
+
+    ``A``/``b``: the iterate; ``Abar``/``bbar``: ``sum_t omega_t w_t`` and ``W`` the weight
+    total (the averaged model is ``Abar / W``); ``t``: the Pegasos clock; ``n``: rows behind
+    this partial model in its round (its weight in the combine); ``n_maint``, ``degr``,
+    ``degr2``: maintenance steps so far and the sums of ``||Delta||`` and ``||Delta||^2``.
+    """
+
+    SV: np.ndarray
+    A: np.ndarray
+    b: np.ndarray
+    Abar: np.ndarray
+    bbar: np.ndarray
+    W: float
+    t: float
+    n: int
+    n_maint: int
+    degr: float
+    degr2: float
+
+
+def empty_partial(n_features: int, n_cols: int) -> Partial:
+    """The model before any step."""
+    z = np.zeros((0, n_cols))
+    return Partial(
+        np.zeros((0, n_features)),
+        z,
+        np.zeros(n_cols),
+        z,
+        np.zeros(n_cols),
+        0.0,
+        0.0,
+        0,
+        0,
+        0.0,
+        0.0,
+    )
+
+
+def partial_from_state(state: nb.BSGDState, *, n: int = 0) -> Partial:
+    """A state as a Partial (flushes the averaged sums)."""
+    m = state.n_sv
+    nb.flush_average(state.A, state.Abar, state.sref, state.fs, m)
+    s = float(state.fs[nb.FS_SCALE])
+    return Partial(
+        SV=state.SV[:m].copy(),
+        A=s * state.A[:m],
+        b=s * state.b,
+        Abar=state.Abar[:m].copy(),
+        bbar=state.bbar.copy(),
+        W=float(state.fs[nb.FS_WSUM]),
+        t=float(state.ist[nb.IS_T]),
+        n=int(n),
+        n_maint=int(state.ist[nb.IS_NMAINT]),
+        degr=float(state.fs[nb.FS_DEGR]),
+        degr2=float(state.fs[nb.FS_DEGR2]),
+    )
+
+
+def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
+    """A learner state (room for B + 1 SVs, scale 1) holding the Partial's model."""
+    m, d = p.SV.shape
+    c = p.A.shape[1]
+    st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
+    nb.set_support(st, p.SV)
+    st.A[:m] = p.A
+    st.b[:] = p.b
+    st.Abar[:m] = p.Abar
+    st.bbar[:] = p.bbar
+    st.fs[nb.FS_WSUM] = p.W
+    st.fs[nb.FS_DEGR] = p.degr
+    st.fs[nb.FS_DEGR2] = p.degr2
+    st.ist[nb.IS_T] = round(p.t)
+    st.ist[nb.IS_NSV] = m
+    st.ist[nb.IS_NMAINT] = p.n_maint
+    if m:
+        st.K[:m, :m] = pair_gram(p.SV, st.sqn[:m], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+    if cfg.maint == nb.PROJECT:
+        nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
+    if cfg.radius > 0:
+        st.fs[nb.FS_WNORM2] = nb.exact_wnorm2(st.A, st.K, st.b, st.fs, m, cfg.icpt)
+    return st
 
 
 def coefficients(state: nb.BSGDState, cfg: nb.BSGDConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -186,3 +278,64 @@ def partial_of(saved: dict) -> Partial:
         W=float(W), t=float(t), n=int(n), n_maint=int(n_maint), degr=float(degr),
         degr2=float(degr2), **arrays,
     )  # fmt: skip
+
+
+#: At most this many bytes of rows in the sample that ``partial_fit(refit=True)`` solves over.
+_RESERVOIR_BYTES = 64 * 2**20
+
+
+# ------------------------------------------------------------------ the reservoir
+class Reservoir(NamedTuple):
+    """A uniform sample of the rows :meth:`BudgetedSVC.partial_fit` streamed (Vitter's
+    algorithm R): ``seen`` rows so far, at most ``cap`` kept (X, raw labels, weights)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    w: np.ndarray | None
+    seen: int
+    #: the model's step count after the call that last added rows
+    clock: int = 0
+
+
+def reservoir_cap(budget: int, d: int, refit_rows) -> int:
+    """Rows the reservoir keeps: ``refit_rows`` ("auto": 256 per support vector), at most
+    ``_RESERVOIR_BYTES`` of rows."""
+    rows = _refit._ROWS_PER_SV * budget if refit_rows == "auto" else int(refit_rows)
+    return max(1, min(rows, _RESERVOIR_BYTES // (8 * max(1, d))))
+
+
+def reservoir_add(res: Reservoir | None, X, y, w, *, rng, cap: int) -> Reservoir:
+    """``res`` with the n rows of (X, y, w) offered in order: row t (counted over the whole
+    stream) enters with probability ``cap / (t + 1)`` in a uniform slot, the later of two
+    rows for one slot kept. The entering rows are gathered once (one task per touched
+    chunk for dask input)."""
+    n = int(X.shape[0])
+    seen = 0 if res is None else res.seen
+    kept = 0 if res is None else len(res.y)
+    t = seen + np.arange(n)
+    slot = np.where(t < cap, t, rng.randint(0, np.maximum(t, cap) + 1))
+    enter = np.flatnonzero(slot < cap)
+    last = len(enter) - 1 - np.unique(slot[enter][::-1], return_index=True)[1]
+    rows, slots = enter[last], slot[enter[last]]
+    Xn, yn = take_rows(X, rows), take_rows(y, rows)
+    wn = None if w is None else take_rows(w, rows)
+    size = max(kept, int(slots.max()) + 1) if len(slots) else kept
+    if res is None:
+        res = Reservoir(
+            np.empty((0, Xn.shape[1]), Xn.dtype), np.empty(0, yn.dtype),
+            None if wn is None else np.empty(0), 0,
+        )  # fmt: skip
+    Xr, yr = _grown(res.X, size), _grown(res.y, size)
+    Xr[slots], yr[slots] = Xn, yn
+    wr = None
+    if wn is not None or res.w is not None:
+        wr = _grown(np.ones(kept) if res.w is None else res.w, size, fill=1.0)
+        wr[slots] = 1.0 if wn is None else wn
+    return Reservoir(Xr, yr, wr, seen + n)
+
+
+def _grown(a: np.ndarray, size: int, fill=None) -> np.ndarray:
+    """A copy of ``a`` with ``size`` rows (new rows ``fill``, or uninitialised)."""
+    out = np.empty((size, *a.shape[1:]), a.dtype) if fill is None else np.full(size, fill)
+    out[: len(a)] = a
+    return out
