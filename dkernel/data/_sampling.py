@@ -55,7 +55,7 @@ def draw_indices(n: int, size: int, random_state=None, *, replace: bool = True) 
 #: Above this many rows a draw without replacement of at most n / 16 indices from a
 #: RandomState does not permute all n (``choice(replace=False)`` does: an n-row array here,
 #: 8 GB at 10^9 rows).
-_PERMUTE_MAX_ROWS = 1 << 20
+_PERMUTE_MAX_ROWS = 1 << 16
 
 
 def _distinct_draws(rng: np.random.RandomState, n: int, size: int) -> np.ndarray:
