@@ -204,6 +204,7 @@ def _check_init_points(init, n_clusters: int, n_features: int) -> None:
 def graph_oracle(kernel: str, kernel_params, X_rows):
     """``(graph, oracle)``: the graph kernel ("knn"/"heat") built on the training rows."""
     params = _graph_params(kernel.lower(), kernel_params, len(X_rows))
+    graph: Any
     if kernel.lower() == "knn":
         graph = knn_kernel(X_rows, params["n_neighbors"])
     else:

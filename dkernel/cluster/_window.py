@@ -113,7 +113,7 @@ class WindowState:
     def to_arrays(self) -> dict:
         """The state as checkpoint entries (arrays and JSON values), the inverse of
         :meth:`from_arrays`."""
-        rs = self.rng.get_state()
+        rs: Any = self.rng.get_state()
         out: dict[str, Any] = {
             "n_iter": int(self.n_iter),
             "batch_seed": int(self.batch_seed),
@@ -229,6 +229,7 @@ def window_step(state: WindowState, oracle, Xb, wb, rule: StepRule) -> bool:
     f_before, W_tot = assign(diag_b, inner, norms, wb, labels, mind)
     W = np.bincount(labels, weights=wb, minlength=k)
     count = np.bincount(labels, minlength=k)
+    assert state.wins is not None  # set when the state is made
     state.wins += count
     new = _sort_by_center(Xb, Xc, x_sq, wb, labels, count)
     Kbb = oracle.kernel_p(Xc, x_sq) if rule.tol > 0 else None

@@ -61,7 +61,7 @@ def _message_bytes(msg: Any) -> int:
     writes; any other message is small and counted by ``sizeof``."""
     expr = msg.get("expr_ser") if isinstance(msg, dict) else None
     frames = getattr(expr, "frames", None)
-    if frames is not None:
+    if expr is not None and frames is not None:
         rest = {k: v for k, v in msg.items() if k != "expr_ser"}
         framed = sum(memoryview(f).nbytes for f in frames)
         return framed + int(sizeof(expr.header)) + int(sizeof(rest))

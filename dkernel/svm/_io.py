@@ -322,7 +322,7 @@ def refit_resume(ckpt: Checkpoint | None, saved: dict | None, seed: int, state, 
     if ckpt is None:
         return None, None
     start = None
-    if saved_in_refit(saved):
+    if saved is not None and saved_in_refit(saved):
         g0 = saved["refit_g0"]
         start = _refit.NewtonState(
             saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None
