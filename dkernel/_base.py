@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_array
@@ -127,7 +128,8 @@ def read_inputs(
         y = read_y(y, n)
     w = None
     if weights == "lazy" and sample_weight is None and is_dask:
-        w = da.ones(n, chunks=X.chunks[0])  # unit weights, never an array of n rows here
+        # unit weights, never an array of n rows here (named for the dashboard)
+        w = da.ones(n, chunks=X.chunks[0], name=f"svm-unit-weights-{tokenize(n, X.chunks[0])}")
     elif weights is not None:
         w = read_weights(sample_weight, n, lazy=weights == "lazy")
     return Inputs(X, is_dask, y, w, classes)
