@@ -47,7 +47,7 @@ def csv_store(tmp_path, rows):
     return ingest(path, tmp_path / "csv.zarr")
 
 
-def _same_store(ds, ref):
+def assert_same_store(ds, ref):
     np.testing.assert_array_equal(ds.X.compute(), ref.X.compute())
     np.testing.assert_array_equal(ds.y.compute(), ref.y.compute())
     assert ds.y.dtype == np.int64
@@ -60,13 +60,16 @@ def _same_store(ds, ref):
 def test_numpy_names_are_coded_as_a_csv_codes_them(tmp_path, rows, csv_store, kind):
     X, y = rows
     y = {"str": y, "object": y.astype(object), "bytes": np.char.encode(y)}[kind]
-    _same_store(ingest(X, tmp_path / "a.zarr", y=y), csv_store)
+    ds = ingest(X, tmp_path / "a.zarr", y=y)
+    assert_same_store(ds, csv_store)
+    np.testing.assert_array_equal(ds.labels("y").compute(), rows[1])  # the names come back
 
 
 def test_dask_names_are_coded_as_a_csv_codes_them(tmp_path, rows, csv_store):
     X, y = rows
     ds = ingest(da.from_array(X, chunks=150), tmp_path / "a.zarr", y=da.from_array(y, chunks=150))
-    _same_store(ds, csv_store)
+    assert_same_store(ds, csv_store)
+    np.testing.assert_array_equal(ds.labels("y").compute(), y)  # the names come back
 
 
 def test_labels_give_the_names_back(csv_store, rows):
@@ -157,9 +160,9 @@ def frame(request, rows):
 
 def test_series_of_names_is_coded_as_a_csv_codes_it(tmp_path, frame, csv_store):
     df, y = frame
-    _same_store(ingest(df, tmp_path / "a.zarr", y=y), csv_store)
+    assert_same_store(ingest(df, tmp_path / "a.zarr", y=y), csv_store)
     both = df.assign(species=y)
-    _same_store(ingest(both, tmp_path / "b.zarr", label_column="species"), csv_store)
+    assert_same_store(ingest(both, tmp_path / "b.zarr", label_column="species"), csv_store)
     with pytest.raises(DKernelError, match="not a column"):
         ingest(both, tmp_path / "c.zarr", label_column="kind")
     with pytest.raises(DKernelError, match="not both"):

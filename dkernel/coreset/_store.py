@@ -7,8 +7,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._validation import DKernelError, check_scalar
-from ..data import Dataset, decode, draw_indices, open_dataset, take_rows, write_arrays
-from ..data._labels import code_labels
+from ..data import (
+    Dataset,
+    code_labels,
+    decode,
+    draw_indices,
+    open_dataset,
+    take_rows,
+    write_arrays,
+)
 from ._coreset import Coreset
 
 

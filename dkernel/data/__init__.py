@@ -15,6 +15,7 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
+from ._labels import code_labels as code_labels
 from ._labels import code_names as code_names
 from ._labels import decode as decode
 from ._location import URL_FORMS, Location, as_location, close_clients
