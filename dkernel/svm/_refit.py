@@ -431,14 +431,12 @@ class _Passes:
             # client, so the bits do not depend on it
             tag = f"{self.run}-{self.count}"
             step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
-            futures = [
-                self.client.submit(
-                    _parts_op, [self.parts[k] for k in idx], op=op, basis=self.basis,
-                    args=args, key=f"{step}-{tag}-{g}", workers=None if who is None else [who],
-                    allow_other_workers=True,
-                )
-                for g, (who, idx) in enumerate(self.groups)
-            ]  # fmt: skip
+            # one message for the pass; each task runs where its parts are (its inputs)
+            futures = self.client.map(
+                _parts_op, [[self.parts[k] for k in idx] for _, idx in self.groups],
+                key=[f"{step}-{tag}-{g}" for g in range(len(self.groups))], op=op,
+                basis=self.basis, args=args,
+            )  # fmt: skip
             leaves = [None] * len(self.parts)
             for (_, idx), values in zip(self.groups, self.client.gather(futures)):
                 for k, v in zip(idx, values):
