@@ -396,11 +396,14 @@ class _KernelCentersMixin:
             desc = f"{type(self).__name__} {token.split('-')[-1]}"
             watch(out.parts, desc, verbose=getattr(self, "verbose", 0))
             each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
+            # one round trip: the sums come back once every chunk is assigned (a chunk's
+            # error raised here, within the call)
             sums = out.collect(_weighted_distance, name=f"{token}-total-{run}", each=each)
-            labels = out.apply(_label_column, name=f"{token}-column-{run}")
-            _wait(labels.parts, client)  # done, errors raised, within the call (nothing here)
-            # the array's graph holds the label parts' futures: they live as long as it does
-            labels = labels.as_dask_array(dtype=np.int64)
+            # the array's graph holds the parts' futures: they live as long as it does; its
+            # chunks are their label columns, cut when the labels are computed
+            labels = out.as_dask_array(
+                dtype=np.int64, each=_label_column, name=f"{token}-column-{run}"
+            )
         return labels, float(np.sum(sums))
 
     def _center_args(self):
@@ -582,18 +585,6 @@ class UnitWeights:
         return np.ones(self.n, dtype=dtype or np.float64)
 
 
-def _wait(futures: list, client) -> None:
-    """Wait for the futures on the cluster and raise the first error (their values stay
-    there); ``client`` is theirs, current or not."""
-    from distributed import wait
-
-    with client.as_current():
-        wait(futures)
-    for f in futures:
-        if f.status == "error":
-            f.result()  # raises the task's error
-
-
 def _assign_loaded(Xb, start: int, *, args, dtype) -> np.ndarray:
     """A chunk's ``[label, squared distance]`` rows, its values checked (global rows named)."""
     Xb = np.asarray(Xb)
@@ -605,7 +596,7 @@ def _weighted_distance(res: np.ndarray, k: int, wk=None) -> float:
     return float(res[:, 1].sum() if wk is None else np.dot(wk, res[:, 1]))
 
 
-def _label_column(res: np.ndarray, k: int) -> np.ndarray:
+def _label_column(res: np.ndarray) -> np.ndarray:
     return res[:, 0].astype(np.int64)
 
 

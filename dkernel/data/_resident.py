@@ -235,18 +235,26 @@ class ResidentRows:
         out = self.map(func, *args, name=name, **kwargs)
         return ResidentRows(out, self.ranges, self.workers, self.client, name)
 
-    def as_dask_array(self, *, dtype):
+    def as_dask_array(self, *, dtype, each: Callable | None = None, name: str | None = None):
         """The parts (each the values of its range's rows, 1-D) as one dask array whose
-        chunks are the parts: held by the workers, nothing brought here. The parts must
-        come from :meth:`apply` (their futures are the array's own keys)."""
+        chunks are the parts: held by the workers, nothing brought here. Without ``each``
+        the parts must come from :meth:`apply` (their futures are the array's own keys);
+        with it, chunk k is ``each(part k)``, a task that runs only when the array is
+        computed (a pass needs no task per part to hand on a column of its parts), its
+        keys prefixed ``name`` (default: the parts' name and ``each``'s)."""
         import dask.array as da
 
         chunks = (tuple(e - s for s, e in self.ranges),)
         meta = np.empty((0,), dtype=dtype)
         if self.client is None:
-            return da.from_array(np.concatenate(self.parts).astype(dtype), chunks=chunks)
-        graph = {(self.name, k): f for k, f in enumerate(self.parts)}
-        return da.Array(graph, self.name, chunks, dtype=dtype, meta=meta)
+            values = self.parts if each is None else [each(p) for p in self.parts]
+            return da.from_array(np.concatenate(values).astype(dtype), chunks=chunks)
+        if each is None:
+            name, graph = self.name, {(self.name, k): f for k, f in enumerate(self.parts)}
+        else:
+            name = name or f"{self.name}-{each.__name__.strip('_').replace('_', '-')}"
+            graph = {(name, k): (each, f) for k, f in enumerate(self.parts)}
+        return da.Array(graph, name, chunks, dtype=dtype, meta=meta)
 
     def scatter(self, value: Any, *, name: str) -> Any:
         """``value`` sent once to every worker (a future), or itself without a client."""
