@@ -99,22 +99,48 @@ def partial_from_state(state: nb.BSGDState, *, n: int = 0) -> Partial:
 
 def state_from_partial(p: Partial, cfg: nb.BSGDConfig) -> nb.BSGDState:
     """A learner state (room for B + 1 SVs, scale 1) holding the Partial's model."""
-    m, d = p.SV.shape
-    c = p.A.shape[1]
-    st = nb.new_state(int(cfg.budget), d, c, int(cfg.maint))
-    nb.set_support(st, p.SV)
-    st.A[:m] = p.A
-    st.b[:] = p.b
-    st.Abar[:m] = p.Abar
-    st.bbar[:] = p.bbar
-    st.fs[nb.FS_WSUM] = p.W
-    st.fs[nb.FS_DEGR] = p.degr
-    st.fs[nb.FS_DEGR2] = p.degr2
-    st.ist[nb.IS_T] = round(p.t)
+    return _rebuilt_state(
+        p.SV, p.A, p.b, p.Abar, p.bbar, cfg, n_cols=p.A.shape[1], clock=round(p.t),
+        n_maint=p.n_maint, counters={nb.FS_WSUM: p.W, nb.FS_DEGR: p.degr, nb.FS_DEGR2: p.degr2},
+    )  # fmt: skip
+
+
+def _rebuilt_state(
+    SV: np.ndarray,
+    A: np.ndarray,
+    b: np.ndarray,
+    Abar: np.ndarray,
+    bbar: np.ndarray,
+    cfg: nb.BSGDConfig,
+    *,
+    n_cols: int,
+    clock: int,
+    n_maint: int,
+    counters: Mapping[int, float],
+    sref: float | None = None,
+) -> nb.BSGDState:
+    """A new state (room for ``cfg.budget + 1`` SVs) holding the SVs ``SV``, the iterate
+    ``(A, b)`` and the averaged sums ``(Abar, bbar)``, with the float counters ``counters``
+    (indices into ``fs``; the others fresh), every SV's averaged-sum offset ``sref`` when
+    given, and the clock and maintenance count. The kernel matrix is rebuilt with the loop's
+    own pair arithmetic (:func:`dkernel.kernels.pair_gram`), projection's inverse from
+    scratch, and ``||w||^2`` (radius) from the counters set."""
+    m, d = SV.shape
+    st = nb.new_state(int(cfg.budget), d, n_cols, int(cfg.maint))
+    nb.set_support(st, SV)
+    st.A[:m] = A
+    st.b[:] = b
+    st.Abar[:m] = Abar
+    st.bbar[:] = bbar
+    for k, v in counters.items():
+        st.fs[k] = v
+    if sref is not None:
+        st.sref[:m] = sref
+    st.ist[nb.IS_T] = clock
     st.ist[nb.IS_NSV] = m
-    st.ist[nb.IS_NMAINT] = p.n_maint
+    st.ist[nb.IS_NMAINT] = n_maint
     if m:
-        st.K[:m, :m] = pair_gram(p.SV, st.sqn[:m], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
+        st.K[:m, :m] = pair_gram(SV, st.sqn[:m], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
     if cfg.maint == nb.PROJECT:
         nb.refresh_inverse(st.K, st.M, m, cfg.ridge)
     if cfg.radius > 0:
@@ -217,32 +243,18 @@ def state_from_model(
     :func:`raw_arrays` and fitted scalars. The kernel matrix is rebuilt with the loop's own
     pair arithmetic (:func:`dkernel.kernels.pair_gram`), so it equals the one in memory;
     projection's inverse is recomputed from scratch and may differ in the last bits."""
-    SV0 = np.asarray(support_vectors, dtype=np.float64)
-    n_sv, d = SV0.shape
-    state = nb.new_state(int(cfg.budget), d, n_cols, cfg.maint)
-    nb.set_support(state, SV0)
-    state.A[:n_sv] = raw["coef_unscaled"]
-    state.b[:] = raw["bias_unscaled"]
-    state.Abar[:n_sv] = raw["coef_average_sum"]
-    state.bbar[:] = raw["bias_average_sum"]
-    state.fs[nb.FS_SCALE] = float(raw["scale"])
-    state.fs[nb.FS_WSUM] = float(raw["average_weight"])
-    state.fs[nb.FS_SACC] = float(raw["average_offset"])
-    state.sref[:n_sv] = float(raw["average_offset"])  # the saved sums are flushed
-    state.K[:n_sv, :n_sv] = pair_gram(
-        SV0, state.sqn[:n_sv], cfg.kind, cfg.gamma, cfg.degree, cfg.coef0
-    )
-    if cfg.maint == nb.PROJECT:
-        nb.refresh_inverse(state.K, state.M, n_sv, cfg.ridge)
-    state.ist[nb.IS_T] = clock
-    state.ist[nb.IS_NSV] = n_sv
-    state.ist[nb.IS_NMAINT] = n_maintenance
-    state.fs[nb.FS_DEGR] = weight_degradation * n_maintenance
-    if cfg.radius > 0:
-        state.fs[nb.FS_WNORM2] = nb.exact_wnorm2(
-            state.A, state.K, state.b, state.fs, n_sv, cfg.icpt
-        )
-    return state
+    offset = float(raw["average_offset"])  # the saved sums are flushed: every SV's offset
+    counters = {
+        nb.FS_SCALE: float(raw["scale"]),
+        nb.FS_WSUM: float(raw["average_weight"]),
+        nb.FS_SACC: offset,
+        nb.FS_DEGR: weight_degradation * n_maintenance,
+    }
+    return _rebuilt_state(
+        np.asarray(support_vectors, dtype=np.float64), raw["coef_unscaled"],
+        raw["bias_unscaled"], raw["coef_average_sum"], raw["bias_average_sum"], cfg,
+        n_cols=n_cols, clock=clock, n_maint=n_maintenance, counters=counters, sref=offset,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ checkpoints
