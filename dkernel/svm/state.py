@@ -17,7 +17,6 @@ it into what the rest of the package needs:
   between workers) and back (:func:`partial_from_state`, :func:`state_from_partial`).
 
 A named module (``dkernel.svm.state``): the state's conversions are tested through it.
-A new state is :func:`new_state` (the numba loop's constructor).
 """
 
 from __future__ import annotations
@@ -32,9 +31,6 @@ from ..data import take_rows
 from ..kernels import KernelSpec, pair_gram
 from . import _budget as nb
 from . import _refit
-from ._budget import BSGDConfig as BSGDConfig
-from ._budget import BSGDState as BSGDState
-from ._budget import new_state as new_state
 
 
 class Partial(NamedTuple):
