@@ -356,8 +356,8 @@ def stream_prefix(plan: FitPlan, shards, epochs: int) -> dist.Partial:
     cfg = config(opts, plan.spec, plan.alpha, plan.n)
     if epochs < int(opts.max_iter) and cfg.avg_mode != nb.AVG_OFF:
         cfg = cfg._replace(avg_start=_NEVER)  # the averaged epoch is a rounds epoch
-    if shards.client is not None and cfg.search == nb.LOOKUP:
-        cfg = cfg._replace(T=np.zeros((1, 1)))  # each process builds its own table
+    if shards.client is not None:
+        cfg = dist._without_table(cfg)  # each process builds its own table
     run = functools.partial(
         dist.stream_prefix, cfg=cfg, n_cols=plan.n_cols, seed=plan.seed, epochs=epochs,
         shuffle=bool(opts.shuffle), block_rows=int(opts.block_rows),

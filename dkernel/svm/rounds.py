@@ -59,6 +59,12 @@ def _with_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
     return cfg
 
 
+def _without_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
+    """The config as tasks carry it: without the merge table (:func:`_with_table` puts it
+    back)."""
+    return cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+
+
 def shard_round(
     data,
     shard: int,
@@ -163,7 +169,7 @@ def warm_up(cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
 def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: int) -> None:
     """:func:`warm_up` on every worker of ``client`` at once (tasks ``bsgd-compile``), or here
     without one; waits until all are done, so a fit's first round counts no compilation."""
-    light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+    light = _without_table(cfg)
     if client is None:
         warm_up(light, n_features, n_cols)
         return
@@ -305,7 +311,7 @@ def fit_rounds(
     that of the whole run). ``on_round(epoch, rnd, model)`` is called after each round, with
     the merged model every ``fetch_every`` rounds (waiting for it) and None otherwise.
     """
-    light = cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
+    light = _without_table(cfg)
     comb = functools.partial(combine, cfg=light)
     local = shards.client is None
     run = uuid.uuid4().hex
