@@ -65,6 +65,12 @@ def _without_table(cfg: nb.BSGDConfig) -> nb.BSGDConfig:
     return cfg._replace(T=np.zeros((1, 1))) if cfg.search == nb.LOOKUP else cfg
 
 
+def _round_rows(nk: int, rnd: int, n_rounds: int) -> slice:
+    """The positions, in a shard's visiting order of its nk rows, that round ``rnd`` of
+    ``n_rounds`` runs over."""
+    return slice(rnd * nk // n_rounds, (rnd + 1) * nk // n_rounds)
+
+
 def shard_round(
     data,
     shard: int,
@@ -90,7 +96,7 @@ def shard_round(
         order = rng.permutation(nk)
     else:
         order = np.arange(nk)
-    idx = order[rnd * nk // n_rounds : (rnd + 1) * nk // n_rounds]
+    idx = order[_round_rows(nk, rnd, n_rounds)]
     cfg = _with_table(cfg)
     st = state_from_partial(model, cfg)
     if not carry:
@@ -328,9 +334,11 @@ def fit_rounds(
                     epoch=epoch, rnd=rnd, n_rounds=n_rounds, shuffle=shuffle, run_seed=seed,
                 )  # fmt: skip
                 count += 1
-                rows = sum((rnd + 1) * k // n_rounds - rnd * k // n_rounds for k in sizes)
-                logger.debug("bsgd round %d of epoch %d: %d rows through the SGD loop",
-                             rnd, epoch, rows)  # fmt: skip
+                if logger.isEnabledFor(logging.DEBUG):
+                    spans = [_round_rows(k, rnd, n_rounds) for k in sizes]
+                    rows = sum(r.stop - r.start for r in spans)
+                    logger.debug("bsgd round %d of epoch %d: %d rows through the SGD loop",
+                                 rnd, epoch, rows)  # fmt: skip
                 if on_round is not None:
                     fetched = None
                     if fetch_every and count % fetch_every == 0:
