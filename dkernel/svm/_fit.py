@@ -37,12 +37,15 @@ from ._checks import check_state_memory
 from ._io import Checkpoint, refit_resume, save_block, saved_in_refit
 from ._predict import Model, calibrate, scaler_attributes
 from .state import (
+    Partial,
     check_trained,
     coefficients,
+    empty_partial,
     fitted_attributes,
     partial_arrays,
     partial_of,
     state_from_checkpoint,
+    state_from_partial,
 )
 from .stream import BlockTask, Standardizer, block_plan, class_indices, prefetch, read_block
 
@@ -349,7 +352,7 @@ def sgd_config(plan: FitPlan, prefix: int = 0) -> nb.BSGDConfig:
 
 
 # ------------------------------------------------------------------ distributed passes
-def stream_prefix(plan: FitPlan, shards, epochs: int) -> dist.Partial:
+def stream_prefix(plan: FitPlan, shards, epochs: int) -> Partial:
     """The first ``epochs`` epochs of a distributed fit as the sequential stream, in one
     task on one worker (:func:`~.rounds.stream_prefix`)."""
     opts = plan.opts
@@ -377,7 +380,7 @@ def fit_distributed(plan: FitPlan):
     if plan.saved is None:
         prefix = dist.prefix_epochs(plan.n, plan.d, int(opts.max_iter))
     cfg = sgd_config(plan, prefix)
-    start, resume_at = dist.empty_partial(plan.d, plan.n_cols), (0, 0)
+    start, resume_at = empty_partial(plan.d, plan.n_cols), (0, 0)
     if plan.saved is not None:
         start, resume_at = partial_of(plan.saved), tuple(plan.saved["position"])
     n_rounds = int(opts.n_rounds)
@@ -415,7 +418,7 @@ def fit_distributed(plan: FitPlan):
         )  # fmt: skip
         if opts.verbose:
             logger.info(f"{len(shards)} shards x {n_rounds} rounds x {opts.max_iter} epochs")
-    return dist.state_from_partial(part, cfg), cfg, shards
+    return state_from_partial(part, cfg), cfg, shards
 
 
 def load_shards(plan: FitPlan):
