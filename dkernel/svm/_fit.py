@@ -39,7 +39,6 @@ from ._predict import Model, calibrate, scaler_attributes
 from .state import (
     Partial,
     check_trained,
-    coefficients,
     empty_partial,
     fitted_attributes,
     partial_arrays,
@@ -153,19 +152,15 @@ def fit(est, X, y, sample_weight) -> dict[str, Any]:
     check_kernel_scale(
         state.SV[: state.n_sv], plan.spec, where="on the support vectors the SGD passes chose: "
     )
-    coef = None
-    if opts.refit:
-        client = plan.client
-        if not plan.use_dist and plan.is_dask and opts.distributed == "auto":
-            client = distributed_client()  # the rows stay on the workers
-        coef = refit_coefficients(plan, state, cfg, client, shards)
     fitted = fitted_attributes(
         state, plan.classes, plan.spec, cfg, n_iter=int(opts.max_iter), d=plan.d
     )
     fitted.update(scaler_attributes(plan.scaler), distributed_=bool(plan.use_dist))
-    if coef is not None:
-        fitted.update(dual_coef_=coef.coef, intercept_=coef.intercept)
-        fitted["refit_alpha_"] = refit_alpha(opts, plan.n)
+    if opts.refit:
+        client = plan.client
+        if not plan.use_dist and plan.is_dask and opts.distributed == "auto":
+            client = distributed_client()  # the rows stay on the workers
+        fitted.update(refit_coefficients(plan, state, cfg, client, shards, fitted))
     if plan.use_dist:
         fitted["t_"] = plan.n * int(opts.max_iter)
     fitted["probA_"] = fitted["probB_"] = None
@@ -524,15 +519,18 @@ def run_blocks(
 
 
 # ------------------------------------------------------------------ refit
-def refit_coefficients(plan: FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, client, shards):
-    """Exact coefficients over the support vectors BSGD chose (``refit=True``); with a
-    checkpoint, the solver's state is saved after each Newton step (beside the SGD
-    passes' model, which a resumed fit then skips) and resumed from."""
+def refit_coefficients(
+    plan: FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, client, shards, fitted: dict
+) -> dict[str, Any]:
+    """The fitted attributes of the exact coefficients over the support vectors BSGD chose
+    (``refit=True``), warm-started from the SGD passes' ``fitted`` ones (none without
+    support vectors); with a checkpoint, the solver's state is saved after each Newton
+    step (beside the SGD passes' model, which a resumed fit then skips) and resumed
+    from."""
     opts = plan.opts
     n_sv = state.n_sv
     if n_sv == 0:
-        return None
-    coef, b = coefficients(state, cfg)
+        return {}
     level = logging.INFO if opts.verbose else logging.DEBUG
     with (
         timer("bsgd refit", logger, level),
@@ -549,17 +547,31 @@ def refit_coefficients(plan: FitPlan, state: nb.BSGDState, cfg: nb.BSGDConfig, c
 
         saved = plan.saved if plan.resumes_refit else None
         start, on_save = refit_resume(plan.ckpt, saved, plan.seed, state, int(opts.max_iter))
-        result = _refit.refit(
-            plan.X, plan.y, plan.w if plan.weighted else None, classes=plan.classes,
-            Z=state.SV[:n_sv], coef=coef, intercept=b, spec=plan.spec, icpt=cfg.icpt,
-            scaler=plan.scaler, alpha=refit_alpha(opts, plan.n),
-            tol=REFIT_TOL, max_iter=REFIT_MAX_ITER, client=client, on_step=on_step,
-            seed=plan.seed,
+        result, attributes = run_refit(
+            opts, plan.n, plan.X, plan.y, plan.w if plan.weighted else None, fitted,
+            cfg=cfg, scaler=plan.scaler, client=client, on_step=on_step, seed=plan.seed,
             max_rows=None if opts.refit_rows == "auto" else int(opts.refit_rows),
-            multi_class=refit_loss(opts.refit), start=start, on_save=on_save, resident=shards,
+            start=start, on_save=on_save, resident=shards,
         )  # fmt: skip
         bar.update(result.n_iter - bar.n)
-        return result
+        return attributes
+
+
+def run_refit(
+    opts: Options, n: int, X, y, w, fitted: dict, *, cfg: nb.BSGDConfig, **given
+) -> tuple[_refit.RefitResult, dict[str, Any]]:
+    """:func:`_refit.refit` over (X, y, w) from the ``fitted`` attributes' SVs, coefficients
+    and kernel, with the estimator's stopping rule, loss and refit alpha (of n rows; the
+    other arguments ``given``): its result and the fitted attributes it sets."""
+    alpha = refit_alpha(opts, n)
+    result = _refit.refit(
+        X, y, w, classes=fitted["classes_"], Z=fitted["support_vectors_"],
+        coef=fitted["dual_coef_"], intercept=fitted["intercept_"], spec=fitted["_spec"],
+        icpt=cfg.icpt, alpha=alpha, tol=REFIT_TOL, max_iter=REFIT_MAX_ITER,
+        multi_class=refit_loss(opts.refit), **given,
+    )  # fmt: skip
+    attributes = {"dual_coef_": result.coef, "intercept_": result.intercept, "refit_alpha_": alpha}
+    return result, attributes
 
 
 def refit_alpha(opts, n: int) -> float:

@@ -17,20 +17,16 @@ from sklearn.utils import check_random_state
 from .._validation import DKernelError
 from ..runtime import progress, progress_enabled, timer
 from . import _budget as nb
-from . import _refit
 from ._checks import check_state_memory
 from ._fit import (
-    REFIT_MAX_ITER,
-    REFIT_TOL,
     Options,
     config,
     feature_stats,
     label_map,
     prepare,
-    refit_alpha,
-    refit_loss,
     resolve_spec,
     run_blocks,
+    run_refit,
 )
 from ._predict import scaler_attributes, scaler_of
 from .state import fitted_attributes, reservoir_add, reservoir_cap, state_from_model
@@ -140,15 +136,8 @@ def _stream_refit(opts: Options, fitted: dict, cfg: nb.BSGDConfig, scaler) -> di
     res = fitted["_reservoir"]
     level = logging.INFO if opts.verbose else logging.DEBUG
     with timer("bsgd partial_fit refit", logger, level):
-        result = _refit.refit(
-            res.X, res.y, res.w, classes=fitted["classes_"], Z=fitted["support_vectors_"],
-            coef=fitted["dual_coef_"], intercept=fitted["intercept_"], spec=fitted["_spec"],
-            icpt=cfg.icpt, scaler=scaler, alpha=refit_alpha(opts, res.seen),
-            tol=REFIT_TOL, max_iter=REFIT_MAX_ITER, max_rows=len(res.y),
-            multi_class=refit_loss(opts.refit),
+        _, attributes = run_refit(
+            opts, res.seen, res.X, res.y, res.w, fitted, cfg=cfg, scaler=scaler,
+            max_rows=len(res.y),
         )  # fmt: skip
-    return {
-        "dual_coef_": result.coef,
-        "intercept_": result.intercept,
-        "refit_alpha_": refit_alpha(opts, res.seen),
-    }
+    return attributes
