@@ -16,7 +16,6 @@ import functools
 import itertools
 import logging
 import numbers
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import dask
@@ -166,7 +165,10 @@ def fit(est, X, y, sample_weight) -> dict[str, Any]:
     fitted["probA_"] = fitted["probB_"] = None
     if plan.held is not None:
         with phase("calibration"):
-            model = Model.of(SimpleNamespace(**fitted))
+            model = Model(
+                fitted["support_vectors_"], fitted["dual_coef_"], fitted["intercept_"],
+                plan.spec, plan.scaler,
+            )  # fmt: skip
             probs = calibrate(model, plan.classes, *plan.held, weighted=plan.weighted)
             fitted["probA_"], fitted["probB_"] = probs
     if plan.ckpt is not None:
