@@ -547,8 +547,7 @@ def refit_coefficients(
         def on_step(steps: int, g: float) -> None:
             bar.update(steps - bar.n, gradient=f"{g:.2g} of start (stop at {REFIT_TOL:g})")
 
-        saved = plan.saved if plan.resumes_refit else None
-        start, on_save = refit_resume(plan.ckpt, saved, plan.seed, state, int(opts.max_iter))
+        start, on_save = refit_resume(plan.ckpt, plan.saved, plan.seed, state, int(opts.max_iter))
         result, attributes = run_refit(
             opts, plan.n, plan.X, plan.y, plan.w if plan.weighted else None, fitted,
             cfg=cfg, scaler=plan.scaler, client=client, on_step=on_step, seed=plan.seed,

@@ -37,7 +37,7 @@ import contextlib
 import logging
 import numbers
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -309,7 +309,7 @@ class Checkpoint:
             os.remove(self.path)
 
 
-def saved_in_refit(saved: dict | None) -> bool:
+def saved_in_refit(saved: dict | None) -> TypeGuard[dict]:
     """Whether a checkpoint was saved in the refit (the SGD passes' model is in it)."""
     return saved is not None and saved.get("stage") == "refit"
 
@@ -322,7 +322,7 @@ def refit_resume(ckpt: Checkpoint | None, saved: dict | None, seed: int, state, 
     if ckpt is None:
         return None, None
     start = None
-    if saved is not None and saved_in_refit(saved):
+    if saved_in_refit(saved):
         g0 = saved["refit_g0"]
         start = _refit.NewtonState(
             saved["refit_V"], int(saved["refit_steps"]), g0 if len(g0) else None
