@@ -217,7 +217,6 @@ def _assign_points(oracle, P, S, coef, norms):
     support ``S`` (norms ``norms``), tile by tile."""
     labels = np.empty(len(P), dtype=np.int64)
     dist = np.empty(len(P))
-    inner = np.empty((0, 0))
     for r0 in range(0, len(P), _TILE_ROWS):
         Pb = P[r0 : r0 + _TILE_ROWS]
         inner = oracle.kernel(Pb, S) @ coef.T
