@@ -212,27 +212,25 @@ def seed_centers(oracle, sample, w_sample, rng, dtype, seeding: Seeding):
 
 class Start(NamedTuple):
     """Where a fit's iterations start: the initial centers ``Z`` (a new fit) or the
-    ``state`` of a checkpoint (a resumed one), and the oracle's kernel-value count
-    before and after the initialisation."""
+    ``state`` of a checkpoint (a resumed one), and the kernel values the initialisation
+    counted (the fit's oracle is fresh: its count starts at 0)."""
 
     Z: np.ndarray | None
     state: WindowState | None
-    evals0: int
-    evals1: int
+    evals_init: int
 
 
 def initialise(oracle, stream: Stream, saved, w, rng, dtype, bar, seeding: Seeding) -> Start:
     """Seed the centers on the stream's initial sample, or restore a checkpoint's state
     (``saved``: its arrays; the bar moves to the iterations it did)."""
-    evals0 = oracle.evals
     if saved is None:
         w_head = None if stream.head is None else w[stream.head]
         Z = seed_centers(oracle, stream.sample, w_head, rng, dtype, seeding)
-        return Start(Z, None, evals0, oracle.evals)
+        return Start(Z, None, oracle.evals)
     state = WindowState.from_arrays(saved, rng=rng)
     oracle.evals = state.evals
     bar.update(state.n_iter, objective=state.history[-1])
-    return Start(None, state, 0, state.evals_init)
+    return Start(None, state, state.evals_init)
 
 
 # --------------------------------------------------------------- iterations
@@ -247,7 +245,7 @@ def iteration_state(oracle, start: Start, stream: Stream, rng, gamma, mu) -> Win
         gamma=gamma,
         mu=mu,
         batch_seed=stream.seed,
-        evals_init=start.evals1 - start.evals0,
+        evals_init=start.evals_init,
     )
 
 
@@ -278,8 +276,8 @@ def kernel_evals(evals: int, start: Start, labels_evals: int) -> tuple[int, dict
     """``n_kernel_evals_`` and ``kernel_evals_``: the oracle's count ``evals`` split at
     the end of the initialisation, plus the labels pass."""
     split = {
-        "init": int(start.evals1 - start.evals0),
-        "iterations": int(evals - start.evals1),
+        "init": int(start.evals_init),
+        "iterations": int(evals - start.evals_init),
         "labels": int(labels_evals),
     }
     return int(evals + labels_evals), split
