@@ -201,15 +201,22 @@ def _check_init_points(init, n_clusters: int, n_features: int) -> None:
         raise DKernelError("init contains NaN or inf")
 
 
-def graph_oracle(kernel: str, kernel_params, X_rows):
-    """``(graph, oracle)``: the graph kernel ("knn"/"heat") built on the training rows."""
-    params = _graph_params(kernel.lower(), kernel_params, len(X_rows))
+def use_graph_kernel(est, X_rows) -> _GraphOracle:
+    """Build the estimator's graph kernel ("knn"/"heat") on the training rows ``X_rows``:
+    set it as ``est._graph`` (no numeric kernel: ``_spec`` and ``gamma_`` None) and return
+    its oracle (``oracle.G`` is the graph).
+
+    A function, not a method of :class:`_KernelCentersMixin`: the class is at its size
+    limit (``tests/test_code_shape.py``)."""
+    kernel = est.kernel.lower()
+    params = _graph_params(kernel, est.kernel_params, len(X_rows))
     graph: Any
-    if kernel.lower() == "knn":
+    if kernel == "knn":
         graph = knn_kernel(X_rows, params["n_neighbors"])
     else:
         graph = heat_kernel(X_rows, params["n_neighbors"], params["t"])
-    return graph, _GraphOracle(graph)
+    est._graph, est._spec, est.gamma_ = graph, None, None
+    return _GraphOracle(graph)
 
 
 def _assign_points(oracle, P, S, coef, norms):

@@ -37,7 +37,7 @@ from ._common import (
     _check_weights,
     _gather_checked,
     _KernelCentersMixin,
-    graph_oracle,
+    use_graph_kernel,
 )
 from ._fit import (
     Loop,
@@ -430,9 +430,7 @@ class MiniBatchKernelKMeans(
         ``X_rows``, gamma resolved on ``sample`` (where the rule needs rows) and the width
         checked against the rows, or the kernel as a checkpoint (``saved``) holds it."""
         if X_rows is not None:
-            self._graph, oracle = graph_oracle(self.kernel, self.kernel_params, X_rows)
-            self._spec, self.gamma_ = None, None
-            return oracle, None
+            return use_graph_kernel(self, X_rows), None
         if saved is None:
             centre = sample if sample is not None else np.asarray(self.init, dtype)
             self._fit_spec(X, rng, sample, centre)
