@@ -219,6 +219,12 @@ def use_graph_kernel(est, X_rows) -> _GraphOracle:
     return _GraphOracle(graph)
 
 
+def labels_like_rows(labels: np.ndarray, X, is_dask: bool):
+    """The training rows' NumPy ``labels`` as a fit returns them: for dask or store input a
+    dask array of X's row chunks, as NumPy otherwise."""
+    return da.from_array(labels, chunks=(X.chunks[0],)) if is_dask else labels
+
+
 def _assign_points(oracle, P, S, coef, norms):
     """Labels and squared distances of the points ``P`` to the centers ``coef`` over the
     support ``S`` (norms ``norms``), tile by tile."""
@@ -389,9 +395,8 @@ class _KernelCentersMixin:
         if client is None:
             labels, dist = self._labels_and_distances(X, is_dask, token=token)
             inertia = float(np.dot(np.asarray(w), dist))
-            if is_dask:  # the same type of result with or without a cluster
-                labels = da.from_array(labels, chunks=(X.chunks[0],))
-            return labels, inertia
+            # the same type of result with or without a cluster
+            return labels_like_rows(labels, X, is_dask), inertia
         run = uuid.uuid4().hex  # the pass's id in its task keys (the dashboard names the step)
         assign = functools.partial(
             _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype

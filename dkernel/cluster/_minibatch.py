@@ -37,6 +37,7 @@ from ._common import (
     _check_weights,
     _gather_checked,
     _KernelCentersMixin,
+    labels_like_rows,
     use_graph_kernel,
 )
 from ._fit import (
@@ -378,10 +379,10 @@ class MiniBatchKernelKMeans(
                 with timer("iterations", logger), phase("iterations"), ONE_BLAS_THREAD:
                     if self.tau is None:
                         self._state = None  # partial_fit after this fit starts afresh
-                        chunks = X.chunks[0] if is_dask else None
-                        st, fitted, centers = fit_untruncated(
-                            oracle, rows, start.Z, w, stream.batches, bar, rule, loop, rng, chunks
+                        st, (labels, inertia), centers = fit_untruncated(
+                            oracle, rows, start.Z, w, stream.batches, bar, rule, loop, rng
                         )
+                        fitted = labels_like_rows(labels, X, is_dask), inertia
                     else:
                         st = self._state = iteration_state(
                             oracle, start, stream, rng, self.gamma_, mu

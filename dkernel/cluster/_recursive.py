@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import dask.array as da
 import numpy as np
 
 from . import _numba as _nb
@@ -38,16 +37,13 @@ class RecursiveState:
         return len(self.history)
 
 
-def fit_untruncated(oracle, rows, Z, w, batches, bar, rule: StepRule, loop, rng, chunks):
+def fit_untruncated(oracle, rows, Z, w, batches, bar, rule: StepRule, loop, rng):
     """The untruncated fit from the initial centers ``Z`` over the rows held
     (``rows.all``, or row indices for a graph kernel): its state, ``(labels, inertia)``
-    of every row (labels a dask array of row chunks ``chunks`` when given) and the
-    centers as ``(points, coef, norms)``."""
+    of every row (NumPy labels) and the centers as ``(points, coef, norms)``."""
     X_all = np.arange(len(w)) if rows.graph is not None else rows.all
     st, diag_all = start_recursive(oracle, X_all, Z, rng)
     labels, dist = fit_recursive(st, oracle, X_all, diag_all, w, batches, bar, rule, loop=loop)
-    if chunks is not None:  # the same type of result as the truncated fit's
-        labels = da.from_array(labels, chunks=(chunks,))
     points = np.concatenate([X_all, Z if oracle.graph else Z.astype(X_all.dtype)])
     fitted = labels, float(np.dot(np.asarray(w), dist))
     return st, fitted, (points, np.hstack([st.A, st.AZ]), st.norms)
