@@ -34,8 +34,9 @@ logger = logging.getLogger(__name__)
 
 
 class Loop(NamedTuple):
-    """How a fit's iterations run: at most ``max_iter``, batches of ``batch_size`` rows,
-    the ``max_no_improvement`` patience, and the ``callback`` of ``fit``."""
+    """How a fit's iterations run: at most ``max_iter``, batches of ``batch_size`` rows
+    (already capped at the n rows of the data), the ``max_no_improvement`` patience, and
+    the ``callback`` of ``fit``."""
 
     max_iter: int
     batch_size: int
@@ -169,7 +170,7 @@ def open_stream(X, is_dask, dtype, rng, loop: Loop, rows: Rows, *, n_head, saved
     start = 0 if saved is None else int(saved["n_iter"])
     batches = batch_stream(
         n,
-        min(loop.batch_size, n),
+        loop.batch_size,
         np.random.RandomState(int(seed)),
         _row_fetcher(X, rows, is_dask, dtype),
         X.shape[1],
@@ -254,7 +255,7 @@ def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> No
     :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
     ``ckpt`` every ``ckpt.every``."""
     start, n = state.n_iter, len(w)
-    stop_rule = loop.plateau(n, min(loop.batch_size, n), state.history)
+    stop_rule = loop.plateau(n, loop.batch_size, state.history)
     for it in range(start, loop.max_iter):
         idx_b, Xb = next(batches)
         note = bar.compiling("kernel k-means iteration")

@@ -67,7 +67,7 @@ def fit_recursive(st, oracle, X_all, diag_all, w, batches, bar, rule: StepRule, 
     """The iterations of the untruncated fit (``loop``: :class:`~._fit.Loop`); returns
     every row's ``(labels, squared distances)``."""
     n = len(X_all)
-    b = min(loop.batch_size, n)
+    b = loop.batch_size
     labels = np.empty(b, dtype=np.int64)
     mind = np.empty(b)
     stop_rule = loop.plateau(n, b, st.history)
