@@ -5,6 +5,8 @@ the batch stream with the initial sample (:func:`open_stream`), the seeding
 (:func:`seed_centers`) and the truncated iterations (:func:`fit_windows`, the loop around
 :func:`~dkernel.cluster._window.window_step`). ``fit`` itself reads as the sequence of
 these; they take what they need as arguments and return what they make.
+:func:`run_iterations` is the iteration loop both fits share (the untruncated fit's
+step is :mod:`._recursive`'s).
 """
 
 from __future__ import annotations
@@ -250,17 +252,20 @@ def iteration_state(oracle, start: Start, stream: Stream, rng, gamma, mu) -> Win
     )
 
 
-def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> None:
-    """The truncated iterations, from ``state.n_iter`` on (a resumed fit), each a
-    :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
-    ``ckpt`` every ``ckpt.every``."""
-    start, n = state.n_iter, len(w)
+def run_iterations(step, state, n: int, bar, loop: Loop, ckpt: Checkpoint | None = None) -> None:
+    """The iteration loop of both mini-batch fits, from ``state.n_iter`` (a resumed fit)
+    to at most ``loop.max_iter``.
+
+    ``step(it)`` does iteration ``it`` (its batch objective appended to ``state.history``)
+    and returns whether the ``tol`` test was met. After each: the ``max_no_improvement``
+    rule (``n`` rows; a resumed fit's history replayed first), the bar, the checkpoint
+    every ``ckpt.every`` (not at a stop or after the last iteration), the callback, and at
+    a stop before ``max_iter`` the bar's reason.
+    """
+    start = state.n_iter
     stop_rule = loop.plateau(n, loop.batch_size, state.history)
     for it in range(start, loop.max_iter):
-        idx_b, Xb = next(batches)
-        note = bar.compiling("kernel k-means iteration")
-        with note if it == start else contextlib.nullcontext():
-            below_tol = window_step(state, oracle, Xb, w[idx_b], rule)
+        below_tol = step(it)
         stop = stop_rule(state.history[-1]) or below_tol
         bar.update(1, objective=state.history[-1])
         more = it + 1 < loop.max_iter
@@ -271,6 +276,21 @@ def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> No
             if more:
                 bar.stop_early(stop_reason(below_tol, loop.patience))
             break
+
+
+def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> None:
+    """The truncated iterations, from ``state.n_iter`` on (a resumed fit), each a
+    :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
+    ``ckpt`` every ``ckpt.every``."""
+    start = state.n_iter
+
+    def step(it: int) -> bool:
+        idx_b, Xb = next(batches)
+        note = bar.compiling("kernel k-means iteration")
+        with note if it == start else contextlib.nullcontext():
+            return window_step(state, oracle, Xb, w[idx_b], rule)
+
+    run_iterations(step, state, len(w), bar, loop, ckpt)
 
 
 def kernel_evals(evals: int, start: Start, labels_evals: int) -> tuple[int, dict]:
