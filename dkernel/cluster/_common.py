@@ -201,15 +201,28 @@ def _check_init_points(init, n_clusters: int, n_features: int) -> None:
         raise DKernelError("init contains NaN or inf")
 
 
-def graph_oracle(kernel: str, kernel_params, X_rows):
-    """``(graph, oracle)``: the graph kernel ("knn"/"heat") built on the training rows."""
-    params = _graph_params(kernel.lower(), kernel_params, len(X_rows))
+def use_graph_kernel(est, X_rows) -> _GraphOracle:
+    """Build the estimator's graph kernel ("knn"/"heat") on the training rows ``X_rows``:
+    set it as ``est._graph`` (no numeric kernel: ``_spec`` and ``gamma_`` None) and return
+    its oracle (``oracle.G`` is the graph).
+
+    A function, not a method of :class:`_KernelCentersMixin`: the class is at its size
+    limit (``tests/test_code_shape.py``)."""
+    kernel = est.kernel.lower()
+    params = _graph_params(kernel, est.kernel_params, len(X_rows))
     graph: Any
-    if kernel.lower() == "knn":
+    if kernel == "knn":
         graph = knn_kernel(X_rows, params["n_neighbors"])
     else:
         graph = heat_kernel(X_rows, params["n_neighbors"], params["t"])
-    return graph, _GraphOracle(graph)
+    est._graph, est._spec, est.gamma_ = graph, None, None
+    return _GraphOracle(graph)
+
+
+def labels_like_rows(labels: np.ndarray, X, is_dask: bool):
+    """The training rows' NumPy ``labels`` as a fit returns them: for dask or store input a
+    dask array of X's row chunks, as NumPy otherwise."""
+    return da.from_array(labels, chunks=(X.chunks[0],)) if is_dask else labels
 
 
 def _assign_points(oracle, P, S, coef, norms):
@@ -217,7 +230,6 @@ def _assign_points(oracle, P, S, coef, norms):
     support ``S`` (norms ``norms``), tile by tile."""
     labels = np.empty(len(P), dtype=np.int64)
     dist = np.empty(len(P))
-    inner = np.empty((0, 0))
     for r0 in range(0, len(P), _TILE_ROWS):
         Pb = P[r0 : r0 + _TILE_ROWS]
         inner = oracle.kernel(Pb, S) @ coef.T
@@ -383,9 +395,8 @@ class _KernelCentersMixin:
         if client is None:
             labels, dist = self._labels_and_distances(X, is_dask, token=token)
             inertia = float(np.dot(np.asarray(w), dist))
-            if is_dask:  # the same type of result with or without a cluster
-                labels = da.from_array(labels, chunks=(X.chunks[0],))
-            return labels, inertia
+            # the same type of result with or without a cluster
+            return labels_like_rows(labels, X, is_dask), inertia
         run = uuid.uuid4().hex  # the pass's id in its task keys (the dashboard names the step)
         assign = functools.partial(
             _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype

@@ -5,6 +5,8 @@ the batch stream with the initial sample (:func:`open_stream`), the seeding
 (:func:`seed_centers`) and the truncated iterations (:func:`fit_windows`, the loop around
 :func:`~dkernel.cluster._window.window_step`). ``fit`` itself reads as the sequence of
 these; they take what they need as arguments and return what they make.
+:func:`run_iterations` is the iteration loop both fits share (the untruncated fit's
+step is :mod:`._recursive`'s).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ logger = logging.getLogger(__name__)
 
 
 class Loop(NamedTuple):
-    """How a fit's iterations run: at most ``max_iter``, batches of ``batch_size`` rows,
-    the ``max_no_improvement`` patience, and the ``callback`` of ``fit``."""
+    """How a fit's iterations run: at most ``max_iter``, batches of ``batch_size`` rows
+    (already capped at the n rows of the data), the ``max_no_improvement`` patience, and
+    the ``callback`` of ``fit``."""
 
     max_iter: int
     batch_size: int
@@ -169,7 +172,7 @@ def open_stream(X, is_dask, dtype, rng, loop: Loop, rows: Rows, *, n_head, saved
     start = 0 if saved is None else int(saved["n_iter"])
     batches = batch_stream(
         n,
-        min(loop.batch_size, n),
+        loop.batch_size,
         np.random.RandomState(int(seed)),
         _row_fetcher(X, rows, is_dask, dtype),
         X.shape[1],
@@ -212,27 +215,25 @@ def seed_centers(oracle, sample, w_sample, rng, dtype, seeding: Seeding):
 
 class Start(NamedTuple):
     """Where a fit's iterations start: the initial centers ``Z`` (a new fit) or the
-    ``state`` of a checkpoint (a resumed one), and the oracle's kernel-value count
-    before and after the initialisation."""
+    ``state`` of a checkpoint (a resumed one), and the kernel values the initialisation
+    counted (the fit's oracle is fresh: its count starts at 0)."""
 
     Z: np.ndarray | None
     state: WindowState | None
-    evals0: int
-    evals1: int
+    evals_init: int
 
 
 def initialise(oracle, stream: Stream, saved, w, rng, dtype, bar, seeding: Seeding) -> Start:
     """Seed the centers on the stream's initial sample, or restore a checkpoint's state
     (``saved``: its arrays; the bar moves to the iterations it did)."""
-    evals0 = oracle.evals
     if saved is None:
         w_head = None if stream.head is None else w[stream.head]
         Z = seed_centers(oracle, stream.sample, w_head, rng, dtype, seeding)
-        return Start(Z, None, evals0, oracle.evals)
+        return Start(Z, None, oracle.evals)
     state = WindowState.from_arrays(saved, rng=rng)
     oracle.evals = state.evals
     bar.update(state.n_iter, objective=state.history[-1])
-    return Start(None, state, 0, state.evals_init)
+    return Start(None, state, state.evals_init)
 
 
 # --------------------------------------------------------------- iterations
@@ -247,21 +248,24 @@ def iteration_state(oracle, start: Start, stream: Stream, rng, gamma, mu) -> Win
         gamma=gamma,
         mu=mu,
         batch_seed=stream.seed,
-        evals_init=start.evals1 - start.evals0,
+        evals_init=start.evals_init,
     )
 
 
-def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> None:
-    """The truncated iterations, from ``state.n_iter`` on (a resumed fit), each a
-    :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
-    ``ckpt`` every ``ckpt.every``."""
-    start, n = state.n_iter, len(w)
-    stop_rule = loop.plateau(n, min(loop.batch_size, n), state.history)
+def run_iterations(step, state, n: int, bar, loop: Loop, ckpt: Checkpoint | None = None) -> None:
+    """The iteration loop of both mini-batch fits, from ``state.n_iter`` (a resumed fit)
+    to at most ``loop.max_iter``.
+
+    ``step(it)`` does iteration ``it`` (its batch objective appended to ``state.history``)
+    and returns whether the ``tol`` test was met. After each: the ``max_no_improvement``
+    rule (``n`` rows; a resumed fit's history replayed first), the bar, the checkpoint
+    every ``ckpt.every`` (not at a stop or after the last iteration), the callback, and at
+    a stop before ``max_iter`` the bar's reason.
+    """
+    start = state.n_iter
+    stop_rule = loop.plateau(n, loop.batch_size, state.history)
     for it in range(start, loop.max_iter):
-        idx_b, Xb = next(batches)
-        note = bar.compiling("kernel k-means iteration")
-        with note if it == start else contextlib.nullcontext():
-            below_tol = window_step(state, oracle, Xb, w[idx_b], rule)
+        below_tol = step(it)
         stop = stop_rule(state.history[-1]) or below_tol
         bar.update(1, objective=state.history[-1])
         more = it + 1 < loop.max_iter
@@ -274,12 +278,27 @@ def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> No
             break
 
 
+def fit_windows(state, oracle, batches, w, bar, rule, *, loop: Loop, ckpt) -> None:
+    """The truncated iterations, from ``state.n_iter`` on (a resumed fit), each a
+    :func:`window_step` on a batch of the ``n = len(w)`` rows; the state is saved to
+    ``ckpt`` every ``ckpt.every``."""
+    start = state.n_iter
+
+    def step(it: int) -> bool:
+        idx_b, Xb = next(batches)
+        note = bar.compiling("kernel k-means iteration")
+        with note if it == start else contextlib.nullcontext():
+            return window_step(state, oracle, Xb, w[idx_b], rule)
+
+    run_iterations(step, state, len(w), bar, loop, ckpt)
+
+
 def kernel_evals(evals: int, start: Start, labels_evals: int) -> tuple[int, dict]:
     """``n_kernel_evals_`` and ``kernel_evals_``: the oracle's count ``evals`` split at
     the end of the initialisation, plus the labels pass."""
     split = {
-        "init": int(start.evals1 - start.evals0),
-        "iterations": int(evals - start.evals1),
+        "init": int(start.evals_init),
+        "iterations": int(evals - start.evals_init),
         "labels": int(labels_evals),
     }
     return int(evals + labels_evals), split

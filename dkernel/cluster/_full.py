@@ -29,7 +29,7 @@ from ._common import (
     _check_fits,
     _gather_checked,
     _KernelCentersMixin,
-    graph_oracle,
+    use_graph_kernel,
 )
 from ._init import _init_centers
 
@@ -179,8 +179,7 @@ class KernelKMeans(ClusterMixin, TransformerMixin, _KernelCentersMixin, _BaseKer
         Xd = X_rows = None
         if self._is_graph():
             X_rows = _gather_checked(X, is_dask, dtype, self.max_data_bytes, "a graph kernel")
-            self._graph, oracle = graph_oracle(self.kernel, self.kernel_params, X_rows)
-            self._spec, self.gamma_ = None, None
+            oracle = use_graph_kernel(self, X_rows)
             diag = oracle.diag(np.arange(n))
             Kop = _GraphProduct(self._graph, oracle)
             sample = np.sort(draw_indices(n, size, rng, replace=False))

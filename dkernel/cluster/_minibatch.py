@@ -37,7 +37,8 @@ from ._common import (
     _check_weights,
     _gather_checked,
     _KernelCentersMixin,
-    graph_oracle,
+    labels_like_rows,
+    use_graph_kernel,
 )
 from ._fit import (
     Loop,
@@ -358,8 +359,9 @@ class MiniBatchKernelKMeans(
         """
         X, is_dask, n, w, rng, dtype = self._start_fit(X, sample_weight, lazy_unit=True)
         self._rng, rule = rng, step_rule(self)
-        loop = Loop(self.max_iter, self.batch_size, self.max_no_improvement, callback)
-        seeding = Seeding(self.init, self.n_clusters, self.n_init, self.init_size)
+        # batches of at most n rows: the one place batch_size is capped
+        loop = Loop(self.max_iter, min(self.batch_size, n), self.max_no_improvement, callback)
+        seeding = self._seeding()
         with accounting(distributed_client() if is_dask else None) as acc:
             params = self.get_params(deep=False)
             ckpt = open_checkpoint(
@@ -378,10 +380,10 @@ class MiniBatchKernelKMeans(
                 with timer("iterations", logger), phase("iterations"), ONE_BLAS_THREAD:
                     if self.tau is None:
                         self._state = None  # partial_fit after this fit starts afresh
-                        chunks = X.chunks[0] if is_dask else None
-                        st, fitted, centers = fit_untruncated(
-                            oracle, rows, start.Z, w, stream.batches, bar, rule, loop, rng, chunks
+                        st, (labels, inertia), centers = fit_untruncated(
+                            oracle, rows, start.Z, w, stream.batches, bar, rule, loop, rng
                         )
+                        fitted = labels_like_rows(labels, X, is_dask), inertia
                     else:
                         st = self._state = iteration_state(
                             oracle, start, stream, rng, self.gamma_, mu
@@ -418,9 +420,7 @@ class MiniBatchKernelKMeans(
         )
         # the initial sample seeds the centers and gives gamma where the rule needs rows
         need = isinstance(self.init, str) or (not graph and self._kernel_spec(None).gamma is None)
-        n_head = (
-            sample_size(n, min(loop.batch_size, n), seeding) if need and saved is None else None
-        )
+        n_head = sample_size(n, loop.batch_size, seeding) if need and saved is None else None
         stream = open_stream(X, is_dask, dtype, rng, loop, rows, n_head=n_head, saved=saved)
         return (rows, stream, *self._fit_oracle(X, rows.graph, rng, stream.sample, saved, dtype))
 
@@ -430,9 +430,7 @@ class MiniBatchKernelKMeans(
         ``X_rows``, gamma resolved on ``sample`` (where the rule needs rows) and the width
         checked against the rows, or the kernel as a checkpoint (``saved``) holds it."""
         if X_rows is not None:
-            self._graph, oracle = graph_oracle(self.kernel, self.kernel_params, X_rows)
-            self._spec, self.gamma_ = None, None
-            return oracle, None
+            return use_graph_kernel(self, X_rows), None
         if saved is None:
             centre = sample if sample is not None else np.asarray(self.init, dtype)
             self._fit_spec(X, rng, sample, centre)
@@ -489,8 +487,7 @@ class MiniBatchKernelKMeans(
             sub = np.sort(self._rng.choice(n, size, replace=False)) if size < n else np.arange(n)
             sample = X[sub]
             oracle, mu = self._fit_oracle(X, None, self._rng, sample, None, dtype)
-            seeding = Seeding(self.init, self.n_clusters, self.n_init, self.init_size)
-            Z = seed_centers(oracle, sample, w[sub], self._rng, dtype, seeding)
+            Z = seed_centers(oracle, sample, w[sub], self._rng, dtype, self._seeding())
             self._state = WindowState(new_windows(oracle, Z), self._rng, gamma=self.gamma_, mu=mu)
         else:
             oracle = NumericOracle(self._spec, self._state.mu)
@@ -512,6 +509,10 @@ class MiniBatchKernelKMeans(
         # the objective of this call's rows, from the step's own kernel block (no second pass)
         self.inertia_ = float(self.history_[-1]) * float(np.sum(w))
         return self
+
+    def _seeding(self) -> Seeding:
+        """The initialisation parameters, as :func:`~._fit.seed_centers` takes them."""
+        return Seeding(self.init, self.n_clusters, self.n_init, self.init_size)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

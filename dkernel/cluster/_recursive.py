@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import dask.array as da
 import numpy as np
 
 from . import _numba as _nb
 from ._blocks import _TILE_ROWS
-from ._window import StepRule, assign, record_iteration, starved, step_size, stop_reason
+from ._fit import run_iterations
+from ._window import StepRule, assign, record_iteration, starved, step_size
 
 
 @dataclasses.dataclass
@@ -38,16 +38,13 @@ class RecursiveState:
         return len(self.history)
 
 
-def fit_untruncated(oracle, rows, Z, w, batches, bar, rule: StepRule, loop, rng, chunks):
+def fit_untruncated(oracle, rows, Z, w, batches, bar, rule: StepRule, loop, rng):
     """The untruncated fit from the initial centers ``Z`` over the rows held
     (``rows.all``, or row indices for a graph kernel): its state, ``(labels, inertia)``
-    of every row (labels a dask array of row chunks ``chunks`` when given) and the
-    centers as ``(points, coef, norms)``."""
+    of every row (NumPy labels) and the centers as ``(points, coef, norms)``."""
     X_all = np.arange(len(w)) if rows.graph is not None else rows.all
     st, diag_all = start_recursive(oracle, X_all, Z, rng)
     labels, dist = fit_recursive(st, oracle, X_all, diag_all, w, batches, bar, rule, loop=loop)
-    if chunks is not None:  # the same type of result as the truncated fit's
-        labels = da.from_array(labels, chunks=(chunks,))
     points = np.concatenate([X_all, Z if oracle.graph else Z.astype(X_all.dtype)])
     fitted = labels, float(np.dot(np.asarray(w), dist))
     return st, fitted, (points, np.hstack([st.A, st.AZ]), st.norms)
@@ -68,14 +65,14 @@ def start_recursive(oracle, X_all, Z, rng) -> tuple[RecursiveState, np.ndarray]:
 
 
 def fit_recursive(st, oracle, X_all, diag_all, w, batches, bar, rule: StepRule, *, loop):
-    """The iterations of the untruncated fit (``loop``: :class:`~._fit.Loop`); returns
-    every row's ``(labels, squared distances)``."""
+    """The iterations of the untruncated fit (``loop``: :class:`~._fit.Loop`; the loop is
+    :func:`~._fit.run_iterations`, this fit's ``step`` its own); returns every row's
+    ``(labels, squared distances)``."""
     n = len(X_all)
-    b = min(loop.batch_size, n)
-    labels = np.empty(b, dtype=np.int64)
-    mind = np.empty(b)
-    stop_rule = loop.plateau(n, b, st.history)
-    for it in range(loop.max_iter):
+    labels = np.empty(loop.batch_size, dtype=np.int64)
+    mind = np.empty(loop.batch_size)
+
+    def step(it: int) -> bool:
         idx, Xb = next(batches)
         wb, diag_b = w[idx], diag_all[idx]
         inner = np.ascontiguousarray(st.P[idx])
@@ -85,17 +82,13 @@ def fit_recursive(st, oracle, X_all, diag_all, w, batches, bar, rule: StepRule, 
         if plan is not None:
             _reseed_recursive(st, oracle, X_all, idx, diag_all, plan)
         record_iteration(st, f_before, rule.verbose)
-        bar.update(1, objective=f_before)
         below_tol = False
         if rule.tol > 0:
             f_after, _ = assign(diag_b, np.ascontiguousarray(st.P[idx]), st.norms, wb, labels, mind)
             below_tol = f_before - f_after < rule.tol
-        stop = below_tol or stop_rule(f_before)
-        loop.notify(st.n_iter, f_before)
-        if stop:
-            if it + 1 < loop.max_iter:
-                bar.stop_early(stop_reason(below_tol, stop_rule.patience))
-            break
+        return below_tol
+
+    run_iterations(step, st, n, bar, loop)
     labels_all = np.empty(n, dtype=np.int64)
     dist_all = np.empty(n)
     _nb.assign_nearest(diag_all, st.P, st.norms, labels_all, dist_all)
