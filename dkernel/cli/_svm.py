@@ -261,10 +261,10 @@ def _predict(args: argparse.Namespace) -> int:
 def _as_stored(clf, pred):
     """``(predictions, attrs)`` as a store keeps labels: a model's class names as their
     indices in its ``classes_``, the names in the array's ``label_names`` attribute."""
-    from ..data import code_names
+    from ..data import are_names, code_names
 
     classes = clf.classes_
-    if classes.dtype.kind not in "OUS":
+    if not are_names(classes):
         return pred, None
     names = tuple(str(c) for c in classes)
     return pred.map_blocks(code_names, names, dtype=np.int64), {"label_names": list(names)}

@@ -57,8 +57,7 @@ def uniform_store_coreset(store, m: int, *, random_state=None) -> Coreset:
     y = take_rows(ds.y, uniq, name="coreset-uniform")
     if ds.attrs.get("label_names") is not None:  # a store of names keeps their indices
         y = decode(y, ds.attrs["label_names"])
-    recorded = ds.label_classes()
-    classes = np.unique(y).tolist() if recorded is None else recorded.tolist()
+    classes = _classes(ds, y)
     return Coreset(
         X=X,
         y=y,
@@ -69,6 +68,12 @@ def uniform_store_coreset(store, m: int, *, random_state=None) -> Coreset:
         classes=tuple(classes),
         info={"method": "uniform", "levels": 1},
     )
+
+
+def _classes(ds, y) -> list:
+    """The store's recorded label classes, else the distinct labels of ``y``."""
+    recorded = ds.label_classes()
+    return np.unique(y).tolist() if recorded is None else recorded.tolist()
 
 
 def write_coreset(coreset, store, *, source: str = "coreset", overwrite: bool = False):
@@ -178,9 +183,7 @@ def read_coreset(store):
         )  # fmt: skip
 
     if meta.get("multiclass") != "ovr":
-        recorded = ds.label_classes()
-        classes = np.unique(y).tolist() if recorded is None else recorded.tolist()
-        return one(slice(None), meta["total_sensitivity"], sorted(classes))
+        return one(slice(None), meta["total_sensitivity"], sorted(_classes(ds, y)))
     owner = np.asarray(ds.read("ovr_class"))
     if meta.get("ovr_class_names") is not None:
         owner = decode(owner, meta["ovr_class_names"])

@@ -15,6 +15,7 @@ from ._generators import (
     make_rings,
     make_waveform,
 )
+from ._labels import are_names as are_names
 from ._labels import code_labels as code_labels
 from ._labels import code_names as code_names
 from ._labels import decode as decode

@@ -62,12 +62,24 @@ def _text(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def name_limit() -> int:
+    """The most distinct names that are class labels (setting ``data.max-label-names``)."""
+    return int(setting("data.max-label-names"))
+
+
+def check_name_limit(count: int, most: int, *, name: str = "y", hint: str = "") -> None:
+    """Raise if ``count`` distinct names pass ``most`` (from :func:`name_limit`): so many
+    are not class labels. ``hint`` ends the message (the CSV reader's way out)."""
+    if count > most:
+        raise DKernelError(
+            f"{name} has more than {most} distinct text values: not class labels{hint}"
+        )
+
+
 def check_name_count(names, *, name: str = "y") -> tuple[str, ...]:
     """The sorted names; more than ``data.max-label-names`` of them are not class labels
     (the limit the CSV reader applies to a text label column)."""
-    most = int(setting("data.max-label-names"))
-    if len(names) > most:
-        raise DKernelError(f"{name} has more than {most} distinct text values: not class labels")
+    check_name_limit(len(names), name_limit(), name=name)
     return tuple(sorted(names))
 
 

@@ -21,11 +21,14 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
-from .._defaults import setting
 from .._validation import DKernelError
 from ..runtime import progress
+from ._labels import check_name_limit, name_limit
 
 logger = logging.getLogger(__name__)
+
+#: The end of the message for a CSV label column with too many distinct text values.
+_LABEL_COLUMN_HINT = " (choose the label column with label_column=, --label-column in the CLI)"
 
 
 class TextLayout(NamedTuple):
@@ -194,6 +197,7 @@ def _label_kind(tok: str, path: str, lineno: int, lab: int) -> tuple[bool, bool]
 def _label_names(path: str, lab: int, delimiter: str, header: bool) -> tuple[str, ...]:
     """The distinct labels of a CSV whose labels are text (a pass over the label column)."""
     names: set[str] = set()
+    most, column = name_limit(), f"{path}: column {lab + 1}"
     for lineno, line in _numbered_lines(path):
         if (header and lineno == 1) or not line.strip():
             continue
@@ -206,13 +210,7 @@ def _label_names(path: str, lab: int, delimiter: str, header: bool) -> tuple[str
         if not name:
             raise DKernelError(f"{path}: line {lineno}, column {lab + 1}: the label is empty")
         names.add(name)
-        most = int(setting("data.max-label-names"))
-        if len(names) > most:
-            raise DKernelError(
-                f"{path}: column {lab + 1} has more than {most} distinct text "
-                "values: not class labels (choose the label column with label_column=, "
-                "--label-column in the CLI)"
-            )
+        check_name_limit(len(names), most, name=column, hint=_LABEL_COLUMN_HINT)
     return tuple(sorted(names))
 
 

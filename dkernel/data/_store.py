@@ -1206,7 +1206,8 @@ def _dask_labels(y, n: int, row_chunks: tuple[int, ...]):
         return None, None, None
     names = None
     if not is_dask_array(y):
-        (y,), names = code_labels(y)
+        # code_labels gives labels it does not code (complex, dates) back as given
+        (y,), names = code_labels(np.asarray(y))
         y = y.ravel() if y.ndim > 1 and y.size == y.shape[0] else y
     if y.ndim != 1 or y.shape[0] != n:
         raise DKernelError(f"y must have shape ({n},) to match X, got {y.shape}")

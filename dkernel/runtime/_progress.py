@@ -72,8 +72,9 @@ def in_notebook() -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
-def _bar_class() -> type:
-    """tqdm's notebook bar inside Jupyter when ipywidgets is there, else the text bar.
+def bar_class() -> type:
+    """The tqdm class a bar shown now would be: tqdm's notebook bar inside Jupyter when
+    ipywidgets is there, else the text bar.
 
     What ``tqdm.auto`` picks, decided at each call rather than at import, and without its
     warning when ipywidgets is missing (the text bar renders fine in a notebook's stderr).
@@ -83,11 +84,6 @@ def _bar_class() -> type:
 
         return notebook_tqdm
     return _std_tqdm
-
-
-def bar_class() -> type:
-    """The tqdm class a bar shown now would be (:func:`_bar_class`)."""
-    return _bar_class()
 
 
 def _fmt(value: Any) -> str:
@@ -128,7 +124,7 @@ class Progress:
         self.notes: list[str] = []
         self._bar: Any = None
         if self.enabled:
-            cls = _bar_class()
+            cls = bar_class()
             kwargs: dict[str, Any] = dict(
                 total=self.total,
                 desc=desc,

@@ -46,11 +46,7 @@ class TreeNode(NamedTuple):
         return np.random.default_rng(self.seed_sequence())
 
 
-def _apply(combine: Callable[[list, TreeNode], Any], node: TreeNode, children: list) -> Any:
-    return combine(list(children), node)
-
-
-def _apply_to(node: TreeNode, children: list, *, combine: Callable[[list, TreeNode], Any]) -> Any:
+def _apply(node: TreeNode, children: list, *, combine: Callable[[list, TreeNode], Any]) -> Any:
     return combine(list(children), node)
 
 
@@ -112,19 +108,19 @@ def tree_reduce(
         level += 1
         groups = [nodes[j : j + k] for j in range(0, len(nodes), k)]
         ids = [TreeNode(level, index, int(seed)) for index in range(len(groups))]
+        names = None if key is None else [f"{key}-{level}-{i}" for i in range(len(groups))]
         if client is not None:  # a level is one message to the scheduler
-            names = None if key is None else [f"{key}-{level}-{i}" for i in range(len(groups))]
-            nodes = client.map(_apply_to, ids, groups, key=names, pure=False, combine=combine)
+            nodes = client.map(_apply, ids, groups, key=names, pure=False, combine=combine)
         elif lazy:
             nodes = [
                 delayed(_apply, pure=True)(
-                    combine,
                     node,
                     group,
-                    dask_key_name=None if key is None else f"{key}-{level}-{node.idx}",
+                    combine=combine,
+                    dask_key_name=None if names is None else names[node.idx],
                 )
                 for node, group in zip(ids, groups)
             ]
         else:
-            nodes = [_apply(combine, node, group) for node, group in zip(ids, groups)]
+            nodes = [_apply(node, group, combine=combine) for node, group in zip(ids, groups)]
     return nodes[0]
