@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dkernel.kernels import KERNEL_CODES
-from dkernel.svm import _budget
+from dkernel.svm import _budget, _fit
 
 
 def rbf(X, Y, gamma):
@@ -43,3 +43,10 @@ def state(rng, B, d, c, maint, gamma=0.5, signs="mixed", n_sv=None) -> _budget.B
     st.fs[_budget.FS_SCALE] = 0.7
     st.ist[_budget.IS_NSV] = n
     return st
+
+
+def fit_config(est, alpha, n, spec=None) -> _budget.BSGDConfig:
+    """The numba loop's settings of ``est`` for n rows per epoch, with the kernel ``spec``
+    (by default ``est``'s kernel as given)."""
+    spec = est._kernel_spec(None) if spec is None else spec
+    return _fit.config(_fit.Options.of(est), spec, alpha, n)
