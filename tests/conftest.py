@@ -145,6 +145,21 @@ def rounds_only():
         yield
 
 
+@pytest.fixture
+def jupyter_kernel(monkeypatch):
+    """``jupyter_kernel()``: from then on, for the rest of the test, the process looks like
+    a Jupyter kernel to the progress bar's choice (IPython's ``get_ipython()`` returns a
+    shell whose config names ``IPKernelApp``)."""
+    import types
+
+    def enter() -> None:
+        kernel = types.SimpleNamespace(config={"IPKernelApp": {}})  # a Jupyter kernel's shell
+        ipython = types.SimpleNamespace(get_ipython=lambda: kernel)
+        monkeypatch.setitem(sys.modules, "IPython", ipython)
+
+    return enter
+
+
 @pytest.fixture(params=["threads", "distributed"])
 def scheduler(request):
     """Run the test body under the threaded scheduler, then under a LocalCluster client.

@@ -28,12 +28,15 @@ def X():
 
 @pytest.fixture
 def count_steps():
-    """Counts the iterations that really run (a resumed fit must skip the saved ones):
-    pass ``callback=count_steps.append`` to ``fit``, which calls it once per iteration."""
+    """Lists the iterations that really run (a resumed fit must skip the saved ones):
+    pass ``callback=count_steps`` to ``fit``, which calls it once per iteration with
+    ``(n_iter, objective)``; the list keeps each ``n_iter``."""
     return _Steps()
 
 
 class _Steps(list):
+    """A list that is also a ``fit`` callback: each call appends its ``n_iter``."""
+
     def __call__(self, n_iter, objective):
         self.append(n_iter)
 

@@ -55,7 +55,7 @@ def test_silent_by_default(X, capfd):
     assert capfd.readouterr() == ("", "")
 
 
-def test_bar_in_a_notebook_kernel(X, monkeypatch):
+def test_bar_in_a_notebook_kernel(X, monkeypatch, jupyter_kernel):
     """Inside Jupyter the bar is tqdm's notebook widget (when ipywidgets is there), else text."""
     import importlib.machinery
     import sys
@@ -84,8 +84,7 @@ def test_bar_in_a_notebook_kernel(X, monkeypatch):
 
     # a Jupyter kernel's shell and ipywidgets, as the bar's choice sees them; tqdm's
     # notebook bar replaced by one that records how it was made
-    kernel = types.SimpleNamespace(config={"IPKernelApp": {}})
-    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: kernel))
+    jupyter_kernel()
     widgets = types.ModuleType("ipywidgets")
     widgets.__spec__ = importlib.machinery.ModuleSpec("ipywidgets", None)
     monkeypatch.setitem(sys.modules, "ipywidgets", widgets)

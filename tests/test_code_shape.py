@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import dkernel
 
+#: The package's source folder.
+ROOT = pathlib.Path(dkernel.__file__).parent
+
 #: Lines of a function body after its docstring; numba loops may reach NUMBA_MAX.
 MAX_LINES, NUMBA_MAX = 60, 100
+
+
+@functools.cache
+def _trees() -> tuple[tuple[pathlib.Path, ast.Module], ...]:
+    """Every module of the package, parsed once: (path, tree), in path order."""
+    return tuple(
+        (path, ast.parse(path.read_text(), str(path))) for path in sorted(ROOT.rglob("*.py"))
+    )
 
 
 def _is_numba(fn: ast.AST) -> bool:
@@ -32,14 +44,13 @@ def _body_lines(fn) -> int:
 
 
 def test_no_long_functions():
-    root = pathlib.Path(dkernel.__file__).parent
     long = []
-    for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for path, tree in _trees():
+        for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 limit = NUMBA_MAX if _is_numba(node) else MAX_LINES
                 if _body_lines(node) > limit:
-                    long.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not long, f"functions over {MAX_LINES} lines (numba {NUMBA_MAX}): {long}"
 
 
@@ -73,10 +84,9 @@ def _imported(node: ast.AST, package: str) -> list[str]:
     base = package.split(".")[: len(package.split(".")) - node.level + 1]
     if node.module:
         return [".".join([*base, node.module])]
-    root = pathlib.Path(dkernel.__file__).parent.parent
     out = []
     for a in node.names:
-        where = root.joinpath(*base, a.name)
+        where = ROOT.parent.joinpath(*base, a.name)
         is_module = where.is_dir() or where.with_suffix(".py").is_file()
         out.append(".".join([*base, a.name] if is_module else base))
     return out
@@ -86,14 +96,12 @@ def import_graph() -> dict[str, set[str]]:
     """Which part of the package imports which, from every import statement: at module
     level and inside functions alike (a function-level import is a dependency deferred,
     not removed)."""
-    root = pathlib.Path(dkernel.__file__).parent
     edges: dict[str, set[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    for path, tree in _trees():
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         module = ".".join(parts[:-1] if is_pkg else parts)
         package = module if is_pkg else module.rsplit(".", 1)[0]
-        tree = ast.parse(path.read_text(), str(path))
         skip = _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -175,13 +183,14 @@ def test_every_import_goes_down_the_layers():
 MAX_CLASS_LINES, MAX_METHODS = 500, 20
 
 
+@functools.cache
 def _class_shapes() -> dict[str, tuple[int, int]]:
-    """``path:Class`` -> (lines, methods defined in its body) of every class in dkernel."""
-    root = pathlib.Path(dkernel.__file__).parent
+    """``path:Class`` -> (lines, methods defined in its body) of every class in dkernel
+    (computed once: callers read it, never change it)."""
     shapes = {}
-    for path in sorted(root.rglob("*.py")):
-        where = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for path, tree in _trees():
+        where = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 methods = [
                     n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -210,7 +219,7 @@ def test_the_class_measure_sees_a_large_class():
 def test_bsgd_module_is_short():
     """The estimator's module holds the class and its thin delegations; the steps live in
     their own modules (``_fit``, ``_partial``, ``_state``, ``_predict``, ``_io``)."""
-    path = pathlib.Path(dkernel.__file__).parent / "svm" / "_bsgd.py"
+    path = ROOT / "svm" / "_bsgd.py"
     assert len(path.read_text().splitlines()) < 900
 
 
@@ -228,7 +237,7 @@ def _self_calls(fn: ast.AST) -> list[str]:
 def test_budgeted_svc_fit_reads_as_one_story():
     """``BudgetedSVC.fit`` and the methods of ``self`` it calls call at most 10 methods of
     ``self``: the fit's steps take an explicit plan and state, not the estimator."""
-    path = pathlib.Path(dkernel.__file__).parent / "svm" / "_bsgd.py"
+    path = ROOT / "svm" / "_bsgd.py"
     tree = ast.parse(path.read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BudgetedSVC")
     methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
@@ -239,7 +248,7 @@ def test_budgeted_svc_fit_reads_as_one_story():
 
 def test_minibatch_fit_reads_as_its_phases():
     """``MiniBatchKernelKMeans.fit`` calls few methods of ``self``: the steps are functions."""
-    path = pathlib.Path(dkernel.__file__).parent / "cluster" / "_minibatch.py"
+    path = ROOT / "cluster" / "_minibatch.py"
     tree = ast.parse(path.read_text())
     cls = next(n for n in tree.body if getattr(n, "name", "") == "MiniBatchKernelKMeans")
     fit = next(n for n in cls.body if getattr(n, "name", "") == "fit")
@@ -326,7 +335,8 @@ def _per_file(find) -> dict[str, int]:
 #: Private imports in the tests (issue 35 asks for at most 10; 8 today): the numba kernels
 #: checked against NumPy references (``dkernel.svm._budget`` in three files,
 #: ``dkernel.cluster._numba``), the exact refit's solver (``_refit``), the fit's config and
-#: checkpoint files (``_fit``, ``_io``) and the kernel registry's identity checks. The state
+#: checkpoint files (``_fit`` through the builders of tests/_bsgd.py, ``_io``) and the kernel
+#: registry's identity checks. The state
 #: and steps are tested through their named modules (``dkernel.svm.state``, ``.stream``,
 #: ``.rounds``).
 MAX_PRIVATE_IMPORTS = 10

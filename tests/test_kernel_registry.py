@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import _bsgd
 import numpy as np
 import pytest
 
@@ -74,7 +75,7 @@ def test_training_rebuild_and_prediction_share_the_kernel(tmp_path, kernel):
     ).fit(X, y)  # fmt: skip
     st = clf._state
     n = st.n_sv
-    cfg = _fit.config(_fit.Options.of(clf), clf._spec, clf.alpha_, len(X))
+    cfg = _bsgd.fit_config(clf, clf.alpha_, len(X), spec=clf._spec)
     args = (cfg.kind, cfg.gamma, cfg.degree, cfg.coef0)
     SV = st.SV[:n]
     np.testing.assert_array_equal(st.SVT[:, :n], SV.T)  # the scoring loop's copy

@@ -126,17 +126,14 @@ def test_not_a_notebook_here():
     assert in_notebook() is False
 
 
-def test_notebook_bar_when_in_jupyter_with_ipywidgets(monkeypatch):
-    import types
-
+def test_notebook_bar_when_in_jupyter_with_ipywidgets(monkeypatch, jupyter_kernel):
     from tqdm.notebook import tqdm as notebook_tqdm
     from tqdm.std import tqdm as std_tqdm
 
     from dkernel.runtime import bar_class
 
     assert bar_class() is std_tqdm  # plain Python
-    kernel = types.SimpleNamespace(config={"IPKernelApp": {}})  # a Jupyter kernel's shell
-    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: kernel))
+    jupyter_kernel()
     assert in_notebook()
     if importlib.util.find_spec("ipywidgets") is not None:
         assert bar_class() is notebook_tqdm

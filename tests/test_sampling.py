@@ -213,8 +213,6 @@ def test_draw_without_replacement_from_many_rows_takes_no_n_row_array():
     """A RandomState's ``choice(replace=False)`` permutes all n: 8 GB at 10^9 rows."""
     import tracemalloc
 
-    from dkernel.data import draw_indices
-
     tracemalloc.start()
     try:
         idx = draw_indices(10**9, 5000, 0, replace=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _bsgd
 import numpy as np
 import pytest
 
@@ -11,32 +12,9 @@ from dkernel.svm import _budget as nb
 RBF = KERNEL_CODES["rbf"]
 
 
-def _rbf(X, Y, gamma):
-    d2 = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
-    return np.exp(-gamma * d2)
-
-
-def _state(rng, B, d, c, maint, gamma=0.5, signs="mixed"):
-    """A full model (B + 1 SVs) ready for one maintenance step."""
-    st = nb.new_state(B, d, c, maint)
-    A, K, M, fs, ist = st.A, st.K, st.M, st.fs, st.ist
-    X = rng.normal(size=(B + 1, d))
-    nb.set_support(st, X)
-    if signs == "positive":
-        A[:] = rng.uniform(0.1, 1.0, size=(B + 1, c))
-    else:
-        A[:] = rng.normal(size=(B + 1, c))
-    K[:] = _rbf(X, X, gamma)
-    if maint == nb.PROJECT:
-        nb.refresh_inverse(K, M, B + 1, nb.PROJECT_RIDGE)
-    fs[nb.FS_SCALE] = 0.7
-    ist[nb.IS_NSV] = B + 1
-    return st
-
-
 def _maintain(st, maint, gamma=0.5, search=nb.GOLDEN):
     B = st.SV.shape[0] - 1
-    cfg = _cfg(B, nb.AVG_OFF, 0, maint=maint, gamma=gamma)._replace(search=search)
+    cfg = _bsgd.config(B, nb.AVG_OFF, 0, maint=maint, gamma=gamma)._replace(search=search)
     return nb.maintain(st, cfg, False)
 
 
@@ -44,7 +22,7 @@ def _wnorm_diff(X0, A0, X1, A1, gamma):
     """||sum a0 phi(x0) - sum a1 phi(x1)||^2 through explicit kernel matrices."""
     Z = np.vstack([X0, X1])
     C = np.vstack([A0, -A1])
-    return float(np.einsum("ic,ij,jc->", C, _rbf(Z, Z, gamma), C))
+    return float(np.einsum("ic,ij,jc->", C, _bsgd.rbf(Z, Z, gamma), C))
 
 
 def test_kernel_values_match_pairwise(rng):
@@ -58,7 +36,7 @@ def test_kernel_values_match_pairwise(rng):
 
 @pytest.mark.parametrize("c", [1, 3])
 def test_removal_drops_smallest_norm(rng, c):
-    st = _state(rng, 9, 3, c, nb.REMOVE)
+    st = _bsgd.state(rng, 9, 3, c, nb.REMOVE)
     A0, X0 = st[2].copy(), st[0].copy()
     norms = (A0**2).sum(1) * np.diag(st[3])
     p = int(np.argmin(norms))
@@ -76,7 +54,7 @@ def test_removal_drops_smallest_norm(rng, c):
 
 @pytest.mark.parametrize("c", [1, 4])
 def test_projection_is_least_squares(rng, c):
-    st = _state(rng, 12, 4, c, nb.PROJECT)
+    st = _bsgd.state(rng, 12, 4, c, nb.PROJECT)
     A0, X0, K0 = st[2].copy(), st[0].copy(), st[3].copy()
     norms = (A0**2).sum(1)
     p = int(np.argmin(norms))
@@ -120,7 +98,7 @@ def _grid_merge(A, K, m, n, pw=2):
 @pytest.mark.parametrize("c,signs", [(1, "positive"), (1, "mixed"), (3, "mixed")])
 def test_merge_h_matches_dense_grid(rng, c, signs):
     for _trial in range(5):
-        st = _state(rng, 15, 2, c, nb.MERGE, signs=signs)
+        st = _bsgd.state(rng, 15, 2, c, nb.MERGE, signs=signs)
         A, K = st[2], st[3]
         m = int(np.argmin((A**2).sum(1)))
         n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.GOLDEN, np.zeros((2, 2)))
@@ -135,7 +113,7 @@ def test_merge_h_matches_dense_grid(rng, c, signs):
 def test_merge_lookup_refines_to_grid(rng):
     T = nb.build_lookup(2)
     for _trial in range(5):
-        st = _state(rng, 15, 2, 1, nb.MERGE, signs="positive")
+        st = _bsgd.state(rng, 15, 2, 1, nb.MERGE, signs="positive")
         A, K = st[2], st[3]
         m = int(np.argmin((A**2).sum(1)))
         n, h, dg = nb.merge_partner(A, K, 16, m, 2, nb.LOOKUP, T)
@@ -147,7 +125,7 @@ def test_merge_lookup_refines_to_grid(rng):
 @pytest.mark.parametrize("c", [1, 3])
 def test_merge_degradation_exact_and_never_worse_than_removal(rng, c):
     for _trial in range(10):
-        st = _state(rng, 10, 2, c, nb.MERGE, gamma=0.5)
+        st = _bsgd.state(rng, 10, 2, c, nb.MERGE, gamma=0.5)
         st_rm = st.copy()
         X0, A0 = st[0].copy(), st[2].copy()
         s = st[6][nb.FS_SCALE]
@@ -158,7 +136,9 @@ def test_merge_degradation_exact_and_never_worse_than_removal(rng, c):
         ref = _wnorm_diff(X0, s * A0, st[0][:10], s * st[2][:10], 0.5)
         assert d2 == pytest.approx(ref, rel=1e-6, abs=1e-10)
         # K kept for the SVs is their kernel matrix
-        np.testing.assert_allclose(st[3][:10, :10], _rbf(st[0][:10], st[0][:10], 0.5), atol=1e-12)
+        np.testing.assert_allclose(
+            st[3][:10, :10], _bsgd.rbf(st[0][:10], st[0][:10], 0.5), atol=1e-12
+        )
 
 
 def _run(X, yi, c, lam, maint, B=8):
@@ -189,7 +169,7 @@ def _run(X, yi, c, lam, maint, B=8):
             0,
         ),
     )
-    return nb.decision(X, st, _cfg(B, nb.AVG_OFF, 0, gamma=1.0)), st
+    return nb.decision(X, st, _bsgd.config(B, nb.AVG_OFF, 0, gamma=1.0)), st
 
 
 @pytest.mark.parametrize("maint", [nb.REMOVE, nb.PROJECT, nb.MERGE])
@@ -214,7 +194,7 @@ def test_sgd_step_matches_numpy_reference(rng):
     # reference: explicit alphas over all rows, bias as a constant feature
     alpha = np.zeros(60)
     bias = 0.0
-    K = _rbf(X, X, gamma)
+    K = _bsgd.rbf(X, X, gamma)
     for t in range(1, 61):
         i = t - 1
         f = alpha @ K[:, i] + bias
@@ -251,7 +231,7 @@ def test_sgd_step_matches_numpy_reference(rng):
         ),
     )
     ist = st.ist
-    got = nb.decision(X, st, _cfg(100, nb.AVG_OFF, 0, gamma=gamma))[:, 0]
+    got = nb.decision(X, st, _bsgd.config(100, nb.AVG_OFF, 0, gamma=gamma))[:, 0]
     np.testing.assert_allclose(got, K @ alpha + bias, rtol=1e-9, atol=1e-9)
     assert ist[nb.IS_NMAINT] == 0
 
@@ -289,15 +269,8 @@ def test_radius_projection_bounds_norm(rng):
     SV, A, b, fs, ist = st.SV, st.A, st.b, st.fs, st.ist
     n = ist[nb.IS_NSV]
     a = fs[0] * A[:n, 0]
-    norm2 = a @ _rbf(SV[:n], SV[:n], 1.0) @ a + (fs[0] * b[0]) ** 2
+    norm2 = a @ _bsgd.rbf(SV[:n], SV[:n], 1.0) @ a + (fs[0] * b[0]) ** 2
     assert norm2 <= 4.0 * (1 + 1e-6)
-
-
-def _cfg(B, mode, start, maint=nb.MERGE, alpha=0.01, algo=nb.PEGASOS, gamma=0.5):
-    return nb.BSGDConfig(
-        RBF, gamma, 3.0, 1.0, algo, alpha, 1.0, 0.0, maint, 1.0, nb.PROJECT_RIDGE, 2,
-        nb.GOLDEN, np.zeros((2, 2)), B, mode, start,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", [nb.AVG_UNIFORM, nb.AVG_LINEAR])
@@ -309,7 +282,7 @@ def test_lazy_average_equals_explicit_average(rng, mode):
     B = 400
     st = nb.new_state(B, 3, 1, nb.MERGE)
     # norma's shrink (1 - 0.9 / sqrt(t)) takes s below the rescale threshold along the way
-    cfg = _cfg(B, mode, 50, alpha=0.9, algo=nb.NORMA)
+    cfg = _bsgd.config(B, mode, 50, alpha=0.9, algo=nb.NORMA)
     ref, refb, W = np.zeros((B + 1, 1)), np.zeros(1), 0.0
     rescaled = False
     for i in range(300):
@@ -333,29 +306,29 @@ def test_lazy_average_equals_explicit_average(rng, mode):
 def test_maintenance_edits_the_average_like_the_iterate(rng, maint):
     """A maintenance step applies the same edit to the averaged sums: with Abar = A (after a
     flush at S = 1), merging/removal leaves Abar equal to A."""
-    st = _state(rng, 12, 2, 2, maint)
+    st = _bsgd.state(rng, 12, 2, 2, maint)
     st.fs[nb.FS_SCALE] = 1.0
     st.Abar[:] = st.A
     st.fs[nb.FS_WSUM] = 1.0
-    nb.maintain(st, _cfg(12, nb.AVG_OFF, 0, maint=maint), True)
+    nb.maintain(st, _bsgd.config(12, nb.AVG_OFF, 0, maint=maint), True)
     assert st.n_sv == 12
     np.testing.assert_allclose(st.Abar[:12], st.A[:12], rtol=1e-12)
     assert not st.Abar[12:].any()
 
 
 def test_reduce_to_keeps_kernel_matrix_and_budget(rng):
-    st = _state(rng, 29, 2, 1, nb.MERGE)  # 30 SVs
+    st = _bsgd.state(rng, 29, 2, 1, nb.MERGE)  # 30 SVs
     K, M = st.K.copy(), st.M
-    dg, dg2 = nb.reduce_to(st._replace(K=K, M=M), _cfg(10, nb.AVG_OFF, 0))
+    dg, dg2 = nb.reduce_to(st._replace(K=K, M=M), _bsgd.config(10, nb.AVG_OFF, 0))
     assert st.n_sv == 10 and dg > 0 and dg2 > 0
-    np.testing.assert_allclose(K[:10, :10], _rbf(st.SV[:10], st.SV[:10], 0.5), atol=1e-12)
+    np.testing.assert_allclose(K[:10, :10], _bsgd.rbf(st.SV[:10], st.SV[:10], 0.5), atol=1e-12)
 
 
 def test_nearest_partners_are_the_largest_kernel_values(rng):
     """The NEAR screen's candidates: the k largest K[m, j], j != m (a partition, not a sort),
     ties at the k-th value broken by index."""
     X = rng.normal(size=(60, 3))
-    K = _rbf(X, X, 0.5)
+    K = _bsgd.rbf(X, X, 0.5)
     for m in (0, 17, 59):
         got = nb._nearest(K, m, 60, 8)
         row = K[m].copy()

@@ -56,18 +56,17 @@ def board(dkernel_config):
 
 @pytest.fixture
 def count_steps(caplog):
-    """Rows passed through the numba loop so far (sequential epochs, the stream prefix and
-    shard rounds alike), as the fit's DEBUG log reports them."""
+    """``count_steps()``: rows passed through the numba loop so far (sequential epochs, the
+    stream prefix and shard rounds alike), as the fit's DEBUG log reports them."""
     caplog.set_level(logging.DEBUG, logger="dkernel.svm")
 
-    class Rows:
-        def __getitem__(self, i):
-            said = [r.getMessage() for r in caplog.records]
-            return sum(
-                int(m.split(": ")[-1].split()[0]) for m in said if "rows through the SGD loop" in m
-            )
+    def rows() -> int:
+        said = [r.getMessage() for r in caplog.records]
+        return sum(
+            int(m.split(": ")[-1].split()[0]) for m in said if "rows through the SGD loop" in m
+        )
 
-    return Rows()
+    return rows
 
 
 def _same(a, b):
@@ -98,10 +97,10 @@ def test_sigkilled_fit_resumes_to_the_uninterrupted_model(
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]  # no torn temp file
 
     resumed = BudgetedSVC(**PARAMS, distributed=distributed, checkpoint=path).fit(X, y)
-    resumed_rows = count_steps[0]
+    resumed_rows = count_steps()
     assert not os.path.exists(path)  # a completed fit removes its checkpoint
     full = BudgetedSVC(**PARAMS, distributed=distributed).fit(X, y)
-    full_rows = count_steps[0] - resumed_rows
+    full_rows = count_steps() - resumed_rows
     _same(resumed, full)
     assert full_rows == 6000
     # only the rest of the work was done again
@@ -274,9 +273,9 @@ def test_fit_stopped_in_the_refit_resumes_there(
     assert saved["position"] == [PARAMS["max_iter"], 0]  # after the SGD passes
 
     caplog.set_level(logging.DEBUG, logger="dkernel.svm._refit")
-    rows = count_steps[0]
+    rows = count_steps()
     resumed = est.fit(X, y)
-    assert count_steps[0] == rows  # the SGD passes were not run again
+    assert count_steps() == rows  # the SGD passes were not run again
     steps, passes = _refit_cost(caplog)
     assert not os.path.exists(path)
     full = BudgetedSVC(**kw).fit(X, y)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import _bsgd
 import dask
 import dask.array as da
 import numpy as np
@@ -15,7 +16,7 @@ from sklearn.datasets import load_digits
 
 from dkernel import DKernelError
 from dkernel.data import make_checkerboard, write_arrays
-from dkernel.svm import BudgetedSVC, _fit
+from dkernel.svm import BudgetedSVC
 from dkernel.svm import _budget as nb
 from dkernel.svm.rounds import combine, plan_shards
 from dkernel.svm.state import Partial, empty_partial
@@ -67,11 +68,6 @@ def test_sgd_passes_do_not_depend_on_the_blas_kernel(coretype, tmp_path):
     assert bits({}) == bits({"OPENBLAS_CORETYPE": coretype})
 
 
-def _config(est, alpha, n):
-    """The numba loop's settings of ``est`` (its kernel as given) for n rows per epoch."""
-    return _fit.config(_fit.Options.of(est), est._kernel_spec(None), alpha, n)
-
-
 def test_plan_shards_balances_rows_whatever_the_chunks():
     p = plan_shards(450, 2)
     assert (p.starts, p.stops) == ([0, 225], [225, 450])
@@ -80,7 +76,7 @@ def test_plan_shards_balances_rows_whatever_the_chunks():
 
 
 def test_combine_weights_sums_duplicates_and_keeps_the_budget(rng):
-    cfg = _config(BudgetedSVC(budget=4, gamma=0.5, alpha=1e-2), 1e-2, 100)
+    cfg = _bsgd.fit_config(BudgetedSVC(budget=4, gamma=0.5, alpha=1e-2), 1e-2, 100)
     shared = rng.normal(size=(2, 2))
 
     def part(extra, a, n):
@@ -198,7 +194,7 @@ def test_averaging_beats_the_last_iterate_on_digits():
     default = acc()
     assert default >= acc(max_iter=1, average=False, alpha=1e-3, refit=False) + 0.01
     assert default >= acc(average=False) - 0.005
-    assert _config(BudgetedSVC(gamma=1.0), 1e-3, 10).avg_mode == nb.AVG_LINEAR
+    assert _bsgd.fit_config(BudgetedSVC(gamma=1.0), 1e-3, 10).avg_mode == nb.AVG_LINEAR
 
 
 def test_distributed_weights_and_bad_values_are_checked_on_the_shards():

@@ -3,34 +3,29 @@ model file's raw arrays and the checkpoint entries, each read back to the same s
 
 from __future__ import annotations
 
+import _bsgd
 import numpy as np
 import pytest
 
-from dkernel.kernels import KERNEL_CODES, KernelSpec
+from dkernel.kernels import KernelSpec
 from dkernel.svm import _budget as nb
 from dkernel.svm import state
 
 
-def _cfg(avg_mode: int, *, budget: int = 6, maint: int = nb.MERGE) -> nb.BSGDConfig:
-    return nb.BSGDConfig(
-        kind=KERNEL_CODES["rbf"], gamma=0.5, degree=3.0, coef0=1.0, algo=nb.PEGASOS,
-        alpha=1e-2, eta0=1.0, radius=0.0, maint=maint, icpt=1.0, ridge=nb.PROJECT_RIDGE,
-        pw=2, search=nb.GOLDEN, T=np.zeros((2, 2)), budget=budget, avg_mode=avg_mode,
-        avg_start=1,
-    )  # fmt: skip
+def _cfg(avg_mode: int, *, maint: int = nb.MERGE) -> nb.BSGDConfig:
+    """The settings of ``_trained``'s states: budget 6, averaging from step 1."""
+    return _bsgd.config(6, avg_mode, 1, maint=maint)
 
 
 def _trained(rng, *, n_sv=5, c=2, maint=nb.MERGE) -> nb.BSGDState:
     """A state with ``n_sv`` SVs, a global scale, averaged sums owed lazily, counters."""
-    st = nb.new_state(6, 3, c, maint)
-    nb.set_support(st, rng.normal(size=(n_sv, 3)))
-    st.A[:n_sv] = rng.normal(size=(n_sv, c))
+    st = _bsgd.state(rng, 6, 3, c, maint, gamma=None, n_sv=n_sv)  # SVs, A, scale 0.7
     st.Abar[:n_sv] = rng.normal(size=(n_sv, c))
     st.b[:] = rng.normal(size=c)
     st.bbar[:] = rng.normal(size=c)
-    st.fs[nb.FS_SCALE], st.fs[nb.FS_WSUM], st.fs[nb.FS_SACC] = 0.7, 3.0, 2.5
+    st.fs[nb.FS_WSUM], st.fs[nb.FS_SACC] = 3.0, 2.5
     st.sref[:n_sv] = rng.uniform(0, 2.5, size=n_sv)  # each SV owes A (S - sref)
-    st.ist[nb.IS_NSV], st.ist[nb.IS_T], st.ist[nb.IS_NMAINT] = n_sv, 40, 4
+    st.ist[nb.IS_T], st.ist[nb.IS_NMAINT] = 40, 4
     st.fs[nb.FS_DEGR] = 2.0
     return st
 
