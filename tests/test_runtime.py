@@ -492,3 +492,26 @@ def test_shipped_config_has_no_repeated_key():
     yaml.load(path.read_text(), Loader=Strict)
     assert dask.config.get("dkernel.svm.prefix-steps") == 1 << 20
     assert dask.config.get("dkernel.svm.auto-min-rows") == 1 << 24
+
+
+def test_worker_addresses_survive_the_clients_periodic_refresh(local_cluster_client, monkeypatch):
+    """The client's periodic scheduler-info refresh caches no per-worker entries. When it
+    ran between ``scheduler_info()``'s fetch and its read of the cache, a job's refit placed
+    its parts on no worker (ZeroDivisionError). Here the refresh runs after every blocking
+    call, the worst interleaving: placement still sees every worker."""
+    from dkernel.data import range_workers
+    from dkernel.runtime import worker_addresses
+
+    client = local_cluster_client
+    sync = client.sync
+
+    def sync_then_refresh(func, *args, **kwargs):
+        out = sync(func, *args, **kwargs)
+        sync(client._update_scheduler_info)  # the periodic callback, just after
+        return out
+
+    monkeypatch.setattr(client, "sync", sync_then_refresh)
+    assert not client.scheduler_info().get("workers")  # the cache the old placement read
+    addrs = worker_addresses(client)
+    assert len(addrs) == 2
+    assert range_workers(client, 3) == [*addrs, addrs[0]]

@@ -180,10 +180,10 @@ class _OneWorker:
     def __init__(self, client):
         self._client = client
 
-    def scheduler_info(self):
-        info = self._client.scheduler_info()
-        first = sorted(info["workers"])[0]
-        return {**info, "workers": {first: info["workers"][first]}}
+    def nthreads(self):
+        threads = self._client.nthreads()
+        first = sorted(threads)[0]
+        return {first: threads[first]}
 
     def __getattr__(self, name):
         return getattr(self._client, name)

@@ -18,6 +18,7 @@ import numpy as np
 from .._validation import DKernelError
 from ..data import make_checkerboard, sample_rows
 from ..kernels import estimate_gamma, kernel_matrix, pairwise_kernels
+from ..runtime import worker_addresses
 from ._common import check_output_file, cluster_session, emit_json, local_path
 
 
@@ -155,7 +156,7 @@ def compile_kernels(client) -> float:
     )
     print(f"{what} ...", flush=True)
     t0 = time.perf_counter()
-    workers = list(client.scheduler_info().get("workers", {})) if client is not None else []
+    workers = worker_addresses(client) if client is not None else []
     if not cached and len(workers) > 1:
         shares = [_WARM_PARTS[i :: len(workers)] for i in range(len(workers))]
         client.gather(

@@ -31,7 +31,7 @@ import dask
 import numpy as np
 
 from .._validation import is_dask_array
-from ..runtime import distributed_client, tree_reduce
+from ..runtime import distributed_client, tree_reduce, worker_addresses
 from ._sampling import chunk_bounds
 from ._verify import RowSource
 
@@ -39,7 +39,7 @@ from ._verify import RowSource
 def range_workers(client: Any, n_ranges: int) -> list[str]:
     """The worker of each of ``n_ranges`` row ranges: round-robin over the sorted
     addresses (placement never changes a result, only where the work runs)."""
-    addrs = sorted(client.scheduler_info()["workers"])
+    addrs = worker_addresses(client)
     return [addrs[k % len(addrs)] for k in range(n_ranges)]
 
 

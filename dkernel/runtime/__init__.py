@@ -24,6 +24,7 @@ from ._progress import distributed_client as distributed_client
 from ._progress import forget_compiled as forget_compiled
 from ._progress import in_notebook as in_notebook
 from ._progress import watch as watch
+from ._progress import worker_addresses as worker_addresses
 from ._timing import timer
 from ._tree import TreeNode as TreeNode
 from ._tree import tree_levels as tree_levels

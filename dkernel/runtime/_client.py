@@ -26,6 +26,7 @@ from ._config import (
 )
 from ._memory import PauseGuard, check_worker_memory
 from ._plugins import register_thread_settings
+from ._progress import worker_addresses
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -473,7 +474,7 @@ def _guarded(client: Client) -> Client:
     """
     cfg = dask.config.get("dkernel.cluster.memory", {}) or {}
     try:
-        if cfg.get("check", True) and client.scheduler_info().get("workers"):
+        if cfg.get("check", True) and worker_addresses(client):
             check_worker_memory(client)
         if cfg.get("paused-timeout") is not None:
             client.register_plugin(PauseGuard(float(cfg["paused-timeout"])))

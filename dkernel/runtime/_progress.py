@@ -349,6 +349,15 @@ def distributed_client() -> Any:
     return None
 
 
+def worker_addresses(client: Any) -> list[str]:
+    """The sorted addresses of ``client``'s workers, asked of the scheduler now.
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's cached identity
+    after refreshing it, and the client's periodic refresh (which carries no per-worker
+    entries) can overwrite the cache in between, so it may list no workers at all."""
+    return sorted(client.nthreads())
+
+
 def forget_compiled() -> None:
     """Tests: show the compile notes again."""
     with _COMPILED_LOCK:

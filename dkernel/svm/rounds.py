@@ -44,7 +44,7 @@ import numpy as np
 
 from ..data import ResidentRows
 from ..kernels import pair_gram, sq_norms
-from ..runtime import TreeNode, phase, timer
+from ..runtime import TreeNode, phase, timer, worker_addresses
 from . import _budget as nb
 from .state import Partial, empty_partial, partial_from_state, state_from_partial
 from .stream import Standardizer, block_plan, load_ranges, row_parts
@@ -183,7 +183,7 @@ def compile_kernels(client: Any, cfg: nb.BSGDConfig, n_features: int, n_cols: in
     futures = [
         client.submit(warm_up, light, n_features, n_cols, key=f"bsgd-compile-{run}-{i}",
                       workers=[addr], allow_other_workers=True)
-        for i, addr in enumerate(sorted(client.scheduler_info()["workers"]))
+        for i, addr in enumerate(worker_addresses(client))
     ]  # fmt: skip
     client.gather(futures)
 
