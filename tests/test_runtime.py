@@ -515,3 +515,37 @@ def test_worker_addresses_survive_the_clients_periodic_refresh(local_cluster_cli
     addrs = worker_addresses(client)
     assert len(addrs) == 2
     assert range_workers(client, 3) == [*addrs, addrs[0]]
+
+
+def test_resident_loads_land_on_their_workers_and_cut_the_rows(local_cluster_client):
+    """``ResidentRows.load`` over a dask array whose chunks the ranges cut across: every
+    part holds exactly its rows (from the chunks it overlaps, a chunk two ranges share read
+    once) and lives on the worker placement gave it; without a client the parts are the
+    same values."""
+    import dask.array as da
+    import numpy as np
+
+    from dkernel.data import ResidentRows
+
+    client = local_cluster_client
+    Xn = np.arange(70 * 3, dtype=np.float64).reshape(70, 3)
+    yn = np.arange(70)
+    X, y = da.from_array(Xn, chunks=(16, 3)), da.from_array(yn, chunks=9)
+    ranges = [(0, 23), (23, 50), (50, 51), (51, 70)]
+
+    def load(xr, yr, wr, start):
+        return start, xr, yr, wr
+
+    res = ResidentRows.load((X, y, None), ranges, load, client=client, name="test-rows")
+    parts = client.gather(res.parts)
+    for (s, e), (start, xr, yr, wr) in zip(ranges, parts):
+        assert start == s and wr is None
+        np.testing.assert_array_equal(xr, Xn[s:e])
+        np.testing.assert_array_equal(yr, yn[s:e])
+    where = client.who_has(res.parts)
+    assert [list(where[f.key]) for f in res.parts] == [[w] for w in res.workers]
+    assert len(set(res.workers)) == 2
+    here = ResidentRows.load((X, y, None), ranges, load, client=None)
+    for a, b in zip(here.parts, parts):
+        np.testing.assert_array_equal(a[1], b[1])
+        np.testing.assert_array_equal(a[2], b[2])

@@ -29,10 +29,11 @@ from typing import Any, NamedTuple
 
 import dask
 import numpy as np
+from dask.delayed import Delayed
 
 from .._validation import is_dask_array
 from ..runtime import distributed_client, tree_reduce, worker_addresses
-from ._sampling import chunk_bounds
+from ._sampling import chunk_bounds, row_chunk_keys
 from ._verify import RowSource
 
 
@@ -52,26 +53,38 @@ class _StoredRows(NamedTuple):
     hi: int
 
 
+class _Chunks(NamedTuple):
+    """Rows ``lo:hi`` of the joined chunks ``keys`` of a dask array (the task's inputs)."""
+
+    keys: tuple
+    lo: int
+    hi: int
+
+
 def _range_pieces(a, ranges) -> list:
     """Each range of ``a``: a slice of an in-memory array; of a store's row source, when it
     lies within one of its blocks, the rows read by the load task itself (the read and the
-    work are one task); else of a dask array ``(chunks, lo, hi)``: the chunks it overlaps
-    (Delayed, keyed as in ``a``'s own graph, so ranges computed together share a chunk's
-    read) and the cut into their rows."""
+    work are one task); else of a dask array, the keys of the chunks it overlaps (keyed as
+    in ``a``'s own graph, so ranges loaded together share a chunk's read) and the cut into
+    their rows (:class:`_Chunks`)."""
     if a is None or not is_dask_array(a):
         return [None if a is None else a[s:e] for s, e in ranges]
     if isinstance(a, RowSource) and all(_within_a_block(a.bounds, s, e) for s, e in ranges):
         g0 = a.bounds[0]
         return [_StoredRows(a.reader, g0 + s, g0 + e) for s, e in ranges]
-    if a.ndim > 1 and a.numblocks[1] > 1:
-        a = a.rechunk({i: -1 for i in range(1, a.ndim)})
-    chunks = a.to_delayed(optimize_graph=False).ravel()
-    bounds = chunk_bounds(a)
+    keys, bounds = row_chunk_keys(a), chunk_bounds(a)
     out = []
     for s, e in ranges:
         c0, c1 = np.searchsorted(bounds, [s, e - 1], side="right") - 1
-        out.append((list(chunks[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0])))
+        out.append(_Chunks(tuple(keys[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0])))
     return out
+
+
+def _row_chunked(a):
+    """``a`` with its columns in one chunk (row chunks only), as the loads read it."""
+    if is_dask_array(a) and a.ndim > 1 and a.numblocks[1] > 1:
+        return a.rechunk({i: -1 for i in range(1, a.ndim)})
+    return a
 
 
 def _within_a_block(bounds, s: int, e: int) -> bool:
@@ -80,21 +93,65 @@ def _within_a_block(bounds, s: int, e: int) -> bool:
     return 0 <= j < len(bounds) - 1 and g0 + e <= bounds[j + 1]
 
 
-def _joined(piece):
-    if isinstance(piece, _StoredRows):
-        return piece.reader.rows(piece.lo, piece.hi)
-    if not isinstance(piece, tuple):
-        return piece
-    chunks, lo, hi = piece
-    return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0))[lo:hi]
+class _Cut(NamedTuple):
+    """Rows ``lo:hi`` of the next ``n`` chunks of a load task's arguments, joined."""
+
+    n: int
+    lo: int
+    hi: int
 
 
-def _load_piece(load: Callable, start: int, *pieces):
-    return load(*[_joined(p) for p in pieces], start)
+class _Pieces:
+    """A load task's pieces, one per array, each :class:`_Chunks` replaced by its
+    :class:`_Cut`: the task's trailing arguments are those chunks, in order (an opaque
+    object in the graph, so that only the chunk keys are read as dependencies)."""
+
+    def __init__(self, pieces: tuple) -> None:
+        self.pieces = [
+            _Cut(len(p.keys), p.lo, p.hi) if isinstance(p, _Chunks) else p for p in pieces
+        ]
+
+    def joined(self, chunks: tuple) -> list:
+        out, at = [], 0
+        for p in self.pieces:
+            if isinstance(p, _StoredRows):
+                out.append(p.reader.rows(p.lo, p.hi))
+            elif isinstance(p, _Cut):
+                these = chunks[at : at + p.n]
+                at += p.n
+                out.append((these[0] if len(these) == 1 else np.concatenate(these))[p.lo : p.hi])
+            else:
+                out.append(p)
+        return out
+
+
+def _load_piece(load: Callable, start: int, pieces: _Pieces, *chunks):
+    return load(*pieces.joined(chunks), start)
 
 
 def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
     return fn(part, index, *args, **kw)
+
+
+def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, keys: list,
+                owners: list):  # fmt: skip
+    """One graph of the loads (task ``keys[i]``: ``load`` of range i, placed on
+    ``owners[i]`` when there is one), over the dask arrays' own graphs: built once, not
+    once per range (a ``dask.delayed`` call per range merged the arrays' graphs each time)."""
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    layer = {}
+    for key, (s, _), rows in zip(keys, ranges, per_range):
+        chunk_keys = [k for p in rows if isinstance(p, _Chunks) for k in p.keys]
+        layer[key] = (_load_piece, load, s, _Pieces(rows), *chunk_keys)
+    annotations = None
+    if owners[0] is not None:
+        where = {key: [who] for key, who in zip(keys, owners)}
+        annotations = {"workers": where.__getitem__, "allow_other_workers": True}
+    deps = [a for a in arrays if is_dask_array(a)]
+    return HighLevelGraph.from_collections(
+        keys[0], MaterializedLayer(layer, annotations=annotations), dependencies=deps
+    )
 
 
 class ResidentRows:
@@ -138,17 +195,16 @@ class ResidentRows:
             client = distributed_client()
         name = name or f"rows-{uuid.uuid4().hex}"
         ranges = [(int(s), int(e)) for s, e in ranges]
+        arrays = [_row_chunked(a) for a in arrays]
         pieces = [_range_pieces(a, ranges) for a in arrays]
         per_range = list(zip(*pieces)) if pieces else [() for _ in ranges]
         if client is None and not any(is_dask_array(a) for a in arrays):
             parts = [load(*rows, s) for (s, _), rows in zip(ranges, per_range)]
             return cls(parts, ranges, [None] * len(ranges), None, name)
         owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
-        loads = []
-        for i, ((s, _), who, rows) in enumerate(zip(ranges, owners, per_range)):
-            where = {"workers": [who], "allow_other_workers": True} if who else {}
-            with dask.annotate(**where):
-                loads.append(dask.delayed(_load_piece)(load, s, *rows, dask_key_name=f"{name}-{i}"))
+        keys = [f"{name}-{i}" for i in range(len(ranges))]
+        graph = _load_graph(arrays, load, per_range, ranges, keys, owners)
+        loads = [Delayed(key, graph, layer=keys[0]) for key in keys]
         if client is not None:
             parts = client.compute(loads, optimize_graph=False)
         else:

@@ -202,7 +202,7 @@ def _group_by_bounds(bounds: np.ndarray, uniq: np.ndarray) -> list[tuple[int, np
     ]
 
 
-def _row_keys(X) -> list:
+def row_chunk_keys(X) -> list:
     """The key of row chunk ``i`` (columns in one chunk) for every ``i``."""
     tail = (0,) * (X.ndim - 1)
     return [(X.name, i) + tail for i in range(X.numblocks[0])]
@@ -232,7 +232,7 @@ def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
             layer[(name, j) + tail] = (_take_read, reader, c, local)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     else:
-        keys = _row_keys(X)
+        keys = row_chunk_keys(X)
         groups = group_by_chunk(X, uniq)
         for j, (c, local) in enumerate(groups):
             layer[(name, j) + tail] = (_take_local, keys[c], local)
@@ -264,7 +264,7 @@ def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
     futs = None
     if not isinstance(X, RowSource):
         groups = group_by_chunk(X, uniq)
-        futs = _persisted_futures(X, [_row_keys(X)[c] for c, _ in groups])
+        futs = _persisted_futures(X, [row_chunk_keys(X)[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
         client = futs[0].client
         token = tokenize(X.name, uniq)
