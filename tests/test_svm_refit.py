@@ -324,10 +324,66 @@ def test_joint_loss_gradient_hessian_and_line_match_the_loss(loss):
         E = np.zeros_like(V)
         E[i, j] = 1.0
         assert obj.hess(part, basis, V, E)[i, j] == pytest.approx(st[1, i, j], rel=1e-9)
-    S = rng.normal(size=V.shape) * 0.1
-    line = obj.line(part, basis, V, S)
-    for k in (0, 5, 11):
-        assert line[k, 0] == pytest.approx(value(V + R._STEPS[k] * S), rel=1e-12)
+    _check_trial(obj, part, basis, V, rng.normal(size=V.shape) * 0.1)
+
+
+def _check_trial(obj, part, basis, V, S):
+    """The trial pass holds the gradient pass's sums at ``V + S`` and ``V + S / 2`` and the
+    losses at ``V + t S`` for every t of the line search."""
+    packed = obj.trial(part, basis, V, S)
+    shape = (3, basis.width + 1, V.shape[1])
+    size = int(np.prod(shape))
+    assert packed.shape == (2 * size + len(R._STEPS) * V.shape[1],)
+    at = packed[: 2 * size].reshape(2, *shape)
+    line = packed[2 * size :].reshape(len(R._STEPS), -1)
+    for j, t in enumerate((1.0, R._HALF)):
+        np.testing.assert_allclose(
+            at[j], obj.grad(part, basis, V + t * S, False), rtol=1e-9, atol=1e-9
+        )
+    for k in (0, 1, 5, 11):
+        loss = obj.grad(part, basis, V + R._STEPS[k] * S, False)[0, -1]
+        np.testing.assert_allclose(line[k], loss, rtol=1e-9)
+
+
+@pytest.mark.parametrize("c", [1, 3])
+def test_one_vs_rest_trial_pass_matches_the_gradient_pass(c):
+    """One-vs-rest's trial pass computes its sums from one product per tile (not from a
+    gradient pass per step): the same sums, to rounding."""
+    part, basis = _three_part()
+    if c == 1:
+        part = part._replace(yi=(part.yi == 1).astype(part.yi.dtype))
+    rng = np.random.default_rng(2)
+    V = rng.normal(size=(basis.width, c)) * 0.3
+    _check_trial(R.OVR, part, basis, V, rng.normal(size=V.shape) * 0.3)
+
+
+def test_newton_steps_take_one_pass_each_when_the_line_search_takes_a_full_or_half_step():
+    """A Newton step costs its CG's Hessian passes and one trial pass: the line search's
+    losses and the next gradient come with the trial whenever it takes the full or the
+    half step; only another step length costs a gradient pass of its own."""
+    X, y = _three(1500)
+    coef = np.random.default_rng(0).normal(size=(40, 3)) * 3  # a start far from the minimum
+    calls, trials = [], []
+    orig_pass, orig_trial = R._Passes.__call__, R._trial
+
+    def counted(self, op, *args):
+        calls.append(op.__name__)
+        return orig_pass(self, op, *args)
+
+    def trial(*args, **kwargs):
+        t, st = orig_trial(*args, **kwargs)
+        trials.append((t, st is not None))
+        return t, st
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R._Passes, "__call__", counted)
+        mp.setattr(R, "_trial", trial)
+        res = _joint_solve(X, y, X[:40], "ovr", alpha=1e-4, coef=coef, tol=1e-8, max_iter=30)
+    assert calls.count("part_trial") == len(trials) == res.n_iter
+    # a half step was taken, its gradient from the trial
+    assert any(R._HALF in t and reused for t, reused in trials)
+    assert calls.count("part_grad") == 1 + sum(not reused for _, reused in trials)
+    assert len(calls) == res.n_passes
 
 
 def _joint_solve(X, y, Z, loss, *, alpha=1e-3, coef=None, tol=1e-6, max_iter=100, client=None):
