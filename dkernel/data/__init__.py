@@ -25,7 +25,7 @@ from ._readers import guess_format as guess_format
 from ._readers import iter_csv as iter_csv
 from ._readers import scan_csv as scan_csv
 from ._readers import scan_svmlight as scan_svmlight
-from ._resident import ResidentRows, range_workers
+from ._resident import ResidentRows, collect_parts, range_workers
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._sampling import group_by_chunk as group_by_chunk
 from ._sampling import take_graph as take_graph
@@ -62,6 +62,7 @@ __all__ = [
     "check_prefix_writable",
     "chunk_bounds",
     "close_clients",
+    "collect_parts",
     "draw_indices",
     "file_size",
     "fingerprint",

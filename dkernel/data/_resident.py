@@ -133,6 +133,42 @@ def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
     return fn(part, index, *args, **kw)
 
 
+def _call_group(parts: list, indices: list, args: list, *, fn: Callable, kw: dict) -> list:
+    return [fn(part, k, *a, **kw) for part, k, a in zip(parts, indices, args)]
+
+
+def collect_parts(
+    client: Any, parts: list, owners: Sequence, func: Callable, each: list, *, name: str,
+    **kwargs: Any,
+) -> list:  # fmt: skip
+    """``func(part, k, *each[k], **kwargs)`` of every part (futures on ``client``), here,
+    in part order, in one round trip: one task per worker over the parts ``owners`` placed
+    on it (keys ``{name}-{g}``), not one per part, so a pass of small results costs the
+    scheduler and each worker a dispatch per worker rather than per part. Each result is
+    its part's own: the grouping never enters a result."""
+    groups = _by_owner(owners)
+    futures = client.map(
+        _call_group,
+        [[parts[k] for k in idx] for idx in groups],
+        groups,
+        [[each[k] for k in idx] for idx in groups],
+        key=[f"{name}-{g}" for g in range(len(groups))], fn=func, kw=kwargs,
+    )  # fmt: skip
+    out: list = [None] * len(parts)
+    for idx, values in zip(groups, client.gather(futures)):
+        for k, v in zip(idx, values):
+            out[k] = v
+    return out
+
+
+def _by_owner(owners: Sequence) -> list[list[int]]:
+    """The part indices of each owner, in order of first appearance."""
+    groups: dict = {}
+    for k, who in enumerate(owners):
+        groups.setdefault(who, []).append(k)
+    return list(groups.values())
+
+
 def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, keys: list,
                 owners: list):  # fmt: skip
     """One graph of the loads (task ``keys[i]``: ``load`` of range i, placed on
@@ -255,10 +291,18 @@ class ResidentRows:
             self.client, leaves, combine, split_every=split_every, seed=seed, key=key
         )
 
-    def collect(self, func: Callable, *args: Any, name: str, **kwargs: Any) -> list:
-        """:meth:`map`'s results, here, in part order (one round trip)."""
-        out = self.map(func, *args, name=name, **kwargs)
-        return self.client.gather(out) if self.client is not None else out
+    def collect(
+        self, func: Callable, *args: Any, name: str, each: Sequence | None = None, **kwargs: Any
+    ) -> list:
+        """:meth:`map`'s results, here, in part order (:func:`collect_parts`: one task per
+        worker, one round trip)."""
+        if self.client is None:
+            return self.map(func, *args, name=name, each=each, **kwargs)
+        per = [()] * len(self.parts) if each is None else [(v,) for v in each]
+        extra = [(*e, *args) for e in per]
+        return collect_parts(
+            self.client, self.parts, self.workers, func, extra, name=name, **kwargs
+        )
 
     def take(self, rows: np.ndarray, pick: Callable, *, name: str) -> list:
         """``pick(part, positions)`` of every part that the sorted global ``rows`` touch,

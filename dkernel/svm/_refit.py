@@ -54,7 +54,7 @@ import numpy as np
 
 from .._base import _BaseKernelEstimator
 from .._defaults import setting
-from ..data import ResidentRows, range_workers
+from ..data import ResidentRows, collect_parts, range_workers
 from ..kernels import KernelSpec, effective_n_jobs, run_tiles
 from ..runtime import phase, timer, tree_reduce
 from ._budget import weighted_colsums
@@ -447,43 +447,32 @@ class _Passes:
     """One pass over all parts: ``op(part, basis, *args)`` summed by a fixed tree.
 
     Under a client, one task per worker over the parts it holds (``workers``: each part's
-    worker), named ``svm-refit-grad``/``-hess``/``-trial`` (``run``: the fit's id, which
-    keeps the keys unique); each part's value comes back on its own and the values are
-    summed here in part order, so the grouping never enters the result."""
+    worker; :func:`~dkernel.data.collect_parts`), named ``svm-refit-grad``/``-hess``/
+    ``-trial`` (``run``: the fit's id, which keeps the keys unique); each part's value
+    comes back on its own and the values are summed here in part order, so the grouping
+    never enters the result."""
 
     def __init__(
         self, parts: list, basis: Any, client: Any, run: str = "", workers: list | None = None
     ) -> None:
         self.parts, self.basis, self.client, self.run = parts, basis, client, run
+        self.owners = workers if workers is not None else [None] * len(parts)
         self.count = 0
         self._threads: int | None = None  # for the parts here (no client), set at the first pass
-        owners = workers if workers is not None else [None] * len(parts)
-        by_worker: dict = {}
-        for k, who in enumerate(owners):
-            by_worker.setdefault(who, []).append(k)
-        self.groups = list(by_worker.items())
 
     def __call__(self, op, *args) -> np.ndarray:
         self.count += 1
         if self.client is None:
             leaves = self._here(op, *args)
         else:
-            # one task per worker over its parts (the scheduler's work per pass grows with
-            # the workers, not the parts); the small sums come here in one gather (one
-            # round trip per pass) and are added in the same tree order as without a
-            # client, so the bits do not depend on it
-            tag = f"{self.run}-{self.count}"
-            step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}"
-            # one message for the pass; each task runs where its parts are (its inputs)
-            futures = self.client.map(
-                _parts_op, [[self.parts[k] for k in idx] for _, idx in self.groups],
-                key=[f"{step}-{tag}-{g}" for g in range(len(self.groups))], op=op,
-                basis=self.basis, args=args,
+            # the small sums come here in one gather (one round trip per pass) and are
+            # added in the same tree order as without a client, so the bits do not
+            # depend on it
+            step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}-{self.run}-{self.count}"
+            leaves = collect_parts(
+                self.client, self.parts, self.owners, _part_op, [()] * len(self.parts),
+                name=step, op=op, basis=self.basis, args=args,
             )  # fmt: skip
-            leaves = [None] * len(self.parts)
-            for (_, idx), values in zip(self.groups, self.client.gather(futures)):
-                for k, v in zip(idx, values):
-                    leaves[k] = v
         return tree_reduce(None, leaves, _add, split_every=4)
 
     def _here(self, op, *args) -> list:
@@ -502,8 +491,8 @@ class _Passes:
         return leaves
 
 
-def _parts_op(parts: list, *, op, basis, args) -> list:
-    return [op(part, basis, *args) for part in parts]
+def _part_op(part, k: int, *, op, basis, args):
+    return op(part, basis, *args)
 
 
 def newton(
