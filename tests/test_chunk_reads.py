@@ -8,6 +8,7 @@ of reads per chunk is the number of passes each call makes, written next to each
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections import Counter
@@ -340,3 +341,34 @@ def test_predict_and_score_follow_the_store_chunks(tmp_path, reads, scheduler):
         run()
         assert len(reads) == 12 and sorted(reads.values()) == [1] * 12, dict(reads)
         reads.clear()
+
+
+def test_resident_ranges_read_their_own_chunks_and_share_the_others(store, reads, scheduler):
+    """Ranges longer than a chunk (3 of 600-700 rows over chunks of 250): the chunks only
+    one range overlaps are read by that range's load task itself, the chunks two ranges
+    share by one chunk task; every chunk is read once and every part holds its rows."""
+    from distributed import get_task_stream
+
+    from dkernel.data import ResidentRows, open_dataset
+
+    ds = open_dataset(store)
+    ranges = [(0, 700), (700, 1300), (1300, N)]
+    reads.clear()
+
+    def load(xr, yr, wr, start):
+        return start, xr, yr
+
+    with contextlib.ExitStack() as stack:
+        ts = stack.enter_context(get_task_stream(scheduler)) if scheduler is not None else None
+        res = ResidentRows.load((ds.X, ds.y, None), ranges, load, client=scheduler, name="own")
+        parts = scheduler.gather(res.parts) if scheduler is not None else res.parts
+    _assert_reads(reads, 1)
+    X, y = ds.X.compute(), ds.y.compute()
+    for (s, e), (start, xr, yr) in zip(ranges, parts):
+        assert start == s
+        np.testing.assert_array_equal(xr, X[s:e])
+        np.testing.assert_array_equal(yr, y[s:e])
+    if ts is not None:  # the loads, and a chunk task for each shared chunk of X and of y
+        keys = [r["key"] if isinstance(r["key"], str) else r["key"][0] for r in ts.data]
+        assert sorted(k for k in keys if k.startswith("own-")) == ["own-0", "own-1", "own-2"]
+        assert len(keys) == 3 + 2 * 2  # chunks 2 (rows 500-750) and 5 (1250-1500), X and y

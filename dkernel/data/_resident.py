@@ -24,7 +24,7 @@ ranges' loads are one graph whose tasks are the arrays' own chunk tasks).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import dask
@@ -61,22 +61,66 @@ class _Chunks(NamedTuple):
     hi: int
 
 
+class _Joined(NamedTuple):
+    """A range's rows as segments joined in order: chunks of the array's graph
+    (:class:`_Chunks`) or rows its load task reads from the store itself
+    (:class:`_StoredRows`)."""
+
+    segments: tuple
+
+
 def _range_pieces(a, ranges) -> list:
-    """Each range of ``a``: a slice of an in-memory array; of a store's row source, when it
-    lies within one of its blocks, the rows read by the load task itself (the read and the
-    work are one task); else of a dask array, the keys of the chunks it overlaps (keyed as
-    in ``a``'s own graph, so ranges loaded together share a chunk's read) and the cut into
-    their rows (:class:`_Chunks`)."""
+    """Each range of ``a``: a slice of an in-memory array; of a store's row source, the
+    rows of the stored chunks no other range overlaps, read by the load task itself (the
+    read and the work are one task), and the chunks it shares with another range as the
+    source's chunk tasks (:func:`_stored_pieces`); of any other dask array, the keys of the
+    chunks it overlaps (keyed as in ``a``'s own graph, so ranges loaded together share a
+    chunk's read) and the cut into their rows. Either way every chunk is read once."""
     if a is None or not is_dask_array(a):
         return [None if a is None else a[s:e] for s, e in ranges]
-    if isinstance(a, RowSource) and all(_within_a_block(a.bounds, s, e) for s, e in ranges):
-        g0 = a.bounds[0]
-        return [_StoredRows(a.reader, g0 + s, g0 + e) for s, e in ranges]
+    if isinstance(a, RowSource):
+        stored = _stored_pieces(a, ranges)
+        if stored is not None:
+            return stored
+        if all(_within_a_block(a.bounds, s, e) for s, e in ranges):
+            g0 = a.bounds[0]
+            return [_StoredRows(a.reader, g0 + s, g0 + e) for s, e in ranges]
     keys, bounds = row_chunk_keys(a), chunk_bounds(a)
     out = []
     for s, e in ranges:
         c0, c1 = np.searchsorted(bounds, [s, e - 1], side="right") - 1
-        out.append(_Chunks(tuple(keys[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0])))
+        cut = _Chunks(tuple(keys[c0 : c1 + 1]), int(s - bounds[c0]), int(e - bounds[c0]))
+        out.append(_Joined((cut,)))
+    return out
+
+
+def _stored_pieces(a: RowSource, ranges) -> list | None:
+    """:func:`_range_pieces` of a store's row source whose blocks are its stored chunks
+    (else None: a source whose blocks regroup them): per range, each run of chunks that
+    only this range overlaps is read by its load task, each chunk another range also
+    overlaps is the source's chunk task, read once for both."""
+    g0 = a.bounds[0]
+    starts = np.asarray(a.reader.starts)
+    inner = starts[(starts > g0) & (starts < a.bounds[-1])]
+    if not np.array_equal(inner, np.asarray(a.bounds[1:-1])):
+        return None
+    keys, bounds = row_chunk_keys(a), chunk_bounds(a)
+    spans = [np.searchsorted(bounds, [s, e - 1], side="right") - 1 for s, e in ranges]
+    users = np.zeros(len(bounds) - 1, dtype=np.int64)
+    for c0, c1 in spans:
+        users[c0 : c1 + 1] += 1
+    out = []
+    for (s, e), (c0, c1) in zip(ranges, spans):
+        segments: list = []
+        for c in range(int(c0), int(c1) + 1):
+            lo, hi = max(s, int(bounds[c])), min(e, int(bounds[c + 1]))
+            if users[c] > 1:
+                segments.append(_Chunks((keys[c],), lo - int(bounds[c]), hi - int(bounds[c])))
+            elif segments and isinstance(segments[-1], _StoredRows):
+                segments[-1] = segments[-1]._replace(hi=g0 + hi)
+            else:
+                segments.append(_StoredRows(a.reader, g0 + lo, g0 + hi))
+        out.append(_Joined(tuple(segments)))
     return out
 
 
@@ -108,21 +152,28 @@ class _Pieces:
 
     def __init__(self, pieces: tuple) -> None:
         self.pieces = [
-            _Cut(len(p.keys), p.lo, p.hi) if isinstance(p, _Chunks) else p for p in pieces
-        ]
+            _Joined(tuple(_Cut(len(g.keys), g.lo, g.hi) if isinstance(g, _Chunks) else g
+                          for g in p.segments))
+            if isinstance(p, _Joined) else p
+            for p in pieces
+        ]  # fmt: skip
 
     def joined(self, chunks: tuple) -> list:
-        out, at = [], 0
-        for p in self.pieces:
-            if isinstance(p, _StoredRows):
-                out.append(p.reader.rows(p.lo, p.hi))
-            elif isinstance(p, _Cut):
-                these = chunks[at : at + p.n]
-                at += p.n
-                out.append((these[0] if len(these) == 1 else np.concatenate(these))[p.lo : p.hi])
-            else:
-                out.append(p)
-        return out
+        it = iter(chunks)
+        return [_rows_of(p, it) for p in self.pieces]
+
+
+def _rows_of(piece, chunks: Iterator):
+    """A piece's rows (:class:`_Pieces`), its chunks taken from ``chunks`` in order."""
+    if isinstance(piece, _StoredRows):
+        return piece.reader.rows(piece.lo, piece.hi)
+    if isinstance(piece, _Cut):
+        these = [next(chunks) for _ in range(piece.n)]
+        return (these[0] if len(these) == 1 else np.concatenate(these))[piece.lo : piece.hi]
+    if isinstance(piece, _Joined):
+        rows = [_rows_of(g, chunks) for g in piece.segments]
+        return rows[0] if len(rows) == 1 else np.concatenate(rows)
+    return piece
 
 
 def _load_piece(load: Callable, start: int, pieces: _Pieces, *chunks):
@@ -178,7 +229,14 @@ def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, 
 
     layer = {}
     for key, (s, _), rows in zip(keys, ranges, per_range):
-        chunk_keys = [k for p in rows if isinstance(p, _Chunks) for k in p.keys]
+        chunk_keys = [
+            k
+            for p in rows
+            if isinstance(p, _Joined)
+            for g in p.segments
+            if isinstance(g, _Chunks)
+            for k in g.keys
+        ]
         layer[key] = (_load_piece, load, s, _Pieces(rows), *chunk_keys)
     annotations = None
     if owners[0] is not None:
