@@ -471,7 +471,7 @@ class _Passes:
             step = f"svm-refit-{_STEP_NAMES.get(op.__name__, 'pass')}-{self.run}-{self.count}"
             leaves = collect_parts(
                 self.client, self.parts, self.owners, _part_op, [()] * len(self.parts),
-                name=step, op=op, basis=self.basis, args=args,
+                name=step, stack=True, op=op, basis=self.basis, args=args,
             )  # fmt: skip
         return tree_reduce(None, leaves, _add, split_every=4)
 
