@@ -17,8 +17,9 @@ the results are the same (every task is a pure function of its part and argument
 placement never enters a result).
 
 Ranges are cut from the number of rows alone (never from the worker count), so a result
-does not depend on the cluster; a stored chunk that two ranges share is read once (the
-ranges' loads are one graph whose tasks are the arrays' own chunk tasks).
+does not depend on the cluster. Every stored chunk is read once: a chunk only one range
+overlaps by that range's load task itself, a chunk two ranges share by the array's own
+chunk task, on which both loads depend (the ranges' loads are one graph).
 """
 
 from __future__ import annotations
@@ -151,16 +152,19 @@ class _Pieces:
     object in the graph, so that only the chunk keys are read as dependencies)."""
 
     def __init__(self, pieces: tuple) -> None:
-        self.pieces = [
-            _Joined(tuple(_Cut(len(g.keys), g.lo, g.hi) if isinstance(g, _Chunks) else g
-                          for g in p.segments))
-            if isinstance(p, _Joined) else p
-            for p in pieces
-        ]  # fmt: skip
+        self.pieces = [_without_keys(p) for p in pieces]
 
     def joined(self, chunks: tuple) -> list:
         it = iter(chunks)
         return [_rows_of(p, it) for p in self.pieces]
+
+
+def _without_keys(piece):
+    """A piece with each :class:`_Chunks` segment replaced by its :class:`_Cut`."""
+    if not isinstance(piece, _Joined):
+        return piece
+    cuts = (_Cut(len(g.keys), g.lo, g.hi) if isinstance(g, _Chunks) else g for g in piece.segments)
+    return _Joined(tuple(cuts))
 
 
 def _rows_of(piece, chunks: Iterator):
