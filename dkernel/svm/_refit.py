@@ -220,17 +220,18 @@ def _add_line(out: np.ndarray, m0: np.ndarray, m1: np.ndarray, w: np.ndarray) ->
 def part_trial(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
     """The pass that tries a Newton step S from V (:func:`_trial`): :func:`part_grad`'s
     sums at ``V + S`` and at ``V + _HALF S``, and the losses at ``V + t S`` for every t of
-    ``_STEPS``, from one product of each tile with ``[V, S]``; flattened (:func:`_packed`)."""
+    ``_STEPS``; flattened (:func:`_packed`). The sums are the gradient pass's own bits (its
+    product with ``V + t S``, not the line's with ``[V, S]``): a solve resumed from a
+    checkpoint recomputes that pass and must get the same."""
     c = V.shape[1]
     at = np.zeros((2, 3, V.shape[0] + 1, c))
     line = np.zeros((len(_STEPS), c))
     for F, yi, w in _tiles(part, basis):
         Y = _signs(yi, c)
         M = F @ np.hstack([V, S])
-        m0, m1 = Y * M[:, :c], Y * M[:, c:]
-        _add_line(line, m0, m1, w)
+        _add_line(line, Y * M[:, :c], Y * M[:, c:], w)
         for j, t in enumerate((1.0, _HALF)):
-            _add_grad(at[j], F, Y, w, 1.0 - m0 - t * m1)
+            _add_grad(at[j], F, Y, w, 1.0 - Y * (F @ (V + S * t)))
     return _packed(at, line)
 
 
