@@ -444,7 +444,7 @@ def _paper(run: dict) -> list[str]:
         f" (~16 KB at B = 500, d = 2) to {shards} shard tasks and back up a merge tree of"
         f" depth {shards.bit_length() - 1} (~{per_round / 2**20:.0f} MB between workers per"
         " round, nothing to the client); its blocking round trips do not grow with n or the"
-        " workers (setup, compile, one wait for the rounds, about 60 refit passes of one task"
+        " workers (setup, compile, one wait for the rounds, about 50 refit passes of one task"
         " per worker each). k-means: its labels pass reads each chunk once (one task per"
         f" chunk, {chunks:,} GETs) and sends one number per chunk to the client; its"
         " mini-batches read the chunks their rows fall in (up to 256 chunks per batch of 256"
