@@ -24,7 +24,7 @@ from dkernel.svm import BudgetedSVC
 pytestmark = pytest.mark.usefixtures("rounds_only")
 
 #: A named dkernel step: the algorithm, then the step (``kkmeans-labels``, ``bsgd-round``,
-#: ``coreset-sensitivity``), the data layer's row gathers and a store's chunk reads.
+#: ``coreset-sample``), the data layer's row gathers and a store's chunk reads.
 STEP = re.compile(r"(kkmeans|bsgd|svm|coreset)(-[a-z]+)+|take-rows|dkernel-(X|y)")
 #: Dask's own names that stay, each for a reason; nothing else may appear.
 DASK_INTERNAL = {
@@ -155,7 +155,6 @@ def test_budgeted_svc_streaming(client, data):
             {
                 "coreset-certificate",
                 "coreset-certificate-stats",
-                "coreset-sensitivity",
                 "coreset-sensitivity-total",
                 "coreset-sample",
             },

@@ -188,6 +188,10 @@ def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
     return fn(part, index, *args, **kw)
 
 
+def _pick(part, k: int, positions: np.ndarray, *, pick: Callable):
+    return pick(part, positions)
+
+
 def _call_group(parts: list, indices: list, args: list, *, fn: Callable, kw: dict, stack: bool):
     out = [fn(part, k, *a, **kw) for part, k, a in zip(parts, indices, args)]
     return np.stack(out) if stack else out
@@ -372,7 +376,8 @@ class ResidentRows:
     def take(self, rows: np.ndarray, pick: Callable, *, name: str) -> list:
         """``pick(part, positions)`` of every part that the sorted global ``rows`` touch,
         with the positions of those rows in it: the touched parts' picks, here, in row
-        order (one round trip; each part sends only its picked rows)."""
+        order (one round trip, one task per worker: :func:`collect_parts`; each part sends
+        only its picked rows)."""
         rows = np.asarray(rows, dtype=np.int64)
         starts = np.array([s for s, _ in self.ranges], dtype=np.int64)
         owner = np.searchsorted(starts, rows, side="right") - 1
@@ -380,11 +385,10 @@ class ResidentRows:
         local = [rows[owner == k] - starts[k] for k in touched]
         if self.client is None:
             return [pick(self.parts[k], pos) for k, pos in zip(touched, local)]
-        futures = [
-            self.client.submit(pick, self.parts[k], pos, key=f"{name}-{k}")
-            for k, pos in zip(touched, local)
-        ]
-        return self.client.gather(futures)
+        return collect_parts(
+            self.client, [self.parts[k] for k in touched], [self.workers[k] for k in touched],
+            _pick, [(pos,) for pos in local], name=name, pick=pick,
+        )  # fmt: skip
 
     def join(self, func: Callable, *args: Any, name: str) -> Any:
         """``func(parts, *args)`` in one task, the parts brought together on one worker (a
