@@ -34,7 +34,7 @@ from dask.delayed import Delayed
 
 from .._validation import is_dask_array
 from ..runtime import distributed_client, tree_reduce, worker_addresses
-from ._sampling import chunk_bounds, row_chunk_keys
+from ._sampling import chunk_bounds, row_chunk_keys, row_chunked
 from ._verify import RowSource
 
 
@@ -125,54 +125,31 @@ def _stored_pieces(a: RowSource, ranges) -> list | None:
     return out
 
 
-def _row_chunked(a):
-    """``a`` with its columns in one chunk (row chunks only), as the loads read it."""
-    if is_dask_array(a) and a.ndim > 1 and a.numblocks[1] > 1:
-        return a.rechunk({i: -1 for i in range(1, a.ndim)})
-    return a
-
-
 def _within_a_block(bounds, s: int, e: int) -> bool:
     g0 = bounds[0]
     j = int(np.searchsorted(bounds, g0 + s, side="right")) - 1
     return 0 <= j < len(bounds) - 1 and g0 + e <= bounds[j + 1]
 
 
-class _Cut(NamedTuple):
-    """Rows ``lo:hi`` of the next ``n`` chunks of a load task's arguments, joined."""
-
-    n: int
-    lo: int
-    hi: int
-
-
 class _Pieces:
-    """A load task's pieces, one per array, each :class:`_Chunks` replaced by its
-    :class:`_Cut`: the task's trailing arguments are those chunks, in order (an opaque
-    object in the graph, so that only the chunk keys are read as dependencies)."""
+    """A load task's pieces, one per array: the task's trailing arguments are the chunks
+    of their :class:`_Chunks` segments, in order. An opaque object in the graph, so that
+    only those trailing keys are read as dependencies."""
 
     def __init__(self, pieces: tuple) -> None:
-        self.pieces = [_without_keys(p) for p in pieces]
+        self.pieces = pieces
 
     def joined(self, chunks: tuple) -> list:
         it = iter(chunks)
         return [_rows_of(p, it) for p in self.pieces]
 
 
-def _without_keys(piece):
-    """A piece with each :class:`_Chunks` segment replaced by its :class:`_Cut`."""
-    if not isinstance(piece, _Joined):
-        return piece
-    cuts = (_Cut(len(g.keys), g.lo, g.hi) if isinstance(g, _Chunks) else g for g in piece.segments)
-    return _Joined(tuple(cuts))
-
-
 def _rows_of(piece, chunks: Iterator):
     """A piece's rows (:class:`_Pieces`), its chunks taken from ``chunks`` in order."""
     if isinstance(piece, _StoredRows):
         return piece.reader.rows(piece.lo, piece.hi)
-    if isinstance(piece, _Cut):
-        these = [next(chunks) for _ in range(piece.n)]
+    if isinstance(piece, _Chunks):
+        these = [next(chunks) for _ in piece.keys]
         return (these[0] if len(these) == 1 else np.concatenate(these))[piece.lo : piece.hi]
     if isinstance(piece, _Joined):
         rows = [_rows_of(g, chunks) for g in piece.segments]
@@ -182,6 +159,12 @@ def _rows_of(piece, chunks: Iterator):
 
 def _load_piece(load: Callable, start: int, pieces: _Pieces, *chunks):
     return load(*pieces.joined(chunks), start)
+
+
+def _per_part(n: int, each: Sequence | None, args: tuple) -> list[tuple]:
+    """Each part's positional arguments after its index: its own of ``each``, then
+    ``args``."""
+    return [(*(() if each is None else (each[k],)), *args) for k in range(n)]
 
 
 def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
@@ -300,7 +283,7 @@ class ResidentRows:
             client = distributed_client()
         name = name or f"rows-{uuid.uuid4().hex}"
         ranges = [(int(s), int(e)) for s, e in ranges]
-        arrays = [_row_chunked(a) for a in arrays]
+        arrays = [row_chunked(a) if is_dask_array(a) else a for a in arrays]
         pieces = [_range_pieces(a, ranges) for a in arrays]
         per_range = list(zip(*pieces)) if pieces else [() for _ in ranges]
         if client is None and not any(is_dask_array(a) for a in arrays):
@@ -326,15 +309,12 @@ class ResidentRows:
         task only). Large
         arguments shared by all should be futures (:meth:`scatter`), not values sent with
         every task."""
-        per = [()] * len(self.parts) if each is None else [(v,) for v in each]
+        extra = _per_part(len(self.parts), each, args)
         if self.client is None:
-            return [
-                func(p, k, *e, *args, **kwargs) for k, (p, e) in enumerate(zip(self.parts, per))
-            ]
+            return [func(p, k, *e, **kwargs) for k, (p, e) in enumerate(zip(self.parts, extra))]
         # one message for the whole pass (a submit per part costs the client ~3x the CPU);
         # each task runs where its part lives, which the scheduler sees from the part
         keys = [(name, k) for k in range(len(self.parts))]
-        extra = [(*e, *args) for e in per]
         return self.client.map(
             _call, self.parts, range(len(self.parts)), extra, key=keys, fn=func, kw=kwargs
         )
@@ -367,8 +347,7 @@ class ResidentRows:
         worker, one round trip)."""
         if self.client is None:
             return self.map(func, *args, name=name, each=each, **kwargs)
-        per = [()] * len(self.parts) if each is None else [(v,) for v in each]
-        extra = [(*e, *args) for e in per]
+        extra = _per_part(len(self.parts), each, args)
         return collect_parts(
             self.client, self.parts, self.workers, func, extra, name=name, **kwargs
         )

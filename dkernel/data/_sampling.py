@@ -202,6 +202,13 @@ def _group_by_bounds(bounds: np.ndarray, uniq: np.ndarray) -> list[tuple[int, np
     ]
 
 
+def row_chunked(X):
+    """``X`` with its columns in one chunk (row chunks only), as the row passes read it."""
+    if X.ndim > 1 and X.numblocks[1] > 1:
+        return X.rechunk({i: -1 for i in range(1, X.ndim)})
+    return X
+
+
 def row_chunk_keys(X) -> list:
     """The key of row chunk ``i`` (columns in one chunk) for every ``i``."""
     tail = (0,) * (X.ndim - 1)
@@ -219,8 +226,7 @@ def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
 
-    if X.ndim > 1 and X.numblocks[1] > 1:
-        X = X.rechunk({i: -1 for i in range(1, X.ndim)})
+    X = row_chunked(X)
     name = f"{prefix}-{tokenize(X.name, uniq)}"
     tail = (0,) * (X.ndim - 1)
     layer: dict = {}
@@ -258,8 +264,7 @@ def _persisted_futures(X, keys: list) -> list | None:
 
 
 def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
-    if X.ndim > 1 and X.numblocks[1] > 1:
-        X = X.rechunk({i: -1 for i in range(1, X.ndim)})
+    X = row_chunked(X)
     # a row source holds no futures (and looking would build its whole layer)
     futs = None
     if not isinstance(X, RowSource):

@@ -226,12 +226,13 @@ def part_trial(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.nda
     c = V.shape[1]
     at = np.zeros((2, 3, V.shape[0] + 1, c))
     line = np.zeros((len(_STEPS), c))
+    VS, points = np.hstack([V, S]), [V + S * t for t in (1.0, _HALF)]
     for F, yi, w in _tiles(part, basis):
         Y = _signs(yi, c)
-        M = F @ np.hstack([V, S])
+        M = F @ VS
         _add_line(line, Y * M[:, :c], Y * M[:, c:], w)
-        for j, t in enumerate((1.0, _HALF)):
-            _add_grad(at[j], F, Y, w, 1.0 - Y * (F @ (V + S * t)))
+        for j, Vt in enumerate(points):
+            _add_grad(at[j], F, Y, w, 1.0 - Y * (F @ Vt))
     return _packed(at, line)
 
 
