@@ -284,15 +284,18 @@ def test_fit_stopped_in_the_refit_resumes_there(
     _same(resumed, full)
 
 
-def test_refit_on_the_workers_resumes_there(tmp_path, board, local_cluster_client):
+@pytest.mark.parametrize("refit", ["weston_watkins", True])
+def test_refit_on_the_workers_resumes_there(tmp_path, board, local_cluster_client, refit):
     """Dask input under a client (the refit's parts in the workers' memory): stopped after
-    the refit's second Newton step, resumed to the uninterrupted model."""
+    the refit's second Newton step, resumed to the uninterrupted model; by CG (Weston-
+    Watkins) and on the formed Hessians (one-vs-rest: the Gram sums recomputed at the
+    resumed step are the bits the uninterrupted solve's trial pass gave)."""
     import dask.array as da
 
     X, _ = board
     y = _three_classes(X)
     Xd, yd = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
-    kw = dict(PARAMS, distributed=True, refit="weston_watkins")
+    kw = dict(PARAMS, distributed=True, refit=refit)
     path = str(tmp_path / "c.npz")
     with local_cluster_client.as_current():
         _stop_in_refit(path, Xd, yd, after_step=2, **kw)

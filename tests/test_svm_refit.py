@@ -355,33 +355,95 @@ def test_one_vs_rest_trial_pass_matches_the_gradient_pass(c):
     _check_trial(R.OVR, part, basis, V, rng.normal(size=V.shape) * 0.3)
 
 
-def test_newton_steps_take_one_pass_each_when_the_line_search_takes_a_full_or_half_step():
-    """A Newton step costs its CG's Hessian passes and one trial pass: the line search's
-    losses and the next gradient come with the trial whenever it takes the full or the
-    half step; only another step length costs a gradient pass of its own."""
+@pytest.mark.parametrize("dense", [True, False])
+def test_newton_steps_take_one_pass_each_when_the_line_search_takes_a_full_or_half_step(dense):
+    """A Newton step costs one trial pass (and CG's Hessian passes when the Hessian is not
+    formed): the line search's losses and the next gradient (and Gram sums) come with the
+    trial whenever it takes the full or the half step; only another step length costs a
+    gradient pass of its own. The formed Hessian costs one pass over the rows first."""
     X, y = _three(1500)
     coef = np.random.default_rng(0).normal(size=(40, 3)) * 3  # a start far from the minimum
     calls, trials = [], []
-    orig_pass, orig_trial = R._Passes.__call__, R._trial
+    orig_pass, orig_trial = R._Passes._pass, R._trial
 
-    def counted(self, op, *args):
+    def counted(self, op, args, gram):
         calls.append(op.__name__)
-        return orig_pass(self, op, *args)
+        assert gram == (dense and op is not R.part_energy)
+        return orig_pass(self, op, args, gram)
 
     def trial(*args, **kwargs):
-        t, st = orig_trial(*args, **kwargs)
+        t, st, G = orig_trial(*args, **kwargs)
+        assert (G is not None) == (dense and st is not None)
         trials.append((t, st is not None))
-        return t, st
+        return t, st, G
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(R._Passes, "__call__", counted)
+        mp.setattr(R._Passes, "_pass", counted)
         mp.setattr(R, "_trial", trial)
+        if not dense:
+            mp.setattr(R, "_DENSE_BYTES", 0)
         res = _joint_solve(X, y, X[:40], "ovr", alpha=1e-4, coef=coef, tol=1e-8, max_iter=30)
     assert calls.count("part_trial") == len(trials) == res.n_iter
-    # a half step was taken, its gradient from the trial
-    assert any(R._HALF in t and reused for t, reused in trials)
+    if not dense:  # a half step was taken, its gradient from the trial (dense: below)
+        assert any(R._HALF in t and reused for t, reused in trials)
     assert calls.count("part_grad") == 1 + sum(not reused for _, reused in trials)
+    assert calls.count("part_energy") == int(dense)
+    assert (calls.count("part_hess") > 0) != dense
     assert len(calls) == res.n_passes
+
+
+def test_a_trial_gives_the_gradient_and_gram_sums_of_the_step_each_column_takes():
+    """Per column the first step meeting Armijo's rule; the next gradient sums and (with
+    formed Hessians) Gram sums are the trial's at that column's point: the half step's
+    where it took the half step, the full step's elsewhere."""
+    shape = (3, 3, 2)  # width 2, two columns
+    rng = np.random.default_rng(0)
+    at = rng.normal(size=(2, *shape))
+    loss = np.zeros((len(R._STEPS), 2))
+    loss[0, 0] = 100.0  # column 0's full step fails the rule, its half step meets it
+    packed = np.concatenate([at.ravel(), loss.ravel()])
+    V, S = np.zeros((2, 2)), np.ones((2, 2))
+    f, gs, todo = np.full(2, 10.0), np.full(2, -1.0), np.ones(2, bool)
+    grams = rng.normal(size=(2, 2, 2, 2))
+    t, st, G = R._trial(packed, shape, V, S, 1.0, f, gs, todo, False, grams=grams)
+    np.testing.assert_array_equal(t, [R._HALF, 1.0])
+    np.testing.assert_array_equal(st[..., 0], at[1][..., 0])
+    np.testing.assert_array_equal(st[..., 1], at[0][..., 1])
+    np.testing.assert_array_equal(G, [grams[1][0], grams[0][1]])
+    t, st, G = R._trial(packed, shape, V, S, 1.0, f, gs, todo, False)  # CG: no Gram sums
+    np.testing.assert_array_equal(t, [R._HALF, 1.0])
+    assert G is None
+    loss[1, 0] = 100.0  # a quarter step: no sums from the trial
+    packed = np.concatenate([at.ravel(), loss.ravel()])
+    t, st, G = R._trial(packed, shape, V, S, 1.0, f, gs, todo, False, grams=grams)
+    assert t[0] == 0.25 and st is None and G is None
+
+
+def test_gram_sums_are_exact_in_any_grouping():
+    """Each part's Gram sums are rounded to a grid set by the rows' feature energies, so
+    they add to the same bits in any order and grouping (the workers add their own parts
+    first), and they are the Gram of the active rows to about 1e-14 of the largest entry."""
+    X, y = _three(3000)
+    spec = KernelSpec("rbf", 2.0, 3, 1.0, {})
+    basis, _ = R.make_basis(X[:60], spec, 1.0)
+    w = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
+    parts = [R.make_part([(X[a:b], y[a:b], w[a:b])], basis, True) for a, b in R.row_parts(3000, 12)]
+    V = np.random.default_rng(2).normal(size=(basis.width, 3)) * 0.5
+    grid = R._grid(sum(R.part_energy(p, basis) for p in parts))
+    grams = [R.part_grad(p, basis, V, False, grid)[1] for p in parts]
+    total = R._add(grams)
+    for order in (list(range(12))[::-1], [5, 0, 11, 3, 2, 9, 1, 8, 4, 7, 6, 10]):
+        np.testing.assert_array_equal(R._add([grams[k] for k in order]), total)
+    grouped = [R._add(grams[a:b]) for a, b in [(0, 5), (5, 6), (6, 12)]]  # per worker
+    np.testing.assert_array_equal(R._add(grouped[::-1]), total)
+    F = R.features(X, basis)
+    Y = np.where(y[:, None] == np.arange(3), 1.0, -1.0)
+    for j in range(3):
+        act = Y[:, j] * (F @ V[:, j]) < 1.0
+        ref = F[act].T @ (F[act] * 2.0 * w[act, None])
+        np.testing.assert_allclose(total[j], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    # the CG path's ops are unchanged: no grid, no Gram sums
+    assert isinstance(R.part_grad(parts[0], basis, V, False), np.ndarray)
 
 
 def _joint_solve(X, y, Z, loss, *, alpha=1e-3, coef=None, tol=1e-6, max_iter=100, client=None):
