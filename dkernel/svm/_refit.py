@@ -793,6 +793,7 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
             client.submit(sample_part, r, sample, key=f"svm-refit-sample-{run}-{k}")
             for k, (r, sample) in enumerate(zip(rows, samples))
         ]
+    owners = range_workers(client, len(groups))
     parts = [
         client.submit(
             make_part,
@@ -803,10 +804,10 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
             workers=[who],
             allow_other_workers=True,
         )
-        for g, ((a, b), who) in enumerate(zip(groups, range_workers(client, len(groups))))
+        for g, ((a, b), who) in enumerate(zip(groups, owners))
     ]
     # the raw rows are dropped once the parts are built
-    return parts, shared, range_workers(client, len(groups))
+    return parts, shared, owners
 
 
 def _resident_part(rows, k: int, samples: list, basis: Basis, cache: bool) -> Part:
