@@ -549,3 +549,37 @@ def test_resident_loads_land_on_their_workers_and_cut_the_rows(local_cluster_cli
     for a, b in zip(here.parts, parts):
         np.testing.assert_array_equal(a[1], b[1])
         np.testing.assert_array_equal(a[2], b[2])
+
+
+def _part_and_square(part, k, scale, *, shift):
+    import numpy as np
+
+    return part * scale + shift, np.full((2, 2), float(part.sum()) ** 2)
+
+
+def test_collect_parts_runs_one_task_per_worker_and_sums_pairs_there(local_cluster_client):
+    """``collect_parts``: every part's value in part order from one task per worker;
+    ``summed``: the second member of each pair added on its worker, one total per worker."""
+    import numpy as np
+
+    from dkernel.data import collect_parts, range_workers
+
+    client = local_cluster_client
+    owners = range_workers(client, 5)
+    arrays = [np.arange(3.0) + 10 * k for k in range(5)]
+    parts = [client.scatter(a, workers=[w]) for a, w in zip(arrays, owners)]
+    each = [(k + 1.0,) for k in range(5)]
+    values, totals = collect_parts(
+        client, parts, owners, _part_and_square, each, name="test-collect", stack=True,
+        summed=True, shift=0.5,
+    )  # fmt: skip
+    for k, v in enumerate(values):
+        np.testing.assert_array_equal(v, arrays[k] * (k + 1.0) + 0.5)
+    assert len(totals) == len(set(owners)) == 2
+    for w, total in zip(dict.fromkeys(owners), totals):  # the owners in order of appearance
+        mine = [float(a.sum()) ** 2 for a, o in zip(arrays, owners) if o == w]
+        np.testing.assert_array_equal(total, np.full((2, 2), sum(mine)))
+    plain = collect_parts(client, parts, owners, _part_and_square, each, name="test-plain", shift=0)
+    assert [v[0].tolist() for v in plain] == [
+        (a * (k + 1.0)).tolist() for k, a in enumerate(arrays)
+    ]
