@@ -404,7 +404,7 @@ def test_a_trial_gives_the_gradient_and_gram_sums_of_the_step_each_column_takes(
     packed = np.concatenate([at.ravel(), loss.ravel()])
     V, S = np.zeros((2, 2)), np.ones((2, 2))
     f, gs, todo = np.full(2, 10.0), np.full(2, -1.0), np.ones(2, bool)
-    grams = rng.normal(size=(2, 2, 2, 2))
+    grams = rng.normal(size=(2, 2, 3))  # (points, columns, upper triangle of 2 x 2)
     t, st, G = R._trial(packed, shape, V, S, 1.0, f, gs, todo, False, grams=grams)
     np.testing.assert_array_equal(t, [R._HALF, 1.0])
     np.testing.assert_array_equal(st[..., 0], at[1][..., 0])
@@ -431,6 +431,7 @@ def test_gram_sums_are_exact_in_any_grouping():
     V = np.random.default_rng(2).normal(size=(basis.width, 3)) * 0.5
     grid = R._grid(sum(R.part_energy(p, basis) for p in parts))
     grams = [R.part_grad(p, basis, V, False, grid)[1] for p in parts]
+    assert grams[0].shape == (3, basis.width * (basis.width + 1) // 2)  # upper triangles
     total = R._add(grams)
     for order in (list(range(12))[::-1], [5, 0, 11, 3, 2, 9, 1, 8, 4, 7, 6, 10]):
         np.testing.assert_array_equal(R._add([grams[k] for k in order]), total)
@@ -438,6 +439,7 @@ def test_gram_sums_are_exact_in_any_grouping():
     np.testing.assert_array_equal(R._add(grouped[::-1]), total)
     F = R.features(X, basis)
     Y = np.where(y[:, None] == np.arange(3), 1.0, -1.0)
+    total = R._unpacked(total, basis.width)
     for j in range(3):
         act = Y[:, j] * (F @ V[:, j]) < 1.0
         ref = F[act].T @ (F[act] * 2.0 * w[act, None])

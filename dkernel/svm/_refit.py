@@ -211,7 +211,7 @@ def part_grad(
             out[2, :-1] -= 2.0 * weighted_colsums(F, Y * w[:, None], False)
     if grid is None:
         return out
-    return out, active.grams(np.zeros((c, basis.width, basis.width)), grid)
+    return out, active.grams(np.zeros((c, _packed_size(basis.width))), grid)
 
 
 def part_energy(part: Part, basis: Basis) -> np.ndarray:
@@ -229,6 +229,21 @@ def _grid(energy: np.ndarray) -> int:
     so every partial sum of rounded values stays below ``2^(52 + E)``: the sums are exact,
     the same bits in any order and grouping, on any number of workers."""
     return int(np.frexp(4.0 * float(energy.max()))[1]) - 52
+
+
+def _packed_size(width: int) -> int:
+    """Entries of a ``width x width`` symmetric matrix's upper triangle."""
+    return width * (width + 1) // 2
+
+
+def _unpacked(packed: np.ndarray, width: int) -> np.ndarray:
+    """The symmetric matrices (shape (c, width, width)) of upper triangles packed by rows
+    (shape (c, width (width + 1) / 2))."""
+    rows, cols = np.triu_indices(width)
+    G = np.empty((len(packed), width, width))
+    G[:, rows, cols] = packed
+    G[:, cols, rows] = packed
+    return G
 
 
 class _Active:
@@ -251,10 +266,13 @@ class _Active:
                 rows.append(F[act[:, j]] * np.sqrt(2.0 * w[act[:, j]])[:, None])
 
     def grams(self, out: np.ndarray, grid: int) -> np.ndarray:
-        """Per column the Gram ``sum 2 w phi phi^T`` of its active rows, written into
-        ``out`` (zeros, shape (c, width, width)) rounded to the grid ``2^grid`` (BLAS at
-        one thread: the same bits wherever it runs, features cached or not)."""
+        """Per column the Gram ``sum 2 w phi phi^T`` of its active rows, its upper triangle
+        by rows (:func:`_unpacked` restores it) written into ``out`` (zeros, shape (c,
+        width (width + 1) / 2)), rounded to the grid ``2^grid`` (BLAS at one thread: the
+        same bits wherever it runs, features cached or not). Half the matrix is half the
+        bytes each worker sends per pass."""
         act = np.concatenate(self.masks) if self.masks else None
+        upper = None
         with ONE_BLAS_THREAD:
             for j, G in enumerate(out):
                 if act is not None:
@@ -265,7 +283,8 @@ class _Active:
                 else:
                     continue
                 if len(A):
-                    np.matmul(A.T, A, out=G)
+                    upper = upper or np.triu_indices(A.shape[1])
+                    G[:] = (A.T @ A)[upper]
                     np.ldexp(G, -grid, out=G)  # exact: powers of two
                     np.rint(G, out=G)
                     np.ldexp(G, grid, out=G)
@@ -310,7 +329,7 @@ def part_trial(
     ``_STEPS``; flattened (:func:`_packed`). The sums are the gradient pass's own bits (its
     product with ``V + t S``, not the line's with ``[V, S]``): a solve resumed from a
     checkpoint recomputes that pass and must get the same. With a ``grid``: the pair (those
-    sums, the Gram sums at both points, shape (2, c, width, width))."""
+    sums, the Gram sums at both points, shape (2, c, width (width + 1) / 2))."""
     c = V.shape[1]
     at = np.zeros((2, 3, V.shape[0] + 1, c))
     line = np.zeros((len(_STEPS), c))
@@ -327,7 +346,7 @@ def part_trial(
                 active[j].add(F, w, z)
     if grid is None:
         return _packed(at, line)
-    grams = np.zeros((len(points), c, basis.width, basis.width))
+    grams = np.zeros((len(points), c, _packed_size(basis.width)))
     for a, G in zip(active, grams):
         a.grams(G, grid)
     return _packed(at, line), grams
@@ -674,7 +693,10 @@ def newton(
             break
         # the same CG either way, its Hessian products passes or, with a grid, made here
         # from the Gram sums at V
-        hess = partial(passes, objective.hess, V) if G is None else partial(_gram_products, G)
+        if G is None:
+            hess = partial(passes, objective.hess, V)
+        else:
+            hess = partial(_gram_products, _unpacked(G, V.shape[0]))
         S = _pcg(hess, joint, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
         packed, grams = _trial_pass(passes, objective, V, S, grid)
         # one pass tries the step: the losses along it and the gradient sums at the full
@@ -726,7 +748,7 @@ def _trial(packed: np.ndarray, shape, V, S, C: float, f, gs, todo_g, joint: bool
     if not ((cols == 1.0) | half | ~np.broadcast_to(todo_g, shape[-1:])).all():
         return t, None, None
     st = np.where(half, at[1], at[0])
-    return t, st, None if grams is None else np.where(half[:, None, None], grams[1], grams[0])
+    return t, st, None if grams is None else np.where(half[:, None], grams[1], grams[0])
 
 
 def _gram_products(G: np.ndarray, P: np.ndarray) -> np.ndarray:
