@@ -432,11 +432,11 @@ def test_gram_sums_are_exact_in_any_grouping():
     grid = R._grid(sum(R.part_energy(p, basis) for p in parts))
     grams = [R.part_grad(p, basis, V, False, grid)[1] for p in parts]
     assert grams[0].shape == (3, basis.width * (basis.width + 1) // 2)  # upper triangles
-    total = R._add(grams)
+    total = R.add_in_order(grams)
     for order in (list(range(12))[::-1], [5, 0, 11, 3, 2, 9, 1, 8, 4, 7, 6, 10]):
-        np.testing.assert_array_equal(R._add([grams[k] for k in order]), total)
-    grouped = [R._add(grams[a:b]) for a, b in [(0, 5), (5, 6), (6, 12)]]  # per worker
-    np.testing.assert_array_equal(R._add(grouped[::-1]), total)
+        np.testing.assert_array_equal(R.add_in_order([grams[k] for k in order]), total)
+    grouped = [R.add_in_order(grams[a:b]) for a, b in [(0, 5), (5, 6), (6, 12)]]  # per worker
+    np.testing.assert_array_equal(R.add_in_order(grouped[::-1]), total)
     F = R.features(X, basis)
     Y = np.where(y[:, None] == np.arange(3), 1.0, -1.0)
     total = R._unpacked(total, basis.width)

@@ -33,7 +33,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from .._validation import is_dask_array
-from ..runtime import distributed_client, tree_reduce, worker_addresses
+from ..runtime import add_in_order, distributed_client, tree_reduce, worker_addresses
 from ._sampling import chunk_bounds, row_chunk_keys, row_chunked
 from ._verify import RowSource
 
@@ -181,9 +181,7 @@ def _call_group(
     out = [fn(part, k, *a, **kw) for part, k, a in zip(parts, indices, args)]
     if summed:  # pairs (value, exact-sum array): the arrays added here, in part order
         out, extra = (list(v) for v in zip(*out))
-        total = extra[0].copy()
-        for a in extra[1:]:
-            total += a
+        total = add_in_order(extra)
     values = np.stack(out) if stack else out
     return (values, total) if summed else values
 

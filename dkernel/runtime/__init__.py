@@ -27,6 +27,7 @@ from ._progress import watch as watch
 from ._progress import worker_addresses as worker_addresses
 from ._timing import timer
 from ._tree import TreeNode as TreeNode
+from ._tree import add_in_order as add_in_order
 from ._tree import tree_levels as tree_levels
 from ._tree import tree_reduce as tree_reduce
 

@@ -50,6 +50,15 @@ def _apply(node: TreeNode, children: list, *, combine: Callable[[list, TreeNode]
     return combine(list(children), node)
 
 
+def add_in_order(arrays: Sequence[np.ndarray], node: TreeNode | None = None) -> np.ndarray:
+    """The arrays summed in the given order, into a copy of the first (a combine for
+    :func:`tree_reduce`: ``node`` is not used)."""
+    total = arrays[0].copy()
+    for a in arrays[1:]:
+        total += a
+    return total
+
+
 def tree_levels(n_leaves: int, split_every: int) -> int:
     """Number of combine levels above ``n_leaves`` leaves (0 for one leaf)."""
     if n_leaves < 1 or split_every < 2:

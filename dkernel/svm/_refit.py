@@ -70,7 +70,7 @@ from .._base import _BaseKernelEstimator
 from .._defaults import setting
 from ..data import ResidentRows, collect_parts, range_workers
 from ..kernels import ONE_BLAS_THREAD, KernelSpec, effective_n_jobs, run_tiles
-from ..runtime import phase, timer, tree_reduce
+from ..runtime import add_in_order, phase, timer, tree_reduce
 from ._budget import weighted_colsums
 from .stream import Standardizer, load_ranges, row_parts
 
@@ -546,21 +546,12 @@ class NewtonState(NamedTuple):
     g0: np.ndarray | None
 
 
-def _add(children: list, node=None) -> np.ndarray:
-    """Sum in the given order (the tree's combine)."""
-    total = children[0].copy()
-    for a in children[1:]:
-        total += a
-    return total
-
-
 #: The dashboard's name of each pass (task key prefix ``svm-refit-<step>``), by the name of
 #: its op (``part_<step>`` or ``part_<step>_<loss>``).
 _STEP_NAMES = {
-    f"part_{step}{loss}": step
-    for step in ("grad", "hess", "trial", "energy")
-    for loss in ("", "_ww", "_cs")
+    f"part_{step}{loss}": step for step in ("grad", "hess", "trial") for loss in ("", "_ww", "_cs")
 }
+_STEP_NAMES["part_energy"] = "energy"
 
 
 class _Passes:
@@ -618,8 +609,8 @@ class _Passes:
             )  # fmt: skip
             if gram:
                 leaves, totals = leaves
-        value = tree_reduce(None, leaves, _add, split_every=4)
-        return (value, _add(totals)) if gram else value
+        value = tree_reduce(None, leaves, add_in_order, split_every=4)
+        return (value, add_in_order(totals)) if gram else value
 
     def _here(self, op, *args) -> list:
         """Every part's ``op`` in this process, the parts spread over the usable cores
