@@ -26,8 +26,10 @@ Each call runs under :func:`dkernel.runtime.accounting`; per phase the JSON keep
 the client's CPU, the summed worker task time, the blocking round trips and the bytes to
 and from the client. :func:`dkernel.runtime.amdahl` splits each phase into serial seconds
 (its wall beyond its worker time spread over the workers it could use) and parallel seconds
-(the worker time, shared by at most ``width`` workers: shards, parts or chunks) and predicts
-the wall at 1, 2, 4, 8, 14, 64 and 100 workers from the run at each measured w.
+(the worker time, in ``width`` equal granules: shards, parts or chunks, of which the busiest
+of w workers runs ``ceil(width / w)``) and predicts the wall at 1, 2, 4, 8, 14, 64 and 100
+workers from the run at each measured w (``--report`` derives it again from the committed
+measurements).
 
 ``--big``: the 10^8-row run on this machine's workers: the same calls on ``--big-rows``
 rows (k-means on a 20-feature float32 store, the checkerboard for BudgetedSVC and the
@@ -197,14 +199,11 @@ def _warm_cluster(w: int, board, wave, args):
 
 def _run_workers(args, w: int, board, wave) -> dict:
     """Every call on a fresh cluster of w workers, after one warm-up of each."""
-    from dkernel.runtime import amdahl
-
     out = {}
     with _warm_cluster(w, board, wave, args) as client:
         for name, fn in _calls(board, wave, args):
             wall, result, outer = _timed(client, fn)
-            phases = _phases_of(name, result, outer)
-            row = {"wall": wall, "phases": phases, "amdahl": amdahl(phases, w, PREDICT_AT)}
+            row = {"wall": wall, "phases": _phases_of(name, result, outer)}
             row.update(_quality(name, result))
             out[name] = row
             print(f"w={w} {name}: {wall:.2f} s {_quality(name, result)}", flush=True)
@@ -332,10 +331,23 @@ def main(argv=None):
             for w in [int(v) for v in args.workers.split(",")]:
                 run["workers"][str(w)] = _run_workers(args, w, board, wave)
             res.setdefault("runs", {})[f"{os.cpu_count()}cores"] = run
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(res, indent=1, default=float))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_derive(res), indent=1, default=float))
     (out_dir / "scaling.md").write_text(report(res))
     print(f"wrote {path} and scaling.md")
+
+
+def _derive(res: dict) -> dict:
+    """Each measured row's prediction (``amdahl``), derived from its phases by
+    :func:`dkernel.runtime.amdahl` as it is now: the measurements stay as they were taken,
+    what follows from them is redone (``--report`` re-derives a committed run)."""
+    from dkernel.runtime import amdahl
+
+    for run in res.get("runs", {}).values():
+        for w, rows in run["workers"].items():
+            for row in rows.values():
+                row["amdahl"] = amdahl(row["phases"], int(w), PREDICT_AT)
+    return res
 
 
 def _fmt(v, digits=2):
@@ -400,6 +412,8 @@ def _paper(run: dict) -> list[str]:
     1 worker: each phase's worker seconds scale with n (all work here is per row but the
     refit's, whose sample is fixed at 256 rows per SV), its serial seconds stay, and its
     width becomes what n gives (shards: one per 2^17 rows, at most 256; chunks: n / 2^16)."""
+    from dkernel.runtime import spread
+
     one = run["workers"].get("1")
     if one is None:
         return []
@@ -427,8 +441,7 @@ def _paper(run: dict) -> list[str]:
             width = shards if name == "svm_fit" and ph in ("rounds", "shards") else chunks
             if ph in fixed:
                 width = a["width"] or 1
-            waves = -(-width // PAPER_WORKERS)
-            t = a["serial_seconds"] + P / width * waves
+            t = a["serial_seconds"] + spread(P, width, PAPER_WORKERS)
             total += t
             lines.append(f"| {name} | {ph} | {a['serial_seconds']:.2f} | {P:.0f} | {width:,} "
                          f"| {t:.1f} |")  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.coreset import distributed_coreset
 from dkernel.data import make_checkerboard
-from dkernel.runtime import accounting, amdahl, phase
+from dkernel.runtime import accounting, amdahl, phase, spread
 from dkernel.svm import BudgetedSVC
 
 
@@ -55,6 +55,25 @@ def test_amdahl_splits_serial_and_parallel_time():
     assert capped["predicted_wall"][8] == pytest.approx(4.0 / 4)  # no more than 4 at once
     assert out["phases"]["client"]["predicted_wall"][8] == pytest.approx(1.0)
     assert out["predicted_wall"][1] == pytest.approx(1.0 + 8.0 + 4.0 + 1.0)
+
+
+def test_amdahl_spreads_granules_in_waves():
+    """76 equal shards on 14 workers: the busiest runs 6 of them, so the parallel part takes
+    6 / 76 of the worker time, not 1 / 14; a count that divides the width, or exceeds it,
+    is the even share."""
+    assert spread(76.0, 76, 14) == pytest.approx(6.0)
+    assert spread(76.0, 76, 19) == pytest.approx(4.0)
+    assert spread(76.0, 76, 100) == pytest.approx(1.0)
+    assert spread(76.0, None, 14) == pytest.approx(76.0 / 14)
+    # measured on 1 worker: 1 s serial, 76 s in 76 shards
+    out = amdahl({"rounds": {"wall": 77.0, "worker_seconds": 76.0, "width": 76}}, 1, [14, 64])
+    rounds = out["phases"]["rounds"]
+    assert rounds["serial_seconds"] == pytest.approx(1.0)
+    assert rounds["predicted_wall"][14] == pytest.approx(1.0 + 6.0)
+    assert rounds["predicted_wall"][64] == pytest.approx(1.0 + 2.0)  # two waves
+    # measured on 2 workers (38 shards each): the same split
+    two = amdahl({"rounds": {"wall": 39.0, "worker_seconds": 76.0, "width": 76}}, 2, [14])
+    assert two["phases"]["rounds"]["serial_seconds"] == pytest.approx(1.0)
 
 
 def test_fits_report_their_phases_on_a_cluster(local_cluster_client):

@@ -12,7 +12,7 @@ from ._errors import named_worker_errors as named_worker_errors
 from ._memory import PauseGuard, check_worker_memory
 from ._phases import Accounting as Accounting
 from ._phases import accounting as accounting
-from ._phases import amdahl, phase
+from ._phases import amdahl, phase, spread
 from ._plugins import ThreadSettings as ThreadSettings
 from ._plugins import apply_thread_settings as apply_thread_settings
 from ._progress import COMPILE_NOTE as COMPILE_NOTE
@@ -45,5 +45,6 @@ __all__ = [
     "progress",
     "progress_enabled",
     "show_progress",
+    "spread",
     "timer",
 ]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -227,26 +228,34 @@ def phase(name: str, *, width: int | None = None) -> Iterator[dict[str, Any] | N
         yield row
 
 
+def spread(P: float, width: int | None, workers: int) -> float:
+    """The wall time of ``P`` worker seconds on ``workers`` workers when the work comes in
+    ``width`` granules of equal size (shards, parts or chunks): the busiest worker runs
+    ``ceil(width / workers)`` of them, so 76 shards on 14 workers take 6 / 76 of ``P``,
+    not 1 / 14. ``width`` None: work that divides evenly, ``P / workers``."""
+    workers = max(1, int(workers))
+    if not width:
+        return P / workers
+    return P * math.ceil(int(width) / workers) / int(width)
+
+
 def amdahl(phases: dict[str, dict[str, Any]], workers: int, at: list[int]) -> dict[str, Any]:
     """Split each phase measured on ``workers`` workers into serial and parallel seconds and
     predict the wall time on each worker count of ``at``.
 
-    A phase's parallel part is its summed worker time ``P``, which ``min(w, width)`` workers
-    share; its serial part ``S`` is what its wall time holds beyond that on the measured run
-    (client computing, round trips, a critical path). Predicted: ``S + P / min(w, width)``.
-    Phases measured without a client (no worker time) are all serial.
+    A phase's parallel part is its summed worker time ``P``, in ``width`` granules of equal
+    size spread over the workers in waves (:func:`spread`); its serial part ``S`` is what
+    its wall time holds beyond that on the measured run (client computing, round trips, a
+    critical path). Predicted: ``S + spread(P, width, w)``. Phases measured without a
+    client (no worker time) are all serial.
     """
     out: dict[str, Any] = {"phases": {}, "predicted_wall": {}}
     totals = dict.fromkeys(at, 0.0)
     for name, row in phases.items():
         P = float(row.get("worker_seconds") or 0.0)
         width = row.get("width") or None
-
-        def share(w: int, P=P, width=width) -> float:
-            return P / max(1, min(w, width) if width else w)
-
-        S = max(0.0, float(row["wall"]) - share(workers))
-        pred = {w: S + share(w) for w in at}
+        S = max(0.0, float(row["wall"]) - spread(P, width, workers))
+        pred = {w: S + spread(P, width, w) for w in at}
         for w in at:
             totals[w] += pred[w]
         out["phases"][name] = {
