@@ -171,15 +171,16 @@ def test_distributed_coreset(client, data, method, steps):
 
 
 def test_svm_and_coreset_on_a_store(client, data, tmp_path):
-    """A store's chunks are read by named tasks (``dkernel-X``, ``dkernel-y``): nothing of
-    Dask's own runs but the join of the test's ``.compute()`` and the coreset's sample."""
+    """A store's chunks are read by the named tasks that use them (a shard's load, and a
+    chunk two shards share by a read under the shards' name): nothing of Dask's own runs but
+    the join of the test's ``.compute()`` and the coreset's sample."""
     X, y = data
     path = str(tmp_path / "g.zarr")
     ingest(X, path, y=y, chunk_rows=1024)
     clf = BudgetedSVC(budget=30, max_iter=1, n_rounds=2, distributed=True, random_state=0)
     clf.fit(path).predict(path).compute()
     distributed_coreset(path, None, 100, random_state=0)
-    seen = _check(client, {"dkernel-X", "bsgd-round", "svm-refit-grad", "coreset-sample"})
+    seen = _check(client, {"bsgd-shard", "bsgd-round", "svm-refit-grad", "coreset-sample"})
     assert "coreset-solve-sample" in seen  # the coarse solve's rows, gathered by name
     assert seen - {"finalize-hlgfinalizecompute"} == {p for p in seen if STEP.fullmatch(p)}
 

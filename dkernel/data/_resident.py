@@ -62,6 +62,27 @@ class _Chunks(NamedTuple):
     hi: int
 
 
+class _SharedRows(NamedTuple):
+    """Rows ``lo:hi`` of the stored rows ``start:stop`` (one stored chunk, global rows)
+    that two ranges overlap: one task per chunk reads them for both ranges and for every
+    stored array of the load at once (:func:`_read_shared`)."""
+
+    reader: Any
+    start: int
+    stop: int
+    lo: int
+    hi: int
+
+
+class _Picked(NamedTuple):
+    """Rows ``lo:hi`` of item ``item`` of the shared read ``key`` (a load task's argument)."""
+
+    key: str
+    item: int
+    lo: int
+    hi: int
+
+
 class _Joined(NamedTuple):
     """A range's rows as segments joined in order: chunks of the array's graph
     (:class:`_Chunks`) or rows its load task reads from the store itself
@@ -73,8 +94,8 @@ class _Joined(NamedTuple):
 def _range_pieces(a, ranges) -> list:
     """Each range of ``a``: a slice of an in-memory array; of a store's row source, the
     rows of the stored chunks no other range overlaps, read by the load task itself (the
-    read and the work are one task), and the chunks it shares with another range as the
-    source's chunk tasks (:func:`_stored_pieces`); of any other dask array, the keys of the
+    read and the work are one task), and the chunks it shares with another range as shared
+    reads (:func:`_stored_pieces`); of any other dask array, the keys of the
     chunks it overlaps (keyed as in ``a``'s own graph, so ranges loaded together share a
     chunk's read) and the cut into their rows. Either way every chunk is read once."""
     if a is None or not is_dask_array(a):
@@ -99,13 +120,13 @@ def _stored_pieces(a: RowSource, ranges) -> list | None:
     """:func:`_range_pieces` of a store's row source whose blocks are its stored chunks
     (else None: a source whose blocks regroup them): per range, each run of chunks that
     only this range overlaps is read by its load task, each chunk another range also
-    overlaps is the source's chunk task, read once for both."""
+    overlaps by a shared read (:class:`_SharedRows`), once for both."""
     g0 = a.bounds[0]
     starts = np.asarray(a.reader.starts)
     inner = starts[(starts > g0) & (starts < a.bounds[-1])]
     if not np.array_equal(inner, np.asarray(a.bounds[1:-1])):
         return None
-    keys, bounds = row_chunk_keys(a), chunk_bounds(a)
+    bounds = chunk_bounds(a)
     spans = [np.searchsorted(bounds, [s, e - 1], side="right") - 1 for s, e in ranges]
     users = np.zeros(len(bounds) - 1, dtype=np.int64)
     for c0, c1 in spans:
@@ -116,7 +137,8 @@ def _stored_pieces(a: RowSource, ranges) -> list | None:
         for c in range(int(c0), int(c1) + 1):
             lo, hi = max(s, int(bounds[c])), min(e, int(bounds[c + 1]))
             if users[c] > 1:
-                segments.append(_Chunks((keys[c],), lo - int(bounds[c]), hi - int(bounds[c])))
+                r0, r1 = g0 + int(bounds[c]), g0 + int(bounds[c + 1])
+                segments.append(_SharedRows(a.reader, r0, r1, g0 + lo - r0, g0 + hi - r0))
             elif segments and isinstance(segments[-1], _StoredRows):
                 segments[-1] = segments[-1]._replace(hi=g0 + hi)
             else:
@@ -133,8 +155,9 @@ def _within_a_block(bounds, s: int, e: int) -> bool:
 
 class _Pieces:
     """A load task's pieces, one per array: the task's trailing arguments are the chunks
-    of their :class:`_Chunks` segments, in order. An opaque object in the graph, so that
-    only those trailing keys are read as dependencies."""
+    of their :class:`_Chunks` segments and the shared reads of their :class:`_Picked`
+    segments, in order. An opaque object in the graph, so that only those trailing keys are
+    read as dependencies."""
 
     def __init__(self, pieces: tuple) -> None:
         self.pieces = pieces
@@ -151,6 +174,8 @@ def _rows_of(piece, chunks: Iterator):
     if isinstance(piece, _Chunks):
         these = [next(chunks) for _ in piece.keys]
         return (these[0] if len(these) == 1 else np.concatenate(these))[piece.lo : piece.hi]
+    if isinstance(piece, _Picked):
+        return next(chunks)[piece.item][piece.lo : piece.hi]
     if isinstance(piece, _Joined):
         rows = [_rows_of(g, chunks) for g in piece.segments]
         return rows[0] if len(rows) == 1 else np.concatenate(rows)
@@ -159,6 +184,38 @@ def _rows_of(piece, chunks: Iterator):
 
 def _load_piece(load: Callable, start: int, pieces: _Pieces, *chunks):
     return load(*pieces.joined(chunks), start)
+
+
+def _read_shared(sources: tuple) -> tuple:
+    """The rows ``start:stop`` of each ``(reader, start, stop)``: one stored chunk of each
+    array that two ranges share, read (and checksummed) in one task."""
+    return tuple(reader.rows(start, stop) for reader, start, stop in sources)
+
+
+def _share_reads(per_range: list, name: str) -> tuple[list, dict]:
+    """``per_range`` with each :class:`_SharedRows` segment replaced by a :class:`_Picked`
+    of one shared read per stored row span (``{name}-read-{j}``, shown on the dashboard
+    under the loads' name: X's chunk and y's of the same rows are one task, not two), and
+    those reads ``{key: ((reader, start, stop), ...)}``."""
+    sources: dict[str, list] = {}
+    span_keys: dict[tuple[int, int], str] = {}
+
+    def pick(g):
+        if not isinstance(g, _SharedRows):
+            return g
+        key = span_keys.setdefault((g.start, g.stop), f"{name}-read-{len(span_keys)}")
+        readers = sources.setdefault(key, [])
+        item = next((j for j, (r, _, _) in enumerate(readers) if r is g.reader), len(readers))
+        if item == len(readers):
+            readers.append((g.reader, g.start, g.stop))
+        return _Picked(key, item, g.lo, g.hi)
+
+    out = [
+        tuple(_Joined(tuple(map(pick, p.segments))) if isinstance(p, _Joined) else p
+              for p in rows)
+        for rows in per_range
+    ]  # fmt: skip
+    return out, {key: tuple(src) for key, src in sources.items()}
 
 
 def _per_part(n: int, each: Sequence | None, args: tuple) -> list[tuple]:
@@ -227,26 +284,32 @@ def _by_owner(owners: Sequence) -> list[list[int]]:
 
 
 def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, keys: list,
-                owners: list):  # fmt: skip
+                owners: list, name: str):  # fmt: skip
     """One graph of the loads (task ``keys[i]``: ``load`` of range i, placed on
-    ``owners[i]`` when there is one), over the dask arrays' own graphs: built once, not
-    once per range (a ``dask.delayed`` call per range merged the arrays' graphs each time)."""
+    ``owners[i]`` when there is one) and of their shared reads (``{name}-read-{j}``, on the
+    worker of their first range), over the dask arrays' own graphs: built once, not once
+    per range (a ``dask.delayed`` call per range merged the arrays' graphs each time)."""
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-    layer = {}
-    for key, (s, _), rows in zip(keys, ranges, per_range):
+    per_range, sources = _share_reads(per_range, name)
+    layer: dict = {key: (_read_shared, src) for key, src in sources.items()}
+    where = {}
+    for key, (s, _), rows, who in zip(keys, ranges, per_range, owners):
         chunk_keys = [
             k
             for p in rows
             if isinstance(p, _Joined)
             for g in p.segments
-            if isinstance(g, _Chunks)
-            for k in g.keys
-        ]
+            for k in (g.keys if isinstance(g, _Chunks) else (g.key,) if isinstance(g, _Picked)
+                      else ())
+        ]  # fmt: skip
         layer[key] = (_load_piece, load, s, _Pieces(rows), *chunk_keys)
+        where[key] = [who]
+        for k in chunk_keys:  # a shared read runs on the worker of its first range
+            if k in sources:
+                where.setdefault(k, [who])
     annotations = None
     if owners[0] is not None:
-        where = {key: [who] for key, who in zip(keys, owners)}
         annotations = {"workers": where.__getitem__, "allow_other_workers": True}
     deps = [a for a in arrays if is_dask_array(a)]
     return HighLevelGraph.from_collections(
@@ -303,7 +366,7 @@ class ResidentRows:
             return cls(parts, ranges, [None] * len(ranges), None, name)
         owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
         keys = [f"{name}-{i}" for i in range(len(ranges))]
-        graph = _load_graph(arrays, load, per_range, ranges, keys, owners)
+        graph = _load_graph(arrays, load, per_range, ranges, keys, owners, name)
         loads = [Delayed(key, graph, layer=keys[0]) for key in keys]
         if client is not None:
             parts = client.compute(loads, optimize_graph=False)

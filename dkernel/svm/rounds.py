@@ -285,7 +285,8 @@ def load_shards(
     them, and the refit's parts are cut from them, so a distributed fit reads X once."""
     plan = plan_shards(int(X.shape[0]), n_shards)
     with timer("bsgd shards", logger), phase("shards", width=len(plan.starts)):
-        # the dashboard shows bsgd-shard, bsgd-round (each round's tasks and their merges)
+        # the dashboard shows bsgd-shard (the loads, and the reads of the stored chunks two
+        # shards share), bsgd-round (each round's tasks and their merges)
         return load_ranges(
             X, y, w, list(zip(plan.starts, plan.stops)), classes=classes, scaler=scaler,
             client=client, name=f"bsgd-shard-{uuid.uuid4().hex}",
