@@ -373,3 +373,46 @@ def test_resident_ranges_read_their_own_chunks_and_share_the_others(store, reads
         keys = sorted(r["key"] if isinstance(r["key"], str) else r["key"][0] for r in ts.data)
         # chunks 2 (rows 500-750) and 5 (1250-1500)
         assert keys == ["own-0", "own-1", "own-2", "own-read-0", "own-read-1"]
+
+
+def test_resident_ranges_of_a_cut_store_share_one_read_per_chunk(tmp_path, reads, scheduler):
+    """Two stores cut mid-chunk (rows 100 onward, chunks of 250): the ranges (450 rows each)
+    share chunks, and each shared chunk is one task that reads the rows of it of all three
+    stored arrays (X and y of one store, X of the other); every part holds its rows and
+    every chunk is read once."""
+    from distributed import get_task_stream
+
+    from dkernel.data import ResidentRows, ingest, open_dataset
+
+    rng = np.random.default_rng(1)
+    X, y, Z = rng.standard_normal((N, 3)), rng.integers(0, 2, N), rng.random((N, 2))
+    ingest(X, os.path.join(tmp_path, "a.zarr"), y=y, chunk_rows=CHUNK)
+    ingest(Z, os.path.join(tmp_path, "b.zarr"), chunk_rows=CHUNK)
+    a, b = (open_dataset(os.path.join(tmp_path, f)) for f in ("a.zarr", "b.zarr"))
+    cut = 100
+    ranges = [(s, min(s + 450, N - cut)) for s in range(0, N - cut, 450)]
+    reads.clear()
+
+    def load(xr, yr, zr, start):
+        return start, xr, yr, zr
+
+    with contextlib.ExitStack() as stack:
+        ts = stack.enter_context(get_task_stream(scheduler)) if scheduler is not None else None
+        res = ResidentRows.load(
+            (a.X[cut:], a.y[cut:], b.X[cut:]), ranges, load, client=scheduler, name="cut"
+        )
+        parts = scheduler.gather(res.parts) if scheduler is not None else res.parts
+    # the counter keys X's chunks by their index: each is read once in each store
+    assert sorted(reads.values()) == [2] * N_CHUNKS, dict(reads)
+    for (s, e), (start, xr, yr, zr) in zip(ranges, parts):
+        assert start == s
+        np.testing.assert_array_equal(xr, X[cut + s : cut + e])
+        np.testing.assert_array_equal(yr, y[cut + s : cut + e])
+        np.testing.assert_array_equal(zr, Z[cut + s : cut + e])
+    if ts is not None:
+        keys = sorted(r["key"] if isinstance(r["key"], str) else r["key"][0] for r in ts.data)
+        # the range ends 450, 900, 1350, 1800 are 550, 1000, 1450, 1900 in the stores:
+        # 1000 is a chunk boundary, the others fall inside chunks 2, 5 and 7, each read
+        # once for the three arrays together
+        assert keys == sorted([f"cut-{i}" for i in range(len(ranges))]
+                              + [f"cut-read-{j}" for j in range(3)]), keys  # fmt: skip
