@@ -18,8 +18,10 @@ placement never enters a result).
 
 Ranges are cut from the number of rows alone (never from the worker count), so a result
 does not depend on the cluster. Every stored chunk is read once: a chunk only one range
-overlaps by that range's load task itself, a chunk two ranges share by the array's own
-chunk task, on which both loads depend (the ranges' loads are one graph).
+overlaps by that range's load task itself, a chunk two ranges share by one task that reads
+its rows of every stored array of the load (X's and y's together), on which both loads
+depend (the ranges' loads are one graph); a chunk of any other dask array is its own
+chunk task.
 """
 
 from __future__ import annotations
