@@ -59,10 +59,10 @@ def _round_tasks(stream: list) -> tuple[dict[int, float], dict[tuple[int, int], 
     rounds, merges = {}, {}
     for rec in stream:
         spans = [s for s in rec["startstops"] if s["action"] == "compute"]
-        key = rec["key"][0] if isinstance(rec["key"], tuple) else rec["key"]
-        secs = sum(s["stop"] - s["start"] for s in spans)
         if not spans:
             continue
+        key = rec["key"][0] if isinstance(rec["key"], tuple) else rec["key"]
+        secs = sum(s["stop"] - s["start"] for s in spans)
         if key.startswith("bsgd-round-"):
             index = rec["key"][1] if isinstance(rec["key"], tuple) else re.findall(r"\d+", key)[-1]
             rounds[int(index)] = secs
@@ -73,16 +73,19 @@ def _round_tasks(stream: list) -> tuple[dict[int, float], dict[tuple[int, int], 
 
 
 def _tree(n: int, merges: dict) -> list:
-    """The merge tree of fan-in 2 over n leaves: ``[(key, seconds, children)]`` by level."""
-    out, level, count = [], 0, n
-    while count > 1:
-        up = (count + 1) // 2
-        for i in range(up):
-            kids = [(level, c) for c in (2 * i, 2 * i + 1) if c < count]
-            secs = merges.get((level + 1, i), 0.0)  # a lone child is a task too
-            out.append(((level + 1, i), secs, kids))
-        level, count = level + 1, up
-    return out
+    """The fit's merge tree over n leaves (:func:`dkernel.runtime.tree_reduce`, fan-in 2 as
+    ``BudgetedSVC``'s default ``split_every``): ``[(key, seconds, children)]`` by level."""
+    from dkernel.runtime import tree_reduce
+
+    nodes = []
+
+    def record(children: list, node) -> tuple[int, int]:
+        key = (node.level, node.idx)
+        nodes.append((key, merges.get(key, 0.0), children))
+        return key
+
+    tree_reduce(None, [(0, k) for k in range(n)], record, split_every=2)
+    return nodes
 
 
 def replay_placed(rounds: dict, merges: dict, w: int) -> float:

@@ -285,26 +285,30 @@ def _by_owner(owners: Sequence) -> list[list[int]]:
     return list(groups.values())
 
 
-def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, keys: list,
-                owners: list, name: str):  # fmt: skip
-    """One graph of the loads (task ``keys[i]``: ``load`` of range i, placed on
-    ``owners[i]`` when there is one) and of their shared reads (``{name}-read-{j}``, on the
-    worker of their first range), over the dask arrays' own graphs: built once, not once
-    per range (a ``dask.delayed`` call per range merged the arrays' graphs each time)."""
+def _arg_keys(segment) -> tuple:
+    """The keys a segment's rows come from, as its load task's trailing arguments."""
+    if isinstance(segment, _Chunks):
+        return segment.keys
+    return (segment.key,) if isinstance(segment, _Picked) else ()
+
+
+def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, name: str,
+                owners: list):  # fmt: skip
+    """``(graph, keys)``: one graph of the loads (task ``keys[i] = {name}-{i}``: ``load``
+    of range i, placed on ``owners[i]`` when there is one) and of their shared reads
+    (``{name}-read-{j}``, on the worker of their first range), over the dask arrays' own
+    graphs: built once, not once per range (a ``dask.delayed`` call per range merged the
+    arrays' graphs each time)."""
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
+    keys = [f"{name}-{i}" for i in range(len(ranges))]
     per_range, sources = _share_reads(per_range, name)
     layer: dict = {key: (_read_shared, src) for key, src in sources.items()}
     where = {}
     for key, (s, _), rows, who in zip(keys, ranges, per_range, owners):
         chunk_keys = [
-            k
-            for p in rows
-            if isinstance(p, _Joined)
-            for g in p.segments
-            for k in (g.keys if isinstance(g, _Chunks) else (g.key,) if isinstance(g, _Picked)
-                      else ())
-        ]  # fmt: skip
+            k for p in rows if isinstance(p, _Joined) for g in p.segments for k in _arg_keys(g)
+        ]
         layer[key] = (_load_piece, load, s, _Pieces(rows), *chunk_keys)
         where[key] = [who]
         for k in chunk_keys:  # a shared read runs on the worker of its first range
@@ -314,9 +318,10 @@ def _load_graph(arrays: Sequence[Any], load: Callable, per_range: list, ranges, 
     if owners[0] is not None:
         annotations = {"workers": where.__getitem__, "allow_other_workers": True}
     deps = [a for a in arrays if is_dask_array(a)]
-    return HighLevelGraph.from_collections(
+    graph = HighLevelGraph.from_collections(
         keys[0], MaterializedLayer(layer, annotations=annotations), dependencies=deps
     )
+    return graph, keys
 
 
 class ResidentRows:
@@ -367,8 +372,7 @@ class ResidentRows:
             parts = [load(*rows, s) for (s, _), rows in zip(ranges, per_range)]
             return cls(parts, ranges, [None] * len(ranges), None, name)
         owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
-        keys = [f"{name}-{i}" for i in range(len(ranges))]
-        graph = _load_graph(arrays, load, per_range, ranges, keys, owners, name)
+        graph, keys = _load_graph(arrays, load, per_range, ranges, name, owners)
         loads = [Delayed(key, graph, layer=keys[0]) for key in keys]
         if client is not None:
             parts = client.compute(loads, optimize_graph=False)

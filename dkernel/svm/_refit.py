@@ -200,7 +200,7 @@ def part_grad(
     Hessians): the pair (those sums, the generalised Hessians' Gram sums, :meth:`_Active.grams`)."""
     c = V.shape[1]
     out = np.zeros((3, V.shape[0] + 1, c))
-    active = _Active(part, c)
+    active = _Active(part, c, basis.width)
     for F, yi, w in _tiles(part, basis):
         Y = _signs(yi, c)
         z = 1.0 - Y * (F @ V)
@@ -211,7 +211,7 @@ def part_grad(
             out[2, :-1] -= 2.0 * weighted_colsums(F, Y * w[:, None], False)
     if grid is None:
         return out
-    return out, active.grams(np.zeros((c, _packed_size(basis.width))), grid)
+    return out, active.grams(grid)
 
 
 def part_energy(part: Part, basis: Basis) -> np.ndarray:
@@ -251,8 +251,8 @@ class _Active:
     over its tiles for their Gram sums: cached features are picked once at the end by the
     tiles' masks, features recomputed per tile are kept (scaled) as the tiles pass."""
 
-    def __init__(self, part: Part, c: int) -> None:
-        self.part = part
+    def __init__(self, part: Part, c: int, width: int) -> None:
+        self.part, self.width = part, width
         self.masks: list = []
         self.rows: list = [[] for _ in range(c)]
 
@@ -265,12 +265,12 @@ class _Active:
             if act[:, j].any():
                 rows.append(F[act[:, j]] * np.sqrt(2.0 * w[act[:, j]])[:, None])
 
-    def grams(self, out: np.ndarray, grid: int) -> np.ndarray:
+    def grams(self, grid: int) -> np.ndarray:
         """Per column the Gram ``sum 2 w phi phi^T`` of its active rows, its upper triangle
-        by rows (:func:`_unpacked` restores it) written into ``out`` (zeros, shape (c,
-        width (width + 1) / 2)), rounded to the grid ``2^grid`` (BLAS at one thread: the
-        same bits wherever it runs, features cached or not). Half the matrix is half the
-        bytes each worker sends per pass."""
+        by rows (shape (c, width (width + 1) / 2); :func:`_unpacked` restores it), rounded
+        to the grid ``2^grid`` (BLAS at one thread: the same bits wherever it runs, features
+        cached or not). Half the matrix is half the bytes each worker sends per pass."""
+        out = np.zeros((len(self.rows), _packed_size(self.width)))
         act = np.concatenate(self.masks) if self.masks else None
         upper = None
         with ONE_BLAS_THREAD:
@@ -334,7 +334,7 @@ def part_trial(
     at = np.zeros((2, 3, V.shape[0] + 1, c))
     line = np.zeros((len(_STEPS), c))
     VS, points = np.hstack([V, S]), [V + S * t for t in (1.0, _HALF)]
-    active = [_Active(part, c) for _ in points]
+    active = [_Active(part, c, basis.width) for _ in points]
     for F, yi, w in _tiles(part, basis):
         Y = _signs(yi, c)
         M = F @ VS
@@ -346,10 +346,7 @@ def part_trial(
                 active[j].add(F, w, z)
     if grid is None:
         return _packed(at, line)
-    grams = np.zeros((len(points), c, _packed_size(basis.width)))
-    for a, G in zip(active, grams):
-        a.grams(G, grid)
-    return _packed(at, line), grams
+    return _packed(at, line), np.stack([a.grams(grid) for a in active])
 
 
 def _slacks(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -573,11 +570,14 @@ class _Passes:
     def __call__(self, op, *args) -> np.ndarray:
         return self._pass(op, args, False)
 
-    def with_gram(self, op, *args) -> tuple[np.ndarray, np.ndarray]:
-        """A pass of an op that returns pairs (sums, Gram sums on a grid): the sums as
-        ``__call__`` gives them, the Gram sums added where they are (on each worker,
-        then here: exact on the grid, so in any grouping)."""
-        return self._pass(op, args, True)
+    def with_gram(self, op, *args, grid: int | None) -> tuple[np.ndarray, Any]:
+        """``(sums, Gram sums)`` of a pass of ``op`` (the gradient or the trial pass): with
+        a ``grid`` the op returns pairs, the sums as ``__call__`` gives them and the Gram
+        sums added where they are (on each worker, then here: exact on the grid, so in any
+        grouping); without one the Gram sums are None."""
+        if grid is None:
+            return self._pass(op, args, False), None
+        return self._pass(op, (*args, grid), True)
 
     def _pass(self, op, args: tuple, gram: bool) -> Any:
         self.count += 1
@@ -668,7 +668,7 @@ def newton(
     st = G = None  # the gradient pass at V (and its Gram sums), when the last trial made it
     for it in range(done + 1, max_iter + 1):
         if st is None:
-            st, G = _grad_pass(passes, objective, V, g0 is None, grid)
+            st, G = passes.with_gram(objective.grad, V, g0 is None, grid=grid)
         if g0 is None:
             g0 = np.linalg.norm(C * st[2, :-1], axis=0)
         grad = V + C * st[0, :-1]
@@ -689,7 +689,7 @@ def newton(
         else:
             hess = partial(_gram_products, _unpacked(G, V.shape[0]))
         S = _pcg(hess, joint, grad, 1.0 + C * st[1, :-1], C, todo, cg_max)
-        packed, grams = _trial_pass(passes, objective, V, S, grid)
+        packed, grams = passes.with_gram(objective.trial, V, S, grid=grid)
         # one pass tries the step: the losses along it and the gradient sums at the full
         # and the half step, so the next step's gradient pass is this one whenever the
         # line search takes either (the usual case)
@@ -703,21 +703,6 @@ def newton(
         if on_save is not None:
             on_save(NewtonState(V, it, g0))
     return V, it
-
-
-def _grad_pass(passes: _Passes, objective: Objective, V, with_zero: bool, grid: int | None):
-    """The gradient pass at V: its sums, and with a grid its Gram sums (else None)."""
-    if grid is None:
-        return passes(objective.grad, V, with_zero), None
-    return passes.with_gram(objective.grad, V, with_zero, grid)
-
-
-def _trial_pass(passes: _Passes, objective: Objective, V, S, grid: int | None):
-    """The trial pass of the step S from V (:func:`part_trial`): its packed sums, and with
-    a grid the Gram sums at both its points (else None)."""
-    if grid is None:
-        return passes(objective.trial, V, S), None
-    return passes.with_gram(objective.trial, V, S, grid)
 
 
 def _trial(packed: np.ndarray, shape, V, S, C: float, f, gs, todo_g, joint: bool, grams=None):
