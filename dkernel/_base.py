@@ -414,17 +414,20 @@ class _BaseKernelEstimator(BaseEstimator):
         """``func(rows, *args)`` over every row of X, blockwise.
 
         ``func`` maps an (r, d) NumPy block to (r,) (``n_out=None``) or (r, n_out) output.
-        NumPy input: one call, NumPy result. Dask input: one task per row chunk, the read
-        of the chunk and the value check included, a lazy dask array; nothing is pulled
-        to the client. ``token`` names the pass's tasks on the dashboard (``kkmeans-labels``,
-        ``svm-predict``) instead of the reading function's name.
+        NumPy input: one call, NumPy result. Dask input: one task per row chunk, the value
+        check included, a lazy dask array; nothing is pulled to the client. A store's row
+        source: adjacent chunks share a task (one per worker thread, at most
+        ``dkernel.data.task-bytes`` of rows; :meth:`~dkernel.data.RowSource.map_rows`),
+        each read and passed to ``func`` on its own. ``token`` names the pass's tasks on
+        the dashboard (``kkmeans-labels``, ``svm-predict``) instead of the reading
+        function's name.
         """
         if not is_dask:
             return func(X, *args)
         if isinstance(X, RowSource):
-            # the pass reads its rows itself, one task per block (mapped over the source,
-            # a pass that drops the column axis does not fuse with the read blockwise, and
-            # Dask's linear fusion leaves an alias task beside each fused one)
+            # the pass reads its rows itself, in tasks of adjacent blocks (mapped over the
+            # source, a pass that drops the column axis does not fuse with the read
+            # blockwise, and Dask's linear fusion leaves an alias task beside each fused one)
             return X.map_rows(func, *args, n_out=n_out, dtype=dtype, token=token)
         chunks = (X.chunks[0],) if n_out is None else (X.chunks[0], (n_out,))
         meta = np.empty((0,) * len(chunks), dtype=dtype)

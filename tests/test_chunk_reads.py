@@ -128,21 +128,64 @@ def _n_tasks(arr) -> int:
 
 
 @pytest.mark.parametrize("method", ["predict", "transform", "fit_pass"])
-def test_store_pass_is_one_task_per_chunk(store, method):
-    """A row pass over a store reads its chunk in the pass's own task: one task per chunk,
-    no read task or alias task beside it, and the same values as the in-memory pass."""
+@pytest.mark.parametrize("slots", [1, 3, N_CHUNKS])
+def test_store_pass_is_one_task_per_group_of_chunks(store, reads, method, slots):
+    """A row pass over a store reads its chunks in the pass's own tasks: adjacent chunks
+    share a task, one per slot here (the local pool's ``num_workers``; the chunks are far
+    below ``task-bytes``), no read task or alias task beside them, each chunk read once,
+    and the same values as the in-memory pass whatever the grouping."""
     from dkernel.data import open_dataset
 
     model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
     X = np.asarray(open_dataset(store).X.compute())
-    if method == "fit_pass":  # fit's labels/inertia pass: (label, distance) per row
-        lazy = model._assign_all(open_dataset(store).X, True)
-        ref = model._assign_all(X, False)
-    else:
-        lazy = getattr(model, method)(store)
-        ref = getattr(model, method)(X)
-    assert _n_tasks(lazy) == N_CHUNKS
-    np.testing.assert_allclose(np.asarray(lazy.compute()), ref, rtol=1e-6)
+    with dask.config.set(num_workers=slots):
+        if method == "fit_pass":  # fit's labels/inertia pass: (label, distance) per row
+            lazy = model._assign_all(open_dataset(store).X, True)
+            ref = model._assign_all(X, False)
+        else:
+            lazy = getattr(model, method)(store)
+            ref = getattr(model, method)(X)
+    assert _n_tasks(lazy) == slots
+    per = -(-N_CHUNKS // slots)  # chunks per task: they differ by one at most
+    assert set(lazy.chunks[0]) <= {per * CHUNK, (N_CHUNKS // slots) * CHUNK}
+    reads.clear()
+    got = np.asarray(lazy.compute())
+    _assert_reads(reads, 1)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_task_bytes_caps_the_rows_of_a_task(store):
+    """``dkernel.data.task-bytes`` bounds the rows one task reads: two chunks' worth gives
+    four tasks on one slot; a cap below one chunk keeps one chunk a task."""
+    from dkernel.data import open_dataset, pass_groups, row_bytes
+
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
+    X = open_dataset(store).X
+    chunk_bytes = CHUNK * row_bytes(X)
+    for cap, tasks in ((2 * chunk_bytes, 4), (chunk_bytes // 2, N_CHUNKS)):
+        with dask.config.set({"num_workers": 1, "dkernel.data.task-bytes": cap}):
+            assert _n_tasks(model.predict(X)) == tasks
+            assert len(pass_groups([CHUNK] * N_CHUNKS, row_bytes(X))) == tasks + 1
+
+
+@pytest.mark.parametrize(
+    ("n", "per", "slots", "counts"),
+    [
+        (62, 6, 1, [6] * 7 + [5] * 4),  # the cap: 11 tasks of at most 6 blocks
+        (62, 6, 14, [5] * 6 + [4] * 8),  # one task a slot: the busiest reads ceil(62/14)
+        (62, 6, 8, [4] * 14 + [3] * 2),  # 8 tasks hold 62 blocks only above the cap: 16
+        (5, 100, 8, [1] * 5),  # never more tasks than blocks
+    ],
+)
+def test_pass_groups_fill_the_slots(n, per, slots, counts):
+    """:func:`pass_groups`: as few tasks as the cap allows, rounded up to a multiple of the
+    slots, never more than the blocks; block counts differ by at most one."""
+    from dkernel.data import pass_groups
+
+    with dask.config.set({"dkernel.data.task-bytes": per * 10}):
+        cuts = pass_groups([10] * n, 1, slots)
+    assert cuts[0] == 0 and cuts[-1] == n
+    assert np.diff(cuts).tolist() == counts
 
 
 def test_row_slice_of_a_store_is_a_row_source(store, reads):
@@ -158,13 +201,15 @@ def test_row_slice_of_a_store_is_a_row_source(store, reads):
     assert isinstance(part, RowSource) and isinstance(X[lo:hi, :], RowSource)
     assert part.shape == (hi - lo, X.shape[1])
     assert part.chunks[0] == (CHUNK // 2,) + (CHUNK,) * (N_CHUNKS - 2) + (CHUNK // 2,)
-    lazy = model.predict(part)
-    assert _n_tasks(lazy) == N_CHUNKS
-    reads.clear()
-    got = np.asarray(lazy.compute())
-    _assert_reads(reads, 1)
     full = np.asarray(X.compute())
-    np.testing.assert_array_equal(got, model.predict(full[lo:hi]))
+    for slots in (N_CHUNKS, 2):  # a task per block, and blocks grouped
+        with dask.config.set(num_workers=slots):
+            lazy = model.predict(part)
+        assert _n_tasks(lazy) == slots
+        reads.clear()
+        got = np.asarray(lazy.compute())
+        _assert_reads(reads, 1)
+        np.testing.assert_array_equal(got, model.predict(full[lo:hi]))
     # a slice of a slice keeps the global rows
     np.testing.assert_array_equal(
         part[CHUNK : 2 * CHUNK].compute(), full[lo + CHUNK : lo + 2 * CHUNK]
@@ -227,15 +272,18 @@ def test_take_rows_on_a_row_slice(store, reads):
     assert sorted(reads) == ["c/1/0", "c/2/0"] and set(reads.values()) == {1}
 
 
-def test_take_rows_is_one_task_per_touched_chunk(store, reads):
-    """take_rows on a store reads each touched chunk once, in one task per chunk."""
+@pytest.mark.parametrize(("slots", "tasks"), [(4, 4), (2, 2), (1, 1)])
+def test_take_rows_reads_each_touched_chunk_once(store, reads, slots, tasks):
+    """take_rows on a store reads each touched chunk once, in tasks of adjacent touched
+    chunks (one per slot here), and only those chunks."""
     from dkernel.data import open_dataset, take_graph, take_rows
 
     X = open_dataset(store).X
     idx = np.array([3, N - 1, 3, CHUNK + 7, 5 * CHUNK + 1])
     uniq = np.unique(idx)
-    assert _n_tasks(take_graph(X, uniq)) == 4  # chunks 0, 1, 5 and 7
-    got = take_rows(X, idx)
+    with dask.config.set(num_workers=slots):
+        assert _n_tasks(take_graph(X, uniq)) == tasks  # chunks 0, 1, 5 and 7
+        got = take_rows(X, idx)
     assert sorted(reads) == ["c/0/0", "c/1/0", "c/5/0", "c/7/0"]
     assert set(reads.values()) == {1}
     np.testing.assert_array_equal(got, np.asarray(X.compute())[idx])
@@ -416,3 +464,23 @@ def test_resident_ranges_of_a_cut_store_share_one_read_per_chunk(tmp_path, reads
         # once for the three arrays together
         assert keys == sorted([f"cut-{i}" for i in range(len(ranges))]
                               + [f"cut-read-{j}" for j in range(3)]), keys  # fmt: skip
+
+
+def test_fit_labels_pass_is_the_same_whatever_the_grouping(store, scheduler):
+    """The k-means fit's labels pass groups adjacent chunks into parts (one per worker
+    thread, or per ``task-bytes``; on the workers: the labels' blocks), each chunk still
+    assigned and summed on its own: labels and inertia are bit for bit the same for every
+    grouping."""
+    from dkernel.data import open_dataset, row_bytes
+
+    X = open_dataset(store).X
+    fits = []
+    for cap in (N * row_bytes(X), CHUNK * row_bytes(X)):  # all in one part; a chunk a part
+        with dask.config.set({"num_workers": 1, "dkernel.data.task-bytes": cap}):
+            km = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(X)
+        fits.append((np.asarray(km.labels_), km.inertia_, km.labels_.numblocks[0]))
+    (l1, i1, parts1), (l2, i2, parts2) = fits
+    np.testing.assert_array_equal(l1, l2)
+    assert i1 == i2
+    if scheduler is not None:  # the parts stay on the workers as the labels' blocks
+        assert parts2 == N_CHUNKS and parts1 < parts2

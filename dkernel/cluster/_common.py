@@ -31,7 +31,7 @@ from .._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from ..data import ResidentRows, chunk_bounds, take_rows
+from ..data import ResidentRows, chunk_bounds, chunk_grid, pass_groups, row_bytes, take_rows
 from ..kernels import KERNEL_CODES, check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import (
     compute_blocks,
@@ -402,20 +402,36 @@ class _KernelCentersMixin:
             _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype
         )
         with phase("labels", width=X.numblocks[0]):
-            ranges = itertools.pairwise(chunk_bounds(X))
+            # adjacent chunks share a part (pass_groups) when they lie on a grid, each
+            # still assigned and summed on its own: the grouping never enters a value
+            bounds = chunk_bounds(X)
+            grid = chunk_grid(bounds)
+            cuts = np.arange(len(bounds))
+            if grid is not None:
+                cuts = pass_groups(np.diff(bounds), row_bytes(X))
+            assign = functools.partial(
+                _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype,
+                grid=grid,
+            )  # fmt: skip
+            ranges = itertools.pairwise(bounds[cuts])
             out = ResidentRows.load((X,), ranges, assign, name=f"{token}-{run}")
             desc = f"{type(self).__name__} {token.split('-')[-1]}"
-            watch(out.parts, desc, verbose=getattr(self, "verbose", 0))
-            each = None if isinstance(w, UnitWeights) else [w[a:b] for a, b in out.ranges]
+            rows = [b - a for a, b in out.ranges]
+            watch(out.parts, desc, rows, verbose=getattr(self, "verbose", 0))
+            unit = isinstance(w, UnitWeights)
+            each = [
+                (bounds[a : b + 1] - bounds[a], None if unit else w[bounds[a] : bounds[b]])
+                for a, b in itertools.pairwise(cuts)
+            ]
             # one round trip: the sums come back once every chunk is assigned (a chunk's
             # error raised here, within the call)
-            sums = out.collect(_weighted_distance, name=f"{token}-total-{run}", each=each)
+            sums = out.collect(_chunk_distances, name=f"{token}-total-{run}", each=each)
             # the array's graph holds the parts' futures: they live as long as it does; its
             # chunks are their label columns, cut when the labels are computed
             labels = out.as_dask_array(
                 dtype=np.int64, each=_label_column, name=f"{token}-column-{run}"
             )
-        return labels, float(np.sum(sums))
+        return labels, float(np.sum(np.concatenate(sums)))
 
     def _center_args(self):
         return (self.center_support_, self.center_coef_, self.center_norms_, self._spec)
@@ -596,15 +612,29 @@ class UnitWeights:
         return np.ones(self.n, dtype=dtype or np.float64)
 
 
-def _assign_loaded(Xb, start: int, *, args, dtype) -> np.ndarray:
-    """A chunk's ``[label, squared distance]`` rows, its values checked (global rows named)."""
+def _assign_loaded(Xb, start: int, *, args, dtype, grid) -> np.ndarray:
+    """A part's ``[label, squared distance]`` rows, its values checked (global rows named),
+    assigned one stored chunk at a time (``grid``: the chunks, None: the part is one)."""
     Xb = np.asarray(Xb)
     report_nonfinite(Xb, name="X", row_offset=start)
-    return _assign_block(np.ascontiguousarray(Xb, dtype=dtype), *args)
+    cuts = [0, len(Xb)] if grid is None else grid.cuts(start, start + len(Xb)) - start
+    out = [
+        _assign_block(np.ascontiguousarray(Xb[a:b], dtype=dtype), *args)
+        for a, b in itertools.pairwise(cuts)
+    ]
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
-def _weighted_distance(res: np.ndarray, k: int, wk=None) -> float:
-    return float(res[:, 1].sum() if wk is None else np.dot(wk, res[:, 1]))
+def _chunk_distances(res: np.ndarray, k: int, piece) -> np.ndarray:
+    """A part's weighted squared distances summed per stored chunk (``piece``: the chunks'
+    local bounds and the part's weights, None: unit): the same sums however the chunks are
+    grouped into parts."""
+    cuts, wk = piece
+    d = res[:, 1]
+    return np.array([
+        d[a:b].sum() if wk is None else np.dot(wk[a:b], d[a:b])
+        for a, b in itertools.pairwise(cuts)
+    ])  # fmt: skip
 
 
 def _label_column(res: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ with the chunk count).
 
 from __future__ import annotations
 
+import itertools
+
 import dask
 import numpy as np
 from dask.base import tokenize
@@ -15,7 +17,7 @@ from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
-from ._verify import RowSource
+from ._verify import RowSource, pass_groups, row_bytes
 
 
 def _n_rows(X) -> int:
@@ -112,7 +114,7 @@ def sample_rows(
 
 
 def take_rows(X, indices, *, name: str = "take-rows") -> np.ndarray:
-    """Rows ``X[indices]`` as NumPy, gathered with one task per touched chunk for dask input.
+    """Rows ``X[indices]`` as NumPy, each touched chunk read once for dask input.
 
     Parameters
     ----------
@@ -130,8 +132,10 @@ def take_rows(X, indices, *, name: str = "take-rows") -> np.ndarray:
     -----
     Dask input: the indices are sorted and grouped by row chunk; each touched chunk gets one
     task that takes its rows, built directly from the array's chunk keys (no whole-graph
-    ``to_delayed``). When the chunks are held by a distributed client (``persist()``), the
-    tasks are submitted on those futures, so each runs where its chunk lives.
+    ``to_delayed``). A store's row source reads its chunks in those tasks, and adjacent
+    touched chunks share one (:func:`~dkernel.data.pass_groups`). When the chunks are held
+    by a distributed client (``persist()``), the tasks are submitted on those futures, so
+    each runs where its chunk lives.
 
     Examples
     --------
@@ -176,8 +180,11 @@ def _take_local(block, local):
     return np.asarray(block)[local]
 
 
-def _take_read(reader, chunk: int, local):
-    return reader.read(chunk)[local]
+def _take_reads(reader, touched: tuple):
+    """The rows ``local`` of each stored chunk ``c`` of ``touched`` (``(c, local)`` pairs,
+    chunks in order), each chunk read once, joined."""
+    parts = [reader.read(c)[local] for c, local in touched]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
 def chunk_bounds(X) -> np.ndarray:
@@ -216,12 +223,13 @@ def row_chunk_keys(X) -> list:
 
 
 def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
-    """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk.
+    """A dask array of the rows ``uniq`` (sorted, unique): one task per touched chunk, or,
+    over a :class:`RowSource`, per group of adjacent touched chunks (:func:`pass_groups`).
 
     The graph is built from the chunk keys of ``X`` and culled to what those keys need,
     so it holds no task for an untouched chunk and runs without a whole-graph optimisation
     (``compute(optimize_graph=False)``). Over a :class:`RowSource`, each task reads its
-    stored chunk itself (no read task beside it).
+    stored chunks itself (no read task beside it).
     """
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
@@ -231,19 +239,26 @@ def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
     tail = (0,) * (X.ndim - 1)
     layer: dict = {}
     if isinstance(X, RowSource):
-        # group by stored chunk (not by the source's blocks): each touched chunk read once
+        # group by stored chunk (not by the source's blocks): each touched chunk read once;
+        # adjacent touched chunks share a task (pass_groups, sized by the chunks read)
         reader, rows = X.reader, uniq + X.bounds[0]
-        groups = _group_by_bounds(np.asarray(reader.starts, dtype=np.int64), rows)
-        for j, (c, local) in enumerate(groups):
-            layer[(name, j) + tail] = (_take_read, reader, c, local)
+        starts = np.asarray(reader.starts, dtype=np.int64)
+        touched = _group_by_bounds(starts, rows)
+        sizes = [starts[c + 1] - starts[c] for c, _ in touched]
+        cuts = pass_groups(sizes, row_bytes(X))
+        groups = [touched[a:b] for a, b in itertools.pairwise(cuts)]
+        for j, group in enumerate(groups):
+            layer[(name, j) + tail] = (_take_reads, reader, tuple(group))
+        lengths = tuple(sum(len(local) for _, local in group) for group in groups)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     else:
         keys = row_chunk_keys(X)
-        groups = group_by_chunk(X, uniq)
-        for j, (c, local) in enumerate(groups):
+        touched = group_by_chunk(X, uniq)
+        for j, (c, local) in enumerate(touched):
             layer[(name, j) + tail] = (_take_local, keys[c], local)
+        lengths = tuple(len(local) for _, local in touched)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=[X]).cull(set(layer))
-    chunks = (tuple(len(local) for _, local in groups),) + tuple((s,) for s in X.shape[1:])
+    chunks = (lengths,) + tuple((s,) for s in X.shape[1:])
     return da.Array(graph, name, chunks=chunks, meta=X._meta)
 
 

@@ -20,7 +20,7 @@ import sys
 import uuid
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask.array as da
 import dask.config
@@ -31,6 +31,7 @@ from dask.base import tokenize
 from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
+from .._defaults import setting
 from .._validation import DKernelError, report_nonfinite
 from ._location import Location, describe_error
 
@@ -284,13 +285,17 @@ def _read_block(reader: ChunkReader, bounds, block_id=None) -> np.ndarray:
     return reader.rows(bounds[j], bounds[j + 1])
 
 
-def _read_checked_block(reader: ChunkReader, bounds, func, *args, block_id=None):
-    """``func(rows, *args)`` on block ``block_id[0]`` of a row source: the read, its
-    checksums, the value check (NaN/inf named by global row) and ``func`` in one task."""
+def _read_checked_blocks(reader: ChunkReader, bounds, cuts, func, *args, block_id=None):
+    """``func(rows, *args)`` on each block of group ``block_id[0]`` of a row source (blocks
+    ``cuts[j]:cuts[j + 1]``), one after the other: the read, its checksums, the value check
+    (NaN/inf named by global row) and ``func`` in one task; the results joined."""
     j = int(block_id[0])
-    Xb = reader.rows(bounds[j], bounds[j + 1])
-    report_nonfinite(Xb, name="X", row_offset=bounds[j])
-    return func(Xb, *args)
+    out = []
+    for i in range(cuts[j], cuts[j + 1]):
+        Xb = reader.rows(bounds[i], bounds[i + 1])
+        report_nonfinite(Xb, name="X", row_offset=bounds[i])
+        out.append(func(Xb, *args))
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _rows_key(key, shape) -> tuple[int, int] | None:
@@ -374,14 +379,30 @@ class RowSource(da.Array):
         bounds = (*range(g0, g1, int(rows)), g1)
         return self if bounds == self.bounds else self._derive(bounds)
 
+    def blocks_at(self, chunks) -> RowSource:
+        """The same rows in consecutive blocks of ``chunks`` rows each (their sum: the
+        source's rows); a stored chunk that two blocks share is read by both."""
+        g0 = self.bounds[0]
+        bounds = (g0, *(g0 + np.cumsum(np.asarray(chunks, dtype=np.int64))).tolist())
+        if bounds[-1] != self.bounds[-1]:
+            raise DKernelError(f"blocks of {sum(chunks)} rows for a source of {self.shape[0]}")
+        return self if bounds == self.bounds else self._derive(bounds)
+
     def map_rows(self, func, *args, n_out: int | None, dtype=np.float64, token=None):
-        """``func(rows, *args)`` on every block, one task per block (the read, its checks,
-        and ``func``): a lazy dask array of shape (n,) (``n_out=None``) or (n, n_out)."""
-        chunks = (self.chunks[0],) if n_out is None else (self.chunks[0], (n_out,))
+        """``func(rows, *args)`` on every block: a lazy dask array of shape (n,)
+        (``n_out=None``) or (n, n_out).
+
+        Adjacent blocks share a task (:func:`pass_groups`): each task reads its blocks one
+        after the other, checks them and calls ``func`` on each, so a value never depends
+        on the grouping; the array's row chunks are the tasks' rows."""
+        cuts = pass_groups(np.diff(self.bounds), row_bytes(self))
+        rows = tuple(np.diff(np.asarray(self.bounds)[cuts]).tolist())
+        chunks = (rows,) if n_out is None else (rows, (n_out,))
         return da.map_blocks(
-            _read_checked_block,
+            _read_checked_blocks,
             self.reader,
             self.bounds,
+            tuple(cuts.tolist()),
             func,
             *args,
             chunks=chunks,
@@ -389,6 +410,73 @@ class RowSource(da.Array):
             meta=np.empty((0,) * len(chunks), dtype=dtype),
             token=token,
         )
+
+
+def row_bytes(X) -> int:
+    """Bytes of one row of the array ``X``."""
+    return int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
+
+
+def pass_slots() -> int:
+    """The tasks a pass runs at once: the current distributed client's worker threads
+    (asked of the scheduler now), else Dask's local pool (``num_workers`` or the cores)."""
+    from ..runtime import distributed_client
+
+    client = distributed_client()
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+class ChunkGrid(NamedTuple):
+    """Row chunks of ``step`` rows each after a first one that ends at row ``first`` (the
+    last may be shorter): the chunk bounds inside any row range, from two numbers."""
+
+    first: int
+    step: int
+
+    def cuts(self, lo: int, hi: int) -> np.ndarray:
+        """``[lo, the chunk bounds strictly inside (lo, hi), hi]``."""
+        k0 = max(0, (lo - self.first) // self.step + 1)
+        inner = np.arange(self.first + k0 * self.step, hi, self.step, dtype=np.int64)
+        inner = inner[inner > lo]
+        return np.concatenate([[lo], inner, [hi]]).astype(np.int64)
+
+
+def chunk_grid(bounds) -> ChunkGrid | None:
+    """The :class:`ChunkGrid` of row chunk ``bounds`` (``[0, c0, c0 + c1, ..., n]``), None
+    when the chunks between the first and the last differ in size or the last is longer."""
+    sizes = np.diff(np.asarray(bounds, dtype=np.int64))
+    if len(sizes) == 1:
+        return ChunkGrid(int(bounds[-1]), 1)
+    step = int(sizes[1])
+    if len(sizes) > 2 and ((sizes[1:-1] != step).any() or sizes[-1] > step):
+        return None
+    return ChunkGrid(int(bounds[1]), max(step, 1))
+
+
+def pass_groups(sizes, row_bytes: int, slots: int | None = None) -> np.ndarray:
+    """Cuts ``[0, i1, ..., nb]`` that group ``nb`` adjacent blocks of ``sizes`` rows (of
+    ``row_bytes`` each) into the tasks of one pass over them.
+
+    A task costs the scheduler a fixed time (1.5-2 ms of its event loop on a 2-core host:
+    ``benchmarks/task_overhead.py``), as much as a short block's work, so adjacent blocks
+    share a task: as few tasks as keep each within ``dkernel.data.task-bytes`` of rows (a
+    larger block alone), rounded up to a multiple of ``slots`` (default
+    :func:`pass_slots`) and never more than the blocks, their block counts differing by at
+    most one. With one task a slot, the busiest slot reads ``ceil(nb / slots)`` blocks,
+    as with one task a block.
+    """
+    nb = len(sizes)
+    if nb == 0:
+        return np.zeros(1, dtype=np.int64)
+    cap = int(setting("data.task-bytes"))
+    per = max(1, cap // max(1, int(np.max(sizes)) * int(row_bytes)))
+    slots = max(1, pass_slots() if slots is None else int(slots))
+    fewest = -(-nb // per)
+    tasks = min(nb, -(-fewest // slots) * slots)
+    counts = [len(g) for g in np.array_split(np.arange(nb), tasks)]
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 def verified_view(

@@ -280,10 +280,10 @@ def compile_note(
 
 
 def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
-    """``array.compute()``, with a bar of the row chunks done when :func:`progress_enabled`.
+    """``array.compute()``, with a bar of the rows done when :func:`progress_enabled`.
 
     For a lazy pass over the rows (one chunk along the columns): the k-means labels pass,
-    a prediction. Under a distributed client the chunks are futures counted as they
+    a prediction. Under a distributed client the blocks are futures counted as they
     finish; under a local scheduler a callback counts them. Anything that is not such a
     dask array is returned as it is (computed, when it is a dask array).
     """
@@ -297,45 +297,50 @@ def compute_blocks(array: Any, desc: str, *, verbose: Any = 0) -> Any:
 
     blocks = list(array.to_delayed().ravel())
     if not progress_enabled(verbose):
-        # the chunks come here one by one and are joined here: ``array.compute()`` would
+        # the blocks come here one by one and are joined here: ``array.compute()`` would
         # first join them in one more task on a worker (Dask's ``finalize``), then send it
         return np.concatenate(dask.compute(*blocks), axis=0)
-    with progress(
-        len(blocks), f"{desc} ({len(blocks)} chunks)", enabled=True, unit="chunks"
-    ) as bar:
+    rows = dict(zip((b.key for b in blocks), array.chunks[0]))
+    with _rows_bar(rows, desc) as bar:
         client = distributed_client()
         if client is not None:
             from distributed import as_completed
 
             futures = client.compute(blocks)
-            for _ in as_completed(futures):
-                bar.update(1)
+            for done in as_completed(futures):
+                bar.update(rows[done.key])
             parts = client.gather(futures)
         else:
             from dask.callbacks import Callback
 
-            keys = {b.key for b in blocks}
-
             class _Count(Callback):
                 def _posttask(self, key, result, dsk, state, worker_id):
-                    if key in keys:
-                        bar.update(1)
+                    if key in rows:
+                        bar.update(rows[key])
 
             with _Count():
                 parts = dask.compute(*blocks)
     return np.concatenate(parts, axis=0)
 
 
-def watch(futures: list, desc: str, *, verbose: Any = 0, unit: str = "chunks") -> None:
-    """Wait for ``futures`` with a bar of those done, when :func:`progress_enabled`
-    (nothing is waited for otherwise: the caller's next gather waits)."""
+def watch(futures: list, desc: str, rows: list[int], *, verbose: Any = 0) -> None:
+    """Wait for ``futures`` (of ``rows`` rows each) with a bar of the rows done, when
+    :func:`progress_enabled` (nothing is waited for otherwise: the caller's next gather
+    waits)."""
     if not futures or not progress_enabled(verbose):
         return
     from distributed import as_completed
 
-    with progress(len(futures), f"{desc} ({len(futures)} {unit})", enabled=True, unit=unit) as bar:
-        for _ in as_completed(futures):
-            bar.update(1)
+    sizes = {f.key: r for f, r in zip(futures, rows)}
+    with _rows_bar(sizes, desc) as bar:
+        for done in as_completed(futures):
+            bar.update(sizes[done.key])
+
+
+def _rows_bar(sizes: dict, desc: str):
+    """A bar of the rows of a pass (``sizes``: rows per block), however its blocks are
+    grouped into tasks."""
+    return progress(int(sum(sizes.values())), desc, enabled=True, unit="rows", unit_scale=True)
 
 
 def distributed_client() -> Any:

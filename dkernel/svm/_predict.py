@@ -11,6 +11,7 @@ import numpy as np
 
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, is_dask_array
+from ..data import RowSource
 from ..kernels import KernelSpec
 from .stream import Standardizer
 
@@ -183,8 +184,8 @@ def _score_block(pred: np.ndarray, yb: np.ndarray, wb: np.ndarray | None = None)
 
 
 def _as_row_chunks(v, chunks, n: int, name: str):
-    """``v`` (y or weights, NumPy or dask) as a 1-D dask array of ``n`` rows in X's row
-    chunks (blockwise with the predictions; dask chunked otherwise is rechunked)."""
+    """``v`` (y or weights, NumPy or dask) as a 1-D dask array of ``n`` rows in the
+    predictions' row chunks (blockwise with them; dask chunked otherwise is rechunked)."""
     if not is_dask_array(v):
         v = np.asarray(v)
     if v.ndim == 2 and v.shape[1] == 1:
@@ -193,4 +194,7 @@ def _as_row_chunks(v, chunks, n: int, name: str):
         raise DKernelError(f"{name} has shape {v.shape}, expected ({n},)")
     if not is_dask_array(v):
         return da.from_array(v, chunks=(chunks,))
-    return v if v.chunks[0] == tuple(chunks) else v.rechunk({0: chunks})
+    if v.chunks[0] == tuple(chunks):
+        return v
+    # a row source read in the predictions' blocks, by the same tasks (blockwise)
+    return v.blocks_at(chunks) if isinstance(v, RowSource) else v.rechunk({0: chunks})
