@@ -155,15 +155,16 @@ def test_store_pass_is_one_task_per_group_of_chunks(store, reads, method, slots)
 
 
 def test_task_bytes_caps_the_rows_of_a_task(store):
-    """``dkernel.data.task-bytes`` bounds the rows one task reads: two chunks' worth gives
-    four tasks on one slot; a cap below one chunk keeps one chunk a task."""
+    """``dkernel.data.task-bytes`` bounds the rows one task reads: four chunks' worth lets
+    two slots take one task each; two chunks' worth gives each slot several tasks, at
+    least eight (here one a chunk)."""
     from dkernel.data import open_dataset, pass_groups, row_bytes
 
     model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0).fit(store)
     X = open_dataset(store).X
     chunk_bytes = CHUNK * row_bytes(X)
-    for cap, tasks in ((2 * chunk_bytes, 4), (chunk_bytes // 2, N_CHUNKS)):
-        with dask.config.set({"num_workers": 1, "dkernel.data.task-bytes": cap}):
+    for cap, tasks in ((4 * chunk_bytes, 2), (2 * chunk_bytes, N_CHUNKS)):
+        with dask.config.set({"num_workers": 2, "dkernel.data.task-bytes": cap}):
             assert _n_tasks(model.predict(X)) == tasks
             assert len(pass_groups([CHUNK] * N_CHUNKS, row_bytes(X))) == tasks + 1
 
@@ -171,15 +172,17 @@ def test_task_bytes_caps_the_rows_of_a_task(store):
 @pytest.mark.parametrize(
     ("n", "per", "slots", "counts"),
     [
-        (62, 6, 1, [6] * 7 + [5] * 4),  # the cap: 11 tasks of at most 6 blocks
         (62, 6, 14, [5] * 6 + [4] * 8),  # one task a slot: the busiest reads ceil(62/14)
-        (62, 6, 8, [4] * 14 + [3] * 2),  # 8 tasks hold 62 blocks only above the cap: 16
-        (5, 100, 8, [1] * 5),  # never more tasks than blocks
+        (62, 6, 1, [6] * 7 + [5] * 4),  # one slot: the cap's 11 tasks of at most 6 blocks
+        (62, 20, 2, [4] * 14 + [3] * 2),  # above the cap: at least 8 a slot, 16
+        (62, 6, 8, [1] * 62),  # 8 a slot would be 64: never more tasks than blocks
+        (5, 100, 8, [1] * 5),
     ],
 )
 def test_pass_groups_fill_the_slots(n, per, slots, counts):
-    """:func:`pass_groups`: as few tasks as the cap allows, rounded up to a multiple of the
-    slots, never more than the blocks; block counts differ by at most one."""
+    """:func:`pass_groups`: one task a slot within the cap; else at least eight a slot,
+    a multiple of the slots, never more than the blocks; block counts differ by one at
+    most."""
     from dkernel.data import pass_groups
 
     with dask.config.set({"dkernel.data.task-bytes": per * 10}):

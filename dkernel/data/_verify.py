@@ -461,22 +461,30 @@ def pass_groups(sizes, row_bytes: int, slots: int | None = None) -> np.ndarray:
 
     A task costs the scheduler a fixed time (1.5-2 ms of its event loop on a 2-core host:
     ``benchmarks/task_overhead.py``), as much as a short block's work, so adjacent blocks
-    share a task: as few tasks as keep each within ``dkernel.data.task-bytes`` of rows (a
-    larger block alone), rounded up to a multiple of ``slots`` (default
-    :func:`pass_slots`) and never more than the blocks, their block counts differing by at
-    most one. With one task a slot, the busiest slot reads ``ceil(nb / slots)`` blocks,
-    as with one task a block.
+    share a task: one task per slot (``slots``: default :func:`pass_slots`) when that keeps
+    each within ``dkernel.data.task-bytes`` of rows. Otherwise several a slot, rounded up
+    to a multiple of the slots and at least :data:`TASKS_PER_SLOT` of them: Dask may queue
+    a slot's last two tasks on one worker while another waits, and that wait is one task,
+    a small share of a slot's work only when its tasks are many. Never more tasks than
+    blocks; block counts differ by at most one between tasks.
     """
     nb = len(sizes)
     if nb == 0:
         return np.zeros(1, dtype=np.int64)
     cap = int(setting("data.task-bytes"))
-    per = max(1, cap // max(1, int(np.max(sizes)) * int(row_bytes)))
+    per = max(1, cap // max(1, int(np.max(sizes)) * int(row_bytes)))  # blocks a task
     slots = max(1, pass_slots() if slots is None else int(slots))
-    fewest = -(-nb // per)
-    tasks = min(nb, -(-fewest // slots) * slots)
+    if -(-nb // slots) <= per:
+        tasks = min(nb, slots)
+    else:
+        tasks = max(-(-nb // per), TASKS_PER_SLOT * slots)
+        tasks = min(nb, -(-tasks // slots) * slots)
     counts = [len(g) for g in np.array_split(np.arange(nb), tasks)]
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+#: The fewest tasks a slot runs in a pass that cannot give it one task (:func:`pass_groups`).
+TASKS_PER_SLOT = 8
 
 
 def verified_view(
