@@ -3,7 +3,7 @@
 Fits ``MiniBatchKernelKMeans`` on a zarr store (Gaussian blobs, 10^6 x 10 float32 in 100
 chunks by default) on a ``LocalCluster`` of 2 worker processes whose dashboard listens on
 ``--port``, and takes a screenshot of ``/status`` with headless Chromium while the fit's
-labels pass (``kkmeans-labels``, one task per chunk) runs on the workers: the moment the
+labels pass (``kkmeans-labels``, one task per group of chunks) runs on the workers: the moment the
 scheduler reports a third of them done, the page is captured. The fit takes about 10 s on
 2 cores, the whole script about 30 s; the screenshot shows the Progress panel with the
 fit's task prefixes (``take-rows`` for the batch fetches, ``kkmeans-labels``).

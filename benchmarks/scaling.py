@@ -412,6 +412,7 @@ def _paper(run: dict) -> list[str]:
     1 worker: each phase's worker seconds scale with n (all work here is per row but the
     refit's, whose sample is fixed at 256 rows per SV), its serial seconds stay, and its
     width becomes what n gives (shards: one per 2^17 rows, at most 256; chunks: n / 2^16)."""
+    from dkernel.data import pass_groups
     from dkernel.runtime import spread
 
     one = run["workers"].get("1")
@@ -449,6 +450,8 @@ def _paper(run: dict) -> list[str]:
     lines += ["", "| call | predicted wall at 10^9 on 100 workers |", "|---|---|"]
     lines += [f"| {k} | {v:.0f} s |" for k, v in totals.items()]
     per_round = shards * 2 * 16 * 1024
+    # the labels pass's tasks (dkernel.data.pass_groups) over 10^9 x 20 float32 rows
+    km_tasks = len(pass_groups([PAPER_CHUNK_ROWS] * chunks, 20 * 4, PAPER_WORKERS)) - 1
     lines += [
         "",
         "Communication (from the algorithm, not measured): the SVM fit reads each stored chunk"
@@ -462,8 +465,9 @@ def _paper(run: dict) -> list[str]:
         " worker's Gram sums to the client as upper triangles (4 width (width + 1) bytes"
         " per point, two points a trial: 0.3 MB per worker per trial at the 10^7 fit's"
         " width of 201, so 30 MB a pass on 100 workers), beside each part's gradient sums."
-        " k-means: its labels pass reads each chunk once (one task per"
-        f" chunk, {chunks:,} GETs) and sends one number per chunk to the client; its"
+        f" k-means: its labels pass reads each chunk once ({chunks:,} GETs; adjacent chunks"
+        f" share a task within 64 MiB of rows: {km_tasks:,} tasks on 100 workers) and sends"
+        " one number per chunk to the client; its"
         " mini-batches read the chunks their rows fall in (up to 256 chunks per batch of 256"
         " rows at 10^9 rows: the fit's iterations then read far more than a pass, and a"
         " pre-shuffled store or batches grouped by chunk is what would keep them near one"
