@@ -398,9 +398,6 @@ class _KernelCentersMixin:
             # the same type of result with or without a cluster
             return labels_like_rows(labels, X, is_dask), inertia
         run = uuid.uuid4().hex  # the pass's id in its task keys (the dashboard names the step)
-        assign = functools.partial(
-            _assign_loaded, args=self._center_args(), dtype=self.center_support_.dtype
-        )
         with phase("labels", width=X.numblocks[0]):
             # adjacent chunks share a part (pass_groups) when they lie on a grid, each
             # still assigned and summed on its own: the grouping never enters a value

@@ -138,8 +138,8 @@ def _platt(f: np.ndarray, positive: np.ndarray, w: np.ndarray | None) -> tuple[f
 
 # ------------------------------------------------------------------ score
 def dask_accuracy(pred, y, sample_weight, *, chunks, classes) -> float:
-    """Accuracy of the lazy predictions ``pred`` (dask, in X's row ``chunks``) against
-    ``y``, weighted by ``sample_weight``: one task per row chunk, two numbers back from
+    """Accuracy of the lazy predictions ``pred`` (dask, in row blocks of ``chunks``)
+    against ``y``, weighted by ``sample_weight``: one task per block, two numbers back from
     each."""
     n = int(sum(chunks))
     y = _as_row_chunks(y, chunks, n, "y")
