@@ -368,7 +368,9 @@ class MiniBatchKernelKMeans(
                 self.checkpoint, self.checkpoint_every, params, X, dtype, sample_weight, w
             )
             saved = None if ckpt is None else ckpt.saved
-            with timer("setup", logger), phase("setup"):
+            # dask input: the setup reads the batches' chunks (one pass over the touched ones)
+            width = X.numblocks[0] if is_dask else None
+            with timer("setup", logger), phase("setup", width=width):
                 rows, stream, oracle, mu = self._fit_setup(
                     X, is_dask, dtype, rng, loop, seeding, saved
                 )
