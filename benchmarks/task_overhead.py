@@ -9,8 +9,8 @@ time exceeds its spread worker time by. Most of it is Dask's own cost per task. 
 study measures that cost with no dkernel code at all, on the cluster ``scaling.py`` uses
 (a fresh ``LocalCluster(n_workers=w, threads_per_worker=1, processes=True)`` per w):
 ``--tasks`` tasks that each *sleep* ``--sleep-ms`` (no CPU, so more workers than cores
-still run them side by side) and one task that sums them, as dkernel's passes do (one
-task per chunk, one small result). Per w, after one warm-up, the median wall time of
+still run them side by side) and one task that sums them, as a pass of one task per
+chunk does (one small result each). Per w, after one warm-up, the median wall time of
 ``--reps`` computes, less ``ceil(tasks / w)`` sleeps (the waves), divided by the tasks:
 the excess per task; and the CPU time this process spent per task meanwhile, less what
 it spends at rest in as long (the nannies' and scheduler's periodic checks). The
@@ -20,10 +20,12 @@ so that CPU time per task, ``s``, is work done one task after another whatever t
 of workers: a serial cost per task.
 
 Then, for each call of the committed scaling run (``results/scaling.json``), its tasks at
-one worker times ``s`` are a floor under its serial seconds, and the speed-up at 14
-workers that floor allows on this host, ``S+P / (tasks s + spread(P, width, 14))`` summed
-over its phases (the waves model of :func:`dkernel.runtime.amdahl`), beside the one its
-measured serial seconds give.
+one worker times ``s`` are a floor under its serial seconds, and the speed-up at the
+issue's worker count for it (``TARGETS``) that floor allows on this host,
+``S+P / (tasks s + spread(P, width, w))`` summed over its phases (the waves model of
+:func:`dkernel.runtime.amdahl`), beside the one its measured serial seconds give. A pass
+that groups chunks (``dkernel.data.pass_groups``) runs more tasks on more workers than at
+one: the floor at one worker is a lower bound.
 
 Writes ``results/task_overhead.{json,md}``.
 """
