@@ -106,7 +106,7 @@ def _measure(w: int, tasks: int, sleep: float, reps: int) -> dict:
 def _floors(scaling_json: str, s_ms: float) -> dict:
     """Per call of the committed scaling run: tasks at one worker, the serial floor they
     imply, the measured serial seconds and the speed-ups at 14 the floor and they allow."""
-    from dkernel.runtime import amdahl, spread
+    from dkernel.runtime import amdahl
 
     res = json.loads(Path(scaling_json).read_text())
     run = res["runs"]["2cores"]["workers"]["1"]
@@ -117,7 +117,8 @@ def _floors(scaling_json: str, s_ms: float) -> dict:
         pred = amdahl(phases, 1, [1, at])
         tasks = sum(int(p.get("tasks") or 0) for p in phases.values())
         floor = tasks * s_ms / 1e3
-        par = sum(spread(p["worker_seconds"], p.get("width"), at) for p in phases.values())
+        serial = sum(r["serial_seconds"] for r in pred["phases"].values())
+        par = pred["predicted_wall"][at] - serial  # the phases' waves at ``at`` workers
         one = pred["predicted_wall"][1]
         out[name] = {
             "wall_1": row["wall"],
@@ -125,7 +126,7 @@ def _floors(scaling_json: str, s_ms: float) -> dict:
             "at": at,
             "target": target,
             "serial_floor_s": floor,
-            "serial_measured_s": sum(r["serial_seconds"] for r in pred["phases"].values()),
+            "serial_measured_s": serial,
             "parallel_at_s": par,
             "best_at": one / (floor + par),
             "amdahl_at": one / pred["predicted_wall"][at],
@@ -141,17 +142,15 @@ def _markdown(res: dict) -> str:
              f"{res['tasks']} tasks sleeping {res['sleep_ms']} ms each and one sum, "
              "a fresh LocalCluster per w (processes, one thread each), median of "
              f"{res['reps']} after a warm-up.", "",
-             "| workers | median wall s | sleeps (waves) s | excess ms per task |",
-             "|---|---|---|---|"]  # fmt: skip
+             "| workers | median wall s | sleeps (waves) s | excess ms per task "
+             "| client process CPU ms per task |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for w, row in sorted(res["measured"].items(), key=lambda kv: int(kv[0])):
         waves = math.ceil(res["tasks"] / int(w)) * res["sleep_ms"] / 1e3
         lines.append(
-            f"| {w} | {row['median']:.3f} | {waves:.3f} | {row['excess_ms_per_task']:.2f} |"
+            f"| {w} | {row['median']:.3f} | {waves:.3f} | {row['excess_ms_per_task']:.2f} "
+            f"| {row['client_cpu_ms_per_task']:.2f} |"
         )
-    lines[-len(res["measured"]) - 2] += " client process CPU ms per task |"
-    lines[-len(res["measured"]) - 1] += "---|"
-    for i, (_, row) in enumerate(sorted(res["measured"].items(), key=lambda kv: int(kv[0]))):
-        lines[-len(res["measured"]) + i] += f" {row['client_cpu_ms_per_task']:.2f} |"
     lines += ["", f"**s = {res['serial_ms_per_task']:.2f} ms** per task: the median over the "
               "worker counts of the client process's CPU time per task (the scheduler's "
               "event loop, one thread: work no worker count shortens).", "",

@@ -416,13 +416,10 @@ class _KernelCentersMixin:
             rows = [b - a for a, b in out.ranges]
             watch(out.parts, desc, rows, verbose=getattr(self, "verbose", 0))
             unit = isinstance(w, UnitWeights)
-            each = [
-                (bounds[a : b + 1] - bounds[a], None if unit else w[bounds[a] : bounds[b]])
-                for a, b in itertools.pairwise(cuts)
-            ]
+            each = [(a, None if unit else w[a:b]) for a, b in out.ranges]
             # one round trip: the sums come back once every chunk is assigned (a chunk's
             # error raised here, within the call)
-            sums = out.collect(_chunk_distances, name=f"{token}-total-{run}", each=each)
+            sums = out.collect(_chunk_distances, name=f"{token}-total-{run}", each=each, grid=grid)
             # the array's graph holds the parts' futures: they live as long as it does; its
             # chunks are their label columns, cut when the labels are computed
             labels = out.as_dask_array(
@@ -614,24 +611,30 @@ def _assign_loaded(Xb, start: int, *, args, dtype, grid) -> np.ndarray:
     assigned one stored chunk at a time (``grid``: the chunks, None: the part is one)."""
     Xb = np.asarray(Xb)
     report_nonfinite(Xb, name="X", row_offset=start)
-    cuts = [0, len(Xb)] if grid is None else grid.cuts(start, start + len(Xb)) - start
     out = [
         _assign_block(np.ascontiguousarray(Xb[a:b], dtype=dtype), *args)
-        for a, b in itertools.pairwise(cuts)
+        for a, b in _part_chunks(grid, start, len(Xb))
     ]
     return out[0] if len(out) == 1 else np.concatenate(out)
 
 
-def _chunk_distances(res: np.ndarray, k: int, piece) -> np.ndarray:
-    """A part's weighted squared distances summed per stored chunk (``piece``: the chunks'
-    local bounds and the part's weights, None: unit): the same sums however the chunks are
-    grouped into parts."""
-    cuts, wk = piece
+def _chunk_distances(res: np.ndarray, k: int, piece, *, grid) -> np.ndarray:
+    """A part's weighted squared distances summed per stored chunk (``piece``: the part's
+    first row and its weights, None: unit): the same sums however the chunks are grouped
+    into parts."""
+    start, wk = piece
     d = res[:, 1]
     return np.array([
         d[a:b].sum() if wk is None else np.dot(wk[a:b], d[a:b])
-        for a, b in itertools.pairwise(cuts)
+        for a, b in _part_chunks(grid, start, len(d))
     ])  # fmt: skip
+
+
+def _part_chunks(grid, start: int, n: int):
+    """The ``(lo, hi)`` local rows of each stored chunk in the part of ``n`` rows from row
+    ``start`` (``grid``: the chunks, None: the part is one)."""
+    cuts = [0, n] if grid is None else grid.cuts(start, start + n) - start
+    return itertools.pairwise(cuts)
 
 
 def _label_column(res: np.ndarray) -> np.ndarray:

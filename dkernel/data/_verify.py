@@ -376,8 +376,7 @@ class RowSource(da.Array):
     def blocks_of(self, rows: int) -> RowSource:
         """The same rows in blocks of ``rows`` rows (the last one shorter)."""
         g0, g1 = self.bounds[0], self.bounds[-1]
-        bounds = (*range(g0, g1, int(rows)), g1)
-        return self if bounds == self.bounds else self._derive(bounds)
+        return self.blocks_at(np.diff((*range(g0, g1, int(rows)), g1)))
 
     def blocks_at(self, chunks) -> RowSource:
         """The same rows in consecutive blocks of ``chunks`` rows each (their sum: the

@@ -548,7 +548,7 @@ def _accuracy(est: BudgetedSVC, X, y, sample_weight) -> float:
         pred = _labels(est, Xv, False)
         return float(accuracy_score(y, pred, sample_weight=sample_weight))
     pred = _labels(est, Xv, True)
-    return dask_accuracy(pred, y, sample_weight, chunks=pred.chunks[0], classes=est.classes_)
+    return dask_accuracy(pred, y, sample_weight, classes=est.classes_)
 
 
 def _summary(est: BudgetedSVC) -> dict:

@@ -137,10 +137,10 @@ def _platt(f: np.ndarray, positive: np.ndarray, w: np.ndarray | None) -> tuple[f
 
 
 # ------------------------------------------------------------------ score
-def dask_accuracy(pred, y, sample_weight, *, chunks, classes) -> float:
-    """Accuracy of the lazy predictions ``pred`` (dask, in row blocks of ``chunks``)
-    against ``y``, weighted by ``sample_weight``: one task per block, two numbers back from
-    each."""
+def dask_accuracy(pred, y, sample_weight, *, classes) -> float:
+    """Accuracy of the lazy predictions ``pred`` (dask) against ``y``, weighted by
+    ``sample_weight``: one task per block of ``pred``, two numbers back from each."""
+    chunks = pred.chunks[0]
     n = int(sum(chunks))
     y = _as_row_chunks(y, chunks, n, "y")
     kinds = (y.dtype.kind, classes.dtype.kind)
