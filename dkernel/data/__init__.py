@@ -26,6 +26,7 @@ from ._readers import iter_csv as iter_csv
 from ._readers import scan_csv as scan_csv
 from ._readers import scan_svmlight as scan_svmlight
 from ._resident import ResidentRows, collect_parts, range_workers
+from ._resident import leaf_group as leaf_group
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._sampling import group_by_chunk as group_by_chunk
 from ._sampling import take_graph as take_graph
