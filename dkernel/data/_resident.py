@@ -244,8 +244,8 @@ def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
     return fn(part, index, *args, **kw)
 
 
-def _call_combined(parts: list, first: int, node: Any, *, fn: Callable, args: tuple, kw: dict,
-                   combine: Callable):  # fmt: skip
+def _call_combined(parts: list, first: int, node: TreeNode, *, fn: Callable, args: tuple,
+                   kw: dict, combine: Callable):  # fmt: skip
     """A group's first combine, where its parts live (:meth:`ResidentRows.reduce`)."""
     return combine([fn(p, first + i, *args, **kw) for i, p in enumerate(parts)], node)
 

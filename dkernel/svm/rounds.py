@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import dask
 import numpy as np
 
-from ..data import ResidentRows, leaf_group
+from ..data import ResidentRows, leaf_group, pass_slots
 from ..kernels import pair_gram, sq_norms
 from ..runtime import TreeNode, phase, timer, worker_addresses
 from . import _budget as nb
@@ -292,9 +292,7 @@ def load_shards(
     plan = plan_shards(int(X.shape[0]), n_shards)
     k = len(plan.starts)
     with timer("bsgd shards", logger), phase("shards", width=k):
-        group = 1
-        if client is not None:
-            group = leaf_group(k, split_every, sum(client.nthreads().values()))
+        group = 1 if client is None else leaf_group(k, split_every, pass_slots(client))
         # the dashboard shows bsgd-shard (the loads, and the reads of the stored chunks two
         # shards share), bsgd-round (each round's tasks and their merges)
         return load_ranges(
