@@ -551,55 +551,6 @@ def test_resident_loads_land_on_their_workers_and_cut_the_rows(local_cluster_cli
         np.testing.assert_array_equal(a[2], b[2])
 
 
-def _leaf(part, k, scale):
-    return ("leaf", k, float(part[1].sum()) * scale)
-
-
-def _node(children, node):
-    return ("node", node.level, node.idx, node.seed, tuple(children))
-
-
-def test_reduce_runs_the_first_combine_where_each_group_of_parts_lives(local_cluster_client):
-    """Parts loaded in groups of the tree's fan-in: one task per group maps its parts and
-    combines them (no task per part), on the group's worker, and the root is the tree that
-    one task per part, or no client at all, gives."""
-    import dask.array as da
-    import numpy as np
-    from distributed import get_task_stream
-
-    from dkernel.data import ResidentRows, leaf_group
-
-    client = local_cluster_client
-    Xn = np.arange(70 * 3, dtype=np.float64).reshape(70, 3)
-    X = da.from_array(Xn, chunks=(16, 3))
-    ranges = [(10 * k, 10 * k + 10) for k in range(7)]
-
-    def load(xr, start):
-        return start, xr
-
-    here = ResidentRows.load((X,), ranges, load, client=None)
-    expected = here.reduce(_leaf, _node, 2.0, name="r", split_every=2, seed=4)
-    grouped = ResidentRows.load((X,), ranges, load, client=client, name="test-grp", group=2)
-    w = grouped.workers
-    assert w[0] == w[1] and w[2] == w[3] and w[4] == w[5] and w[0] != w[2]
-    with get_task_stream(client) as ts:
-        root = grouped.reduce(_leaf, _node, 2.0, name="test-grp-reduce", split_every=2, seed=4,
-                              tree_name="test-grp-tree").result()  # fmt: skip
-    assert root == expected
-    keys = [(r["key"], r["worker"]) for r in ts.data]
-    leaves = {k[1]: who for k, who in keys if isinstance(k, tuple) and k[0] == "test-grp-reduce"}
-    assert leaves == {g: w[2 * g] for g in range(4)}  # 4 group tasks, each on its parts' worker
-    merges = sorted(k for k, _ in keys if isinstance(k, str) and k.startswith("test-grp-tree"))
-    assert merges == ["test-grp-tree-2-0", "test-grp-tree-2-1", "test-grp-tree-3-0"]
-    single = ResidentRows.load((X,), ranges, load, client=client, name="test-one")
-    assert single.reduce(_leaf, _node, 2.0, name="test-one-reduce", split_every=2,
-                         seed=4).result() == expected  # fmt: skip
-    # a group per fan-in only where it adds no wave of tasks on the slots
-    assert leaf_group(76, 2, 14) == 2 and leaf_group(76, 2, 1) == 2
-    assert leaf_group(76, 2, 4) == 1 and leaf_group(76, 4, 8) == 1
-    assert leaf_group(1, 2, 1) == 1 and leaf_group(2, 2, 2) == 1 and leaf_group(4, 2, 2) == 2
-
-
 def _part_and_square(part, k, scale, *, shift):
     import numpy as np
 

@@ -26,7 +26,6 @@ from ._readers import iter_csv as iter_csv
 from ._readers import scan_csv as scan_csv
 from ._readers import scan_svmlight as scan_svmlight
 from ._resident import ResidentRows, collect_parts, range_workers
-from ._resident import leaf_group as leaf_group
 from ._sampling import chunk_bounds, draw_indices, sample_rows, take_rows
 from ._sampling import group_by_chunk as group_by_chunk
 from ._sampling import take_graph as take_graph
@@ -49,7 +48,6 @@ from ._verify import checksum as checksum
 from ._verify import chunk_grid as chunk_grid
 from ._verify import open_for_read as open_for_read
 from ._verify import pass_groups as pass_groups
-from ._verify import pass_slots as pass_slots
 from ._verify import plain_layout as plain_layout
 from ._verify import read_plain as read_plain
 from ._verify import row_bytes as row_bytes

@@ -3,13 +3,11 @@
 What xgboost's ``DaskDMatrix`` and ``map_worker_partitions`` are to its trainer, this is to
 dkernel's passes: :meth:`ResidentRows.load` reads row ranges of X, y and w (NumPy, dask
 arrays or store row sources) into the memory of the workers, one part per range, placed
-round-robin over the sorted worker addresses (one part each, or groups of consecutive
-parts); :meth:`~ResidentRows.map` runs a function on every part where it lives,
-:meth:`~ResidentRows.reduce` sums or merges the results up a fixed tree (parts placed in
-groups of the tree's fan-in run their first combine in the task of their group),
-:meth:`~ResidentRows.collect` brings the (small) results to the client in one round trip,
-:meth:`~ResidentRows.apply` keeps n-row results on the workers as parts of their own and
-:meth:`~ResidentRows.as_dask_array` hands them on as a dask array. The BSGD
+round-robin over the sorted worker addresses; :meth:`~ResidentRows.map` runs a function on
+every part where it lives, :meth:`~ResidentRows.reduce` sums or merges the results up a
+fixed tree, :meth:`~ResidentRows.collect` brings the (small) results to the client in one
+round trip, :meth:`~ResidentRows.apply` keeps n-row results on the workers as parts of
+their own and :meth:`~ResidentRows.as_dask_array` hands them on as a dask array. The BSGD
 shards and the refit's parts, the coreset's blocks and the k-means labels pass run on it
 (the labels pass loads each chunk with its assignment as the load function: the rows
 themselves never stay resident).
@@ -37,28 +35,16 @@ import numpy as np
 from dask.delayed import Delayed
 
 from .._validation import is_dask_array
-from ..runtime import TreeNode, add_in_order, distributed_client, tree_reduce, worker_addresses
+from ..runtime import add_in_order, distributed_client, tree_reduce, worker_addresses
 from ._sampling import chunk_bounds, row_chunk_keys, row_chunked
 from ._verify import RowSource
 
 
-def range_workers(client: Any, n_ranges: int, group: int = 1) -> list[str]:
-    """The worker of each of ``n_ranges`` row ranges: groups of ``group`` consecutive
-    ranges, round-robin over the sorted addresses (placement never changes a result, only
-    where the work runs)."""
+def range_workers(client: Any, n_ranges: int) -> list[str]:
+    """The worker of each of ``n_ranges`` row ranges: round-robin over the sorted
+    addresses (placement never changes a result, only where the work runs)."""
     addrs = worker_addresses(client)
-    return [addrs[(k // group) % len(addrs)] for k in range(n_ranges)]
-
-
-def leaf_group(n_parts: int, split_every: int, slots: int) -> int:
-    """Parts of a :meth:`ResidentRows.reduce` that share a task with their first combine:
-    the tree's fan-in ``split_every`` when those tasks, on ``slots`` worker threads, run in
-    no more waves of single parts than one task per part would (each task is a dispatch
-    the scheduler pays in series: ``benchmarks/task_overhead.py``), else 1."""
-    k, s = int(split_every), max(1, int(slots))
-    if n_parts < 2 or k < 2:
-        return 1
-    return k if -(-n_parts // (k * s)) * k <= -(-n_parts // s) else 1
+    return [addrs[k % len(addrs)] for k in range(n_ranges)]
 
 
 class _StoredRows(NamedTuple):
@@ -244,12 +230,6 @@ def _call(part, index: int, args: tuple, *, fn: Callable, kw: dict):
     return fn(part, index, *args, **kw)
 
 
-def _call_combined(parts: list, first: int, node: TreeNode, *, fn: Callable, args: tuple,
-                   kw: dict, combine: Callable):  # fmt: skip
-    """A group's first combine, where its parts live (:meth:`ResidentRows.reduce`)."""
-    return combine([fn(p, first + i, *args, **kw) for i, p in enumerate(parts)], node)
-
-
 def _pick(part, k: int, positions: np.ndarray, *, pick: Callable):
     return pick(part, positions)
 
@@ -352,9 +332,9 @@ class ResidentRows:
     """
 
     def __init__(self, parts: list, ranges: list[tuple[int, int]], workers: list, client: Any,
-                 name: str, group: int = 1) -> None:  # fmt: skip
+                 name: str) -> None:  # fmt: skip
         self.parts, self.ranges, self.workers = parts, ranges, workers
-        self.client, self.name, self.group = client, name, int(group)
+        self.client, self.name = client, name
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -376,14 +356,11 @@ class ResidentRows:
         *,
         client: Any = "current",
         name: str | None = None,
-        group: int = 1,
     ) -> ResidentRows:
         """``load(*rows, start)`` of every range of ``arrays`` (aligned on rows; None
         entries pass None), as parts on the workers of ``client`` (default: the current
         distributed client, if any), else here. Nothing is waited for: the parts are
-        futures the first pass on them waits on. ``group``: consecutive parts placed on
-        one worker together (:func:`range_workers`; :meth:`reduce` with a fan-in equal to
-        it combines each group where it lives, in the task of its parts)."""
+        futures the first pass on them waits on."""
         if isinstance(client, str):
             client = distributed_client()
         name = name or f"rows-{uuid.uuid4().hex}"
@@ -394,16 +371,14 @@ class ResidentRows:
         if client is None and not any(is_dask_array(a) for a in arrays):
             parts = [load(*rows, s) for (s, _), rows in zip(ranges, per_range)]
             return cls(parts, ranges, [None] * len(ranges), None, name)
-        owners: list = [None] * len(ranges)
-        if client is not None:
-            owners = range_workers(client, len(ranges), group)
+        owners = range_workers(client, len(ranges)) if client is not None else [None] * len(ranges)
         graph, keys = _load_graph(arrays, load, per_range, ranges, name, owners)
         loads = [Delayed(key, graph, layer=keys[0]) for key in keys]
         if client is not None:
             parts = client.compute(loads, optimize_graph=False)
         else:
             parts = list(dask.compute(*loads, scheduler="sync", optimize_graph=False))
-        return cls(parts, ranges, owners, client, name, group)
+        return cls(parts, ranges, owners, client, name)
 
     # ------------------------------------------------------------------ passes
     def map(
@@ -439,26 +414,12 @@ class ResidentRows:
         """:meth:`map`, then ``combine(children, node)`` up a tree of fan-in
         ``split_every`` (:func:`~dkernel.runtime.tree_reduce`, its task keys prefixed
         ``tree_name``, default ``{name}-sum``): the root, a future under a client (nothing
-        waited for) or the value.
-
-        Parts loaded in groups of ``split_every`` (``group``) run the tree's first level
-        where they live: one task per group (keys ``(name, g)``) maps its parts and
-        combines them, as ``TreeNode(1, g, seed)``, the node the tree would have given
-        them, so the result is the same bits; the scheduler dispatches a task per group,
-        not one per part and one per group."""
+        waited for) or the value."""
+        leaves = self.map(func, *args, name=name, **kwargs)
         key = tree_name or f"{name}-sum"
-        k = int(split_every)
-        if self.client is None or self.group != k or len(self.parts) < 2:
-            leaves = self.map(func, *args, name=name, **kwargs)
-            return tree_reduce(self.client, leaves, combine, split_every=k, seed=seed, key=key)
-        starts = range(0, len(self.parts), k)
-        nodes = self.client.map(
-            _call_combined, [self.parts[j : j + k] for j in starts], starts,
-            [TreeNode(1, g, int(seed)) for g in range(len(starts))],
-            key=[(name, g) for g in range(len(starts))], fn=func, args=args, kw=kwargs,
-            combine=combine,
-        )  # fmt: skip
-        return tree_reduce(self.client, nodes, combine, split_every=k, seed=seed, key=key, level=1)
+        return tree_reduce(
+            self.client, leaves, combine, split_every=split_every, seed=seed, key=key
+        )
 
     def collect(
         self, func: Callable, *args: Any, name: str, each: Sequence | None = None, **kwargs: Any
@@ -501,7 +462,7 @@ class ResidentRows:
         """:meth:`map`'s results as resident parts of their own (same rows, same workers):
         a pass whose per-row output stays on the cluster for the next pass."""
         out = self.map(func, *args, name=name, **kwargs)
-        return ResidentRows(out, self.ranges, self.workers, self.client, name, self.group)
+        return ResidentRows(out, self.ranges, self.workers, self.client, name)
 
     def as_dask_array(self, *, dtype, each: Callable | None = None, name: str | None = None):
         """The parts (each the values of its range's rows, 1-D) as one dask array whose

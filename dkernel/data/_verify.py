@@ -416,14 +416,12 @@ def row_bytes(X) -> int:
     return int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
 
 
-def pass_slots(client: Any = "current") -> int:
-    """The tasks a pass runs at once: the worker threads of ``client`` (default: the
-    current distributed client; asked of the scheduler now), else Dask's local pool
-    (``num_workers`` or the cores)."""
+def pass_slots() -> int:
+    """The tasks a pass runs at once: the current distributed client's worker threads
+    (asked of the scheduler now), else Dask's local pool (``num_workers`` or the cores)."""
     from ..runtime import distributed_client
 
-    if isinstance(client, str):
-        client = distributed_client()
+    client = distributed_client()
     if client is not None:
         return max(1, sum(client.nthreads().values()))
     return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))

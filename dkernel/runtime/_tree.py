@@ -78,7 +78,6 @@ def tree_reduce(
     split_every: int = 2,
     seed: int = 0,
     key: str | None = None,
-    level: int = 0,
 ) -> Any:
     """Reduce ``leaves`` with ``combine(children, node)`` in a tree of fan-in ``split_every``.
 
@@ -101,10 +100,6 @@ def tree_reduce(
     key : str, optional
         Prefix of the task keys under a client (``f"{key}-{level}-{index}"``); the default
         lets distributed name them. Keys must be unique per call.
-    level : int, default=0
-        The tree level of ``leaves``: 0 for leaves, 1 for the nodes a caller combined from
-        groups of ``split_every`` leaves itself (where the leaves lived); the levels above
-        are the same tree either way.
 
     Returns
     -------
@@ -117,6 +112,7 @@ def tree_reduce(
         raise ValueError(f"split_every must be >= 2, got {split_every}")
     k = int(split_every)
     lazy = client is None and any(isinstance(v, Delayed) for v in nodes)
+    level = 0
     while len(nodes) > 1:
         level += 1
         groups = [nodes[j : j + k] for j in range(0, len(nodes), k)]

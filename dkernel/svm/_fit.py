@@ -424,7 +424,7 @@ def load_shards(plan: FitPlan):
     return dist.load_shards(
         plan.X, plan.y, plan.w if plan.weighted else None,
         n_shards=shard_count(opts.n_shards, plan.n), classes=plan.classes,
-        scaler=plan.scaler, client=plan.client, split_every=int(opts.split_every),
+        scaler=plan.scaler, client=plan.client,
     )  # fmt: skip
 
 

@@ -11,9 +11,7 @@ the averaging, Graf et al. 2005 for the rounds seeded by the global model):
 - **Rounds**: an epoch is ``n_rounds`` rounds; in a round every shard runs the numba BSGD
   pass (:func:`~dkernel.svm._budget.sgd_chunk`) from the current global model over its next
   ``1 / n_rounds`` of its rows, in an order drawn from ``SeedSequence([seed, epoch, shard])``.
-  The model travels to the data, not the reverse: one task per shard, or per pair of shards
-  (the tree's fan-in) where that adds no wave of tasks, the pair on one worker and its
-  first merge in the same task (:meth:`~dkernel.data.ResidentRows.reduce`: the same bits).
+  One ``client.submit`` per shard: the model travels to the data, not the reverse.
 - **Combine** (:func:`combine`): the partial models are merged by
   :func:`~dkernel.runtime._tree.tree_reduce` (fan-in ``split_every``): the union of their SVs
   with coefficients weighted by ``n_k / sum n`` (the global scale folded in; the SVs of the
@@ -44,7 +42,7 @@ from typing import Any, NamedTuple
 import dask
 import numpy as np
 
-from ..data import ResidentRows, leaf_group, pass_slots
+from ..data import ResidentRows
 from ..kernels import pair_gram, sq_norms
 from ..runtime import TreeNode, phase, timer, worker_addresses
 from . import _budget as nb
@@ -280,24 +278,18 @@ def stream_prefix(
 
 
 def load_shards(
-    X, y, w, *, n_shards: int, classes: np.ndarray, scaler: Standardizer | None, client: Any,
-    split_every: int = 2,
-) -> ResidentRows:  # fmt: skip
+    X, y, w, *, n_shards: int, classes: np.ndarray, scaler: Standardizer | None, client: Any
+) -> ResidentRows:
     """The shards' rows (:func:`plan_shards`) read once into the workers' memory (values
     checked and labels mapped there), or here without a client: the SGD rounds run on
-    them, and the refit's parts are cut from them, so a distributed fit reads X once.
-    Consecutive shards that the merge tree (fan-in ``split_every``) combines first share a
-    worker and a round's task when that costs no wave of tasks
-    (:func:`~dkernel.data.leaf_group`)."""
+    them, and the refit's parts are cut from them, so a distributed fit reads X once."""
     plan = plan_shards(int(X.shape[0]), n_shards)
-    k = len(plan.starts)
-    with timer("bsgd shards", logger), phase("shards", width=k):
-        group = 1 if client is None else leaf_group(k, split_every, pass_slots(client))
+    with timer("bsgd shards", logger), phase("shards", width=len(plan.starts)):
         # the dashboard shows bsgd-shard (the loads, and the reads of the stored chunks two
         # shards share), bsgd-round (each round's tasks and their merges)
         return load_ranges(
             X, y, w, list(zip(plan.starts, plan.stops)), classes=classes, scaler=scaler,
-            client=client, name=f"bsgd-shard-{uuid.uuid4().hex}", group=group,
+            client=client, name=f"bsgd-shard-{uuid.uuid4().hex}",
         )  # fmt: skip
 
 
@@ -317,9 +309,8 @@ def fit_rounds(
 ) -> Partial:
     """Train ``n_epochs`` epochs of ``n_rounds`` rounds over the ``shards``; the final model.
 
-    Under a client a round's tasks run where the shards live (a task per shard, or per
-    group the shards were loaded in, with its first merge) and the tree of merges runs on
-    the workers; without one the same computation runs here (the result is
+    Under a client one task per shard per round runs where the shard lives and the tree of
+    merges runs on the workers; without one the same computation runs here (the result is
     identical).
 
     ``start`` is the model before round ``first = (epoch, round)`` (a resumed fit starts

@@ -186,18 +186,15 @@ def load_ranges(
     scaler: Standardizer | None = None,
     client: Any = None,
     name: str | None = None,
-    group: int = 1,
 ) -> ResidentRows:
     """:func:`load_rows` of every ``(start, stop)`` range of X, y and w (NumPy or dask), as
     :class:`~dkernel.data.ResidentRows` on the workers of ``client`` (or here without
-    one), ``group`` consecutive ranges to a worker. ``name``: the tasks' keys are
-    ``{name}-{i}`` (unique per call: the caller's step and its id, the dashboard's name
-    for it); default ``svm-rows-`` and a fresh id."""
+    one). ``name``: the tasks' keys are ``{name}-{i}`` (unique per call: the caller's step
+    and its id, the dashboard's name for it); default ``svm-rows-`` and a fresh id."""
     load = functools.partial(_load_part, classes=classes, scaler=scaler)
     return ResidentRows.load(
-        (X, y, w), ranges, load, client=client, name=name or f"svm-rows-{uuid.uuid4().hex}",
-        group=group,
-    )  # fmt: skip
+        (X, y, w), ranges, load, client=client, name=name or f"svm-rows-{uuid.uuid4().hex}"
+    )
 
 
 def _load_part(Xs, ys, ws, start: int, *, classes, scaler):
