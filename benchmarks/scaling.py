@@ -23,8 +23,8 @@ The protocol (issue 34), the same data, parameters and warm-up at every worker c
   the checkerboard store, one core, the peer the distributed fit must beat.
 
 ``--repeat N`` times every call N times on its cluster (and the stream N times) and keeps
-the run of median wall, with all the walls: this host's speed drifts by 20 % within an
-hour, and one run per call moved a prediction by up to 1.4x.
+the run of median wall, with all the walls: this host's speed drifts by 20-40 % within
+an hour, and one run per call moved a prediction by up to 1.4x.
 
 Each call runs under :func:`dkernel.runtime.accounting`; per phase the JSON keeps the wall,
 the client's CPU, the summed worker task time, the blocking round trips and the bytes to
@@ -391,7 +391,8 @@ def _run_tables(key: str, run: dict) -> list[str]:
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
     if "walls" in base[names[0]]:
         lines += ["", f"Each wall is the median of {len(base[names[0]]['walls'])} runs on the "
-                  "same cluster (the range after the speed-up); the phases are that run's."]  # fmt: skip
+                  "same cluster, the phases are that run's; after the speed-up, the range of "
+                  "the runs' walls."]  # fmt: skip
     if "stream" in run:
         best = min(run["workers"][w]["svm_fit"]["wall"] for w in ws) if "svm_fit" in names else None
         walls = run["stream"].get("walls")
