@@ -214,10 +214,10 @@ def _run_workers(args, w: int, board, wave) -> dict:
             runs = []
             for _ in range(args.repeat):
                 wall, result, outer = _timed(client, fn)
-                row = {"wall": wall, "phases": _phases_of(name, result, outer)}
-                runs.append({**row, **_quality(name, result)})
-            out[name] = row = _median_run(runs)
-            print(f"w={w} {name}: {row['wall']:.2f} s {_quality(name, result)}", flush=True)
+                quality = _quality(name, result)
+                runs.append({"wall": wall, "phases": _phases_of(name, result, outer), **quality})
+            out[name] = _median_run(runs)
+            print(f"w={w} {name}: {out[name]['wall']:.2f} s {quality}", flush=True)
     return out
 
 

@@ -31,7 +31,15 @@ from .._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from ..data import ResidentRows, chunk_bounds, chunk_grid, pass_groups, row_bytes, take_rows
+from ..data import (
+    ResidentRows,
+    chunk_bounds,
+    chunk_grid,
+    join_rows,
+    pass_groups,
+    row_bytes,
+    take_rows,
+)
 from ..kernels import KERNEL_CODES, check_kernel_scale, heat_kernel, knn_kernel
 from ..runtime import (
     compute_blocks,
@@ -615,7 +623,7 @@ def _assign_loaded(Xb, start: int, *, args, dtype, grid) -> np.ndarray:
         _assign_block(np.ascontiguousarray(Xb[a:b], dtype=dtype), *args)
         for a, b in _part_chunks(grid, start, len(Xb))
     ]
-    return out[0] if len(out) == 1 else np.concatenate(out)
+    return join_rows(out)
 
 
 def _chunk_distances(res: np.ndarray, k: int, piece, *, grid) -> np.ndarray:

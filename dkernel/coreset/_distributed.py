@@ -46,7 +46,7 @@ from .._validation import (
     is_dask_array,
     report_nonfinite,
 )
-from ..data import ALIGN_ROWS, ResidentRows, RowSource, chunk_bounds
+from ..data import ALIGN_ROWS, ResidentRows, chunk_bounds, row_blocks
 from ..kernels import ONE_BLAS_THREAD
 from ..runtime import (
     Progress,
@@ -129,12 +129,10 @@ def default_leaf_size(n: int, m: int) -> int:
 
 
 def _leaves(a, leaf_size: int):
-    """``a`` in blocks of ``leaf_size`` rows. A store's row source is regrouped, not
-    rechunked: each leaf's task reads its chunks itself (each chunk once when the leaves
-    are unions of chunks, as with the defaults)."""
-    if isinstance(a, RowSource):
-        return a.blocks_of(leaf_size)
-    return a.rechunk({0: leaf_size, **({1: -1} if a.ndim > 1 else {})})
+    """``a`` in blocks of ``leaf_size`` rows (:func:`~dkernel.data.row_blocks`): a store's
+    row source is regrouped, not rechunked, so each leaf's task reads its chunks itself
+    (each chunk once when the leaves are unions of chunks, as with the defaults)."""
+    return row_blocks(a, leaf_size)
 
 
 def _block(Xb, yb, pos, offset):

@@ -46,10 +46,12 @@ from ._verify import ChunkGrid as ChunkGrid
 from ._verify import RowSource
 from ._verify import checksum as checksum
 from ._verify import chunk_grid as chunk_grid
+from ._verify import join_rows as join_rows
 from ._verify import open_for_read as open_for_read
 from ._verify import pass_groups as pass_groups
 from ._verify import plain_layout as plain_layout
 from ._verify import read_plain as read_plain
+from ._verify import row_blocks as row_blocks
 from ._verify import row_bytes as row_bytes
 
 __all__ = [

@@ -37,7 +37,7 @@ from dask.delayed import Delayed
 from .._validation import is_dask_array
 from ..runtime import add_in_order, distributed_client, tree_reduce, worker_addresses
 from ._sampling import chunk_bounds, row_chunk_keys, row_chunked
-from ._verify import RowSource
+from ._verify import RowSource, join_rows
 
 
 def range_workers(client: Any, n_ranges: int) -> list[str]:
@@ -175,12 +175,11 @@ def _rows_of(piece, chunks: Iterator):
         return piece.reader.rows(piece.lo, piece.hi)
     if isinstance(piece, _Chunks):
         these = [next(chunks) for _ in piece.keys]
-        return (these[0] if len(these) == 1 else np.concatenate(these))[piece.lo : piece.hi]
+        return join_rows(these)[piece.lo : piece.hi]
     if isinstance(piece, _Picked):
         return next(chunks)[piece.item][piece.lo : piece.hi]
     if isinstance(piece, _Joined):
-        rows = [_rows_of(g, chunks) for g in piece.segments]
-        return rows[0] if len(rows) == 1 else np.concatenate(rows)
+        return join_rows([_rows_of(g, chunks) for g in piece.segments])
     return piece
 
 

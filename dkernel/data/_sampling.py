@@ -17,7 +17,7 @@ from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
 from ._store import as_array_input, check_allocation
-from ._verify import RowSource, pass_groups, row_bytes
+from ._verify import RowSource, join_rows, pass_groups, row_bytes
 
 
 def _n_rows(X) -> int:
@@ -183,8 +183,7 @@ def _take_local(block, local):
 def _take_reads(reader, touched: tuple):
     """The rows ``local`` of each stored chunk ``c`` of ``touched`` (``(c, local)`` pairs,
     chunks in order), each chunk read once, joined."""
-    parts = [reader.read(c)[local] for c, local in touched]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    return join_rows([reader.read(c)[local] for c, local in touched])
 
 
 def chunk_bounds(X) -> np.ndarray:

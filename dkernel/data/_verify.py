@@ -274,7 +274,7 @@ class ChunkReader:
             block = self.read(c)
             s = self.starts[c]
             parts.append(block[max(lo, s) - s : min(hi, self.starts[c + 1]) - s])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        return join_rows(parts)
 
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.starts, self.crcs, self.strict)
@@ -295,7 +295,22 @@ def _read_checked_blocks(reader: ChunkReader, bounds, cuts, func, *args, block_i
         Xb = reader.rows(bounds[i], bounds[i + 1])
         report_nonfinite(Xb, name="X", row_offset=bounds[i])
         out.append(func(Xb, *args))
-    return out[0] if len(out) == 1 else np.concatenate(out)
+    return join_rows(out)
+
+
+def join_rows(parts: list) -> np.ndarray:
+    """Consecutive row pieces as one array: the piece itself when there is one (no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def row_blocks(a, rows):
+    """``a`` in row blocks of ``rows`` (an int: blocks of that many rows, the last shorter;
+    a sequence: each block's rows), the other axes whole. A store's row source is
+    regrouped (:meth:`RowSource.blocks_at`), so each block's task reads and checks its
+    chunks itself; any other dask array is rechunked."""
+    if isinstance(a, RowSource):
+        return a.blocks_of(rows) if np.isscalar(rows) else a.blocks_at(rows)
+    return a.rechunk({0: rows, **{i: -1 for i in range(1, a.ndim)}})
 
 
 def _rows_key(key, shape) -> tuple[int, int] | None:

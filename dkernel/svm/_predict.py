@@ -11,7 +11,7 @@ import numpy as np
 
 from .._base import _BaseKernelEstimator
 from .._validation import DKernelError, is_dask_array
-from ..data import RowSource
+from ..data import row_blocks
 from ..kernels import KernelSpec
 from .stream import Standardizer
 
@@ -194,7 +194,5 @@ def _as_row_chunks(v, chunks, n: int, name: str):
         raise DKernelError(f"{name} has shape {v.shape}, expected ({n},)")
     if not is_dask_array(v):
         return da.from_array(v, chunks=(chunks,))
-    if v.chunks[0] == tuple(chunks):
-        return v
-    # a row source read in the predictions' blocks, by the same tasks (blockwise)
-    return v.blocks_at(chunks) if isinstance(v, RowSource) else v.rechunk({0: chunks})
+    # a row source is read in the predictions' blocks, by the same tasks (blockwise)
+    return v if v.chunks[0] == tuple(chunks) else row_blocks(v, chunks)
