@@ -487,3 +487,66 @@ def test_fit_labels_pass_is_the_same_whatever_the_grouping(store, scheduler):
     assert i1 == i2
     if scheduler is not None:  # the parts stay on the workers as the labels' blocks
         assert parts2 == N_CHUNKS and parts1 < parts2
+
+
+def _largest_task(graph, prefix: str) -> int:
+    """Pickled bytes of the largest task of ``graph`` whose key starts with ``prefix``
+    (what the scheduler sends a worker to run it)."""
+    import pickle
+
+    sizes = [
+        len(pickle.dumps(task))
+        for key, task in dict(graph).items()
+        if (key[0] if isinstance(key, tuple) else key).startswith(prefix)
+    ]
+    assert sizes, f"no task named {prefix}"
+    return max(sizes)
+
+
+def test_a_task_carries_its_own_chunks_not_the_whole_store(tmp_path, local_cluster_client):
+    """What each task of a pass is sent (the chunks' rows and checksums its reader holds)
+    is the same for a store 10x longer: a task that carried the whole reader grew with the
+    store (15,258 chunks at 10^9 rows: 0.25 MB in every task, gigabytes a pass)."""
+    from dkernel.data import ResidentRows, open_dataset, take_graph
+
+    small, large = (os.path.join(tmp_path, f"{n}.zarr") for n in (200, 2000))
+    for path, n in ((small, 200), (large, 2000)):
+        make_rings(n, n_rings=2, n_features=4, random_state=0, store=path, chunk_rows=4)
+    model = MiniBatchKernelKMeans(2, max_iter=3, batch_size=64, random_state=0)
+    model.fit(np.asarray(open_dataset(small).X))
+
+    def sizes(path: str) -> dict[str, int]:
+        X = open_dataset(path).X[:200]
+        with dask.config.set({"dkernel.data.task-bytes": 1, "num_workers": 2}):
+            pred = model.predict(X)  # one task per 4-row chunk
+            take = take_graph(X, np.array([3, 150]))
+        out = {
+            "read": _largest_task(X.__dask_graph__(), X.name),
+            "pass": _largest_task(pred.__dask_graph__(), "kkmeans-predict"),
+            "take": _largest_task(take.__dask_graph__(), take.name),
+        }
+        res = ResidentRows.load(
+            (X,), [(0, 100), (100, 200)], lambda xr, start: len(xr),
+            client=local_cluster_client, name=f"carry-{len(X.reader.starts)}",
+        )  # fmt: skip
+
+        assert local_cluster_client.gather(res.parts) == [100, 100]
+
+        def on_scheduler(dask_scheduler, name=res.name):
+            from distributed.protocol.pickle import dumps
+
+            return max(
+                len(dumps(ts.run_spec))
+                for ts in dask_scheduler.tasks.values()
+                if str(ts.key).startswith(name)
+            )
+
+        out["load"] = local_cluster_client.run_on_scheduler(on_scheduler)
+        return out
+
+    few, many = sizes(small), sizes(large)
+    assert set(few) == set(many) == {"read", "pass", "take", "load"}
+    # 50 against 500 chunks in the store: the same task, but for longer names (a cut of
+    # the longer store has a key of its own); a whole reader in each added ~4 KB
+    for what in few:
+        assert many[what] <= few[what] + 128, (what, few[what], many[what])

@@ -37,7 +37,7 @@ from dask.delayed import Delayed
 from .._validation import is_dask_array
 from ..runtime import add_in_order, distributed_client, tree_reduce, worker_addresses
 from ._sampling import chunk_bounds, row_chunk_keys, row_chunked
-from ._verify import RowSource, join_rows
+from ._verify import RowSource, RowSpan, join_rows
 
 
 def range_workers(client: Any, n_ranges: int) -> list[str]:
@@ -45,15 +45,6 @@ def range_workers(client: Any, n_ranges: int) -> list[str]:
     addresses (placement never changes a result, only where the work runs)."""
     addrs = worker_addresses(client)
     return [addrs[k % len(addrs)] for k in range(n_ranges)]
-
-
-class _StoredRows(NamedTuple):
-    """Rows ``lo:hi`` of a store's row source, read (and checksummed) by the task that
-    loads them."""
-
-    reader: Any
-    lo: int
-    hi: int
 
 
 class _Chunks(NamedTuple):
@@ -88,7 +79,7 @@ class _Picked(NamedTuple):
 class _Joined(NamedTuple):
     """A range's rows as segments joined in order: chunks of the array's graph
     (:class:`_Chunks`) or rows its load task reads from the store itself
-    (:class:`_StoredRows`)."""
+    (:class:`~dkernel.data._verify.RowSpan`)."""
 
     segments: tuple
 
@@ -108,7 +99,7 @@ def _range_pieces(a, ranges) -> list:
             return stored
         if all(_within_a_block(a.bounds, s, e) for s, e in ranges):
             g0 = a.bounds[0]
-            return [_StoredRows(a.reader, g0 + s, g0 + e) for s, e in ranges]
+            return [RowSpan(a.reader, g0 + s, g0 + e).narrowed() for s, e in ranges]
     keys, bounds = row_chunk_keys(a), chunk_bounds(a)
     out = []
     for s, e in ranges:
@@ -141,11 +132,12 @@ def _stored_pieces(a: RowSource, ranges) -> list | None:
             if users[c] > 1:
                 r0, r1 = g0 + int(bounds[c]), g0 + int(bounds[c + 1])
                 segments.append(_SharedRows(a.reader, r0, r1, g0 + lo - r0, g0 + hi - r0))
-            elif segments and isinstance(segments[-1], _StoredRows):
+            elif segments and isinstance(segments[-1], RowSpan):
                 segments[-1] = segments[-1]._replace(hi=g0 + hi)
             else:
-                segments.append(_StoredRows(a.reader, g0 + lo, g0 + hi))
-        out.append(_Joined(tuple(segments)))
+                segments.append(RowSpan(a.reader, g0 + lo, g0 + hi))
+        # each span as its task carries it: the reader of its own chunks only
+        out.append(_Joined(tuple(g.narrowed() if isinstance(g, RowSpan) else g for g in segments)))
     return out
 
 
@@ -171,8 +163,8 @@ class _Pieces:
 
 def _rows_of(piece, chunks: Iterator):
     """A piece's rows (:class:`_Pieces`), its chunks taken from ``chunks`` in order."""
-    if isinstance(piece, _StoredRows):
-        return piece.reader.rows(piece.lo, piece.hi)
+    if isinstance(piece, RowSpan):
+        return piece.read()
     if isinstance(piece, _Chunks):
         these = [next(chunks) for _ in piece.keys]
         return join_rows(these)[piece.lo : piece.hi]
@@ -187,17 +179,18 @@ def _load_piece(load: Callable, start: int, pieces: _Pieces, *chunks):
     return load(*pieces.joined(chunks), start)
 
 
-def _read_shared(sources: tuple) -> tuple:
-    """The rows ``start:stop`` of each ``(reader, start, stop)``: one stored chunk of each
+def _read_shared(spans: tuple) -> tuple:
+    """The rows of each :class:`~dkernel.data._verify.RowSpan`: one stored chunk of each
     array that two ranges share, read (and checksummed) in one task."""
-    return tuple(reader.rows(start, stop) for reader, start, stop in sources)
+    return tuple(span.read() for span in spans)
 
 
 def _share_reads(per_range: list, name: str) -> tuple[list, dict]:
     """``per_range`` with each :class:`_SharedRows` segment replaced by a :class:`_Picked`
     of one shared read per stored row span (``{name}-read-{j}``, shown on the dashboard
     under the loads' name: X's chunk and y's of the same rows are one task, not two), and
-    those reads ``{key: ((reader, start, stop), ...)}``."""
+    those reads ``{key: (span, ...)}`` (one :class:`~dkernel.data._verify.RowSpan` per
+    array, its reader narrowed to the chunk)."""
     sources: dict[str, list] = {}
     span_keys: dict[tuple[int, int], str] = {}
 
@@ -216,7 +209,8 @@ def _share_reads(per_range: list, name: str) -> tuple[list, dict]:
               for p in rows)
         for rows in per_range
     ]  # fmt: skip
-    return out, {key: tuple(src) for key, src in sources.items()}
+    spans = {key: tuple(RowSpan(*src).narrowed() for src in srcs) for key, srcs in sources.items()}
+    return out, spans
 
 
 def _per_part(n: int, each: Sequence | None, args: tuple) -> list[tuple]:

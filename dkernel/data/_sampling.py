@@ -247,7 +247,9 @@ def take_graph(X, uniq: np.ndarray, prefix: str = "take-rows"):
         cuts = pass_groups(sizes, row_bytes(X))
         groups = [touched[a:b] for a, b in itertools.pairwise(cuts)]
         for j, group in enumerate(groups):
-            layer[(name, j) + tail] = (_take_reads, reader, tuple(group))
+            # the task carries the reader of its own chunks only
+            lo, hi = int(starts[group[0][0]]), int(starts[group[-1][0] + 1])
+            layer[(name, j) + tail] = (_take_reads, reader.covering(lo, hi), tuple(group))
         lengths = tuple(sum(len(local) for _, local in group) for group in groups)
         graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     else:

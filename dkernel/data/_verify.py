@@ -15,6 +15,7 @@ pass). A missing or damaged chunk is a :class:`DKernelError` naming store, array
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import uuid
@@ -241,30 +242,38 @@ class ChunkReader:
     """The verified reads of one stored array's row chunks (a task argument, no key).
 
     ``read(i)`` is row chunk ``i`` checked against the manifest (:func:`_read_chunk`);
-    ``starts[i]`` its first row; ``rows(lo, hi)`` the global rows ``lo:hi``, read from the
-    chunks they overlap. The tasks of a :class:`RowSource` call them.
+    ``starts[i - first]`` its first row; ``rows(lo, hi)`` the global rows ``lo:hi``, read
+    from the chunks they overlap. The reader a store opens covers every chunk (``first``
+    0); a task carries :meth:`covering` of its own rows, so that what each task is sent
+    grows with the chunks it reads, not with the array's (15,258 chunks at 10^9 rows: a
+    whole reader in every task sent gigabytes of checksums to the workers per pass).
     """
 
-    __slots__ = ("crcs", "location", "name", "starts", "store", "strict", "token")
+    __slots__ = ("crcs", "first", "location", "name", "starts", "store", "strict", "token")
 
     def __init__(
-        self, location: Location, token: str, store: str, name: str, starts, crcs, strict=True
-    ):
+        self, location: Location, token: str, store: str, name: str, starts, crcs, strict=True,
+        first: int = 0,
+    ):  # fmt: skip
         self.location, self.token, self.store, self.name = location, token, store, name
         self.strict = bool(strict)
         self.starts = tuple(int(s) for s in starts)
         self.crcs = None if crcs is None else tuple(int(c) for c in crcs)
+        self.first = int(first)
 
     def read(self, i: int) -> np.ndarray:
-        crc = None if self.crcs is None else self.crcs[i]
-        start, stop = self.starts[i], self.starts[i + 1]
+        k = i - self.first
+        if not 0 <= k < len(self.starts) - 1:
+            raise IndexError(f"chunk {i} is not among this reader's chunks")
+        crc = None if self.crcs is None else self.crcs[k]
+        start, stop = self.starts[k], self.starts[k + 1]
         return _read_chunk(
             self.location, self.token, self.store, self.name, i, start, stop, crc, self.strict
         )
 
     def chunk_of(self, rows):
         """The row chunk holding each global row of ``rows``."""
-        return np.searchsorted(self.starts, rows, side="right") - 1
+        return np.searchsorted(self.starts, rows, side="right") - 1 + self.first
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """Global rows ``lo:hi`` (one read of each chunk they overlap)."""
@@ -272,28 +281,77 @@ class ChunkReader:
         parts = []
         for c in range(first, last + 1):
             block = self.read(c)
-            s = self.starts[c]
-            parts.append(block[max(lo, s) - s : min(hi, self.starts[c + 1]) - s])
+            s, e = self.starts[c - self.first], self.starts[c + 1 - self.first]
+            parts.append(block[max(lo, s) - s : min(hi, e) - s])
         return join_rows(parts)
 
+    def covering(self, lo: int, hi: int) -> ChunkReader:
+        """The reader of only the chunks that rows ``lo:hi`` overlap (what a task reading
+        those rows carries)."""
+        c0 = int(self.chunk_of(lo)) - self.first
+        c1 = max(c0, int(self.chunk_of(hi - 1)) - self.first)
+        crcs = None if self.crcs is None else self.crcs[c0 : c1 + 1]
+        return ChunkReader(
+            self.location, self.token, self.store, self.name, self.starts[c0 : c1 + 2], crcs,
+            self.strict, self.first + c0,
+        )  # fmt: skip
+
     def __dask_tokenize__(self):
-        return (type(self).__name__, self.token, self.starts, self.crcs, self.strict)
+        return (type(self).__name__, self.token, self.first, self.starts, self.crcs, self.strict)
 
 
-def _read_block(reader: ChunkReader, bounds, block_id=None) -> np.ndarray:
-    j = int(block_id[0])
-    return reader.rows(bounds[j], bounds[j + 1])
+class RowSpan(NamedTuple):
+    """Global rows ``lo:hi`` of a stored array, read (and checked) by the task that carries
+    them."""
+
+    reader: ChunkReader
+    lo: int
+    hi: int
+
+    def read(self) -> np.ndarray:
+        return self.reader.rows(self.lo, self.hi)
+
+    def narrowed(self) -> RowSpan:
+        """The same rows with the reader of only their chunks (:meth:`ChunkReader.covering`):
+        a span as a task argument."""
+        return self._replace(reader=self.reader.covering(self.lo, self.hi))
 
 
-def _read_checked_blocks(reader: ChunkReader, bounds, cuts, func, *args, block_id=None):
-    """``func(rows, *args)`` on each block of group ``block_id[0]`` of a row source (blocks
-    ``cuts[j]:cuts[j + 1]``), one after the other: the read, its checksums, the value check
+def _read_span(span: RowSpan) -> np.ndarray:
+    return span.read()
+
+
+def _per_block(name: str, func, per_block: list, args: tuple, chunks, dtype) -> da.Array:
+    """A dask array of blocks ``func(per_block[j], *args)`` (row block j; the other axes
+    whole): one Blockwise layer with no dependencies, each task carrying only its own item
+    (and ``args``), that fuses with the blockwise operations applied to it."""
+    from dask.blockwise import BlockwiseDepDict
+    from dask.blockwise import blockwise as core_blockwise
+    from dask.highlevelgraph import HighLevelGraph
+
+    nd = len(chunks)
+    tail = (0,) * (nd - 1)
+    numblocks = (len(per_block),) + (1,) * (nd - 1)
+    dep = BlockwiseDepDict(
+        {(j, *tail): item for j, item in enumerate(per_block)}, numblocks=numblocks
+    )
+    ind = tuple(range(nd))
+    consts = [x for a in args for x in (a, None)]
+    layer = core_blockwise(
+        func, name, ind, dep, ind, *consts, numblocks={}, _data_producer=True
+    )  # fmt: skip
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=())
+    return da.Array(graph, name, chunks, meta=np.empty((0,) * nd, dtype=dtype))
+
+
+def _read_checked_blocks(spans: tuple, func, *args):
+    """``func(rows, *args)`` on each block of a group of a row source (its
+    :class:`RowSpan` s), one after the other: the read, its checksums, the value check
     (NaN/inf named by global row) and ``func`` in one task; the results joined."""
-    j = int(block_id[0])
     out = []
-    for i in range(cuts[j], cuts[j + 1]):
-        Xb = reader.rows(bounds[i], bounds[i + 1])
-        report_nonfinite(Xb, name="X", row_offset=bounds[i])
+    for span in spans:
+        Xb = span.read()
+        report_nonfinite(Xb, name="X", row_offset=span.lo)
         out.append(func(Xb, *args))
     return join_rows(out)
 
@@ -358,15 +416,8 @@ class RowSource(da.Array):
     def _from(cls, reader: ChunkReader, bounds, tail, dtype, name: str) -> RowSource:
         bounds = tuple(int(b) for b in bounds)
         chunks = (tuple(np.diff(bounds).tolist()),) + tuple((int(s),) for s in tail)
-        arr = da.map_blocks(
-            _read_block,
-            reader,
-            bounds,
-            name=name,
-            chunks=chunks,
-            dtype=dtype,
-            meta=np.empty((0,) * len(chunks), dtype),
-        )
+        spans = [RowSpan(reader, a, b).narrowed() for a, b in itertools.pairwise(bounds)]
+        arr = _per_block(name, _read_span, spans, (), chunks, dtype)
         self = cls(arr.dask, arr.name, arr.chunks, meta=arr._meta)
         self.reader, self.bounds = reader, bounds
         return self
@@ -410,20 +461,15 @@ class RowSource(da.Array):
         after the other, checks them and calls ``func`` on each, so a value never depends
         on the grouping; the array's row chunks are the tasks' rows."""
         cuts = pass_groups(np.diff(self.bounds), row_bytes(self))
-        rows = tuple(np.diff(np.asarray(self.bounds)[cuts]).tolist())
+        b = np.asarray(self.bounds)
+        rows = tuple(np.diff(b[cuts]).tolist())
         chunks = (rows,) if n_out is None else (rows, (n_out,))
-        return da.map_blocks(
-            _read_checked_blocks,
-            self.reader,
-            self.bounds,
-            tuple(cuts.tolist()),
-            func,
-            *args,
-            chunks=chunks,
-            dtype=dtype,
-            meta=np.empty((0,) * len(chunks), dtype=dtype),
-            token=token,
-        )
+        groups = [
+            tuple(RowSpan(self.reader, int(b[i]), int(b[i + 1])).narrowed() for i in range(c0, c1))
+            for c0, c1 in itertools.pairwise(cuts)
+        ]  # fmt: skip
+        name = f"{token or 'map-rows'}-{tokenize(self.reader, self.bounds, cuts, func, *args)}"
+        return _per_block(name, _read_checked_blocks, groups, (func, *args), chunks, dtype)
 
 
 def row_bytes(X) -> int:
