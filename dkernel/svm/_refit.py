@@ -808,8 +808,8 @@ def _build_parts(data, ranges, samples, groups, basis, cache, client, run, class
     return parts, shared, owners
 
 
-def _resident_part(rows, k: int, samples: list, basis: Basis, cache: bool) -> Part:
-    return make_part([sample_part(rows, samples[k])], basis, cache)
+def _resident_part(rows, k: int, sample, basis: Basis, cache: bool) -> Part:
+    return make_part([sample_part(rows, sample)], basis, cache)
 
 
 def _parts_of_resident(resident: ResidentRows, n: int, m: int, seed: int, basis, cache, run):
@@ -820,7 +820,8 @@ def _parts_of_resident(resident: ResidentRows, n: int, m: int, seed: int, basis,
         sizes = sample_sizes(resident.ranges, n, m)
         samples = [(seed, k, mk) for k, mk in enumerate(sizes)]
     shared = resident.scatter(basis, name=f"svm-refit-basis-{run}")
-    parts = resident.map(_resident_part, samples, shared, cache, name=f"svm-refit-part-{run}")
+    # each task is sent its own sample, not every part's
+    parts = resident.map(_resident_part, shared, cache, each=samples, name=f"svm-refit-part-{run}")
     return parts, shared, resident.workers
 
 
