@@ -500,7 +500,11 @@ def _paper(run: dict) -> list[str]:
         " mini-batches read the chunks their rows fall in (up to 256 chunks per batch of 256"
         " rows at 10^9 rows: the fit's iterations then read far more than a pass, and a"
         " pre-shuffled store or batches grouped by chunk is what would keep them near one"
-        " read). The coreset's three passes run on blocks kept on the workers (read once).",
+        " read). The coreset's three passes run on blocks kept on the workers (read once)."
+        " Every task is sent only its own chunks' row offsets and checksums (a few hundred"
+        " bytes a chunk read), not the store's manifest: a task that carried the whole"
+        f" manifest of {chunks:,} chunks pickled to about 0.25 MB (measured on a store of"
+        " 15,625 chunks), gigabytes a pass.",
     ]
     return lines
 
