@@ -14,8 +14,8 @@ pass). A missing or damaged chunk is a :class:`DKernelError` naming store, array
 
 from __future__ import annotations
 
+import bisect
 import functools
-import itertools
 import os
 import sys
 import uuid
@@ -29,6 +29,7 @@ import numpy as np
 import zarr
 import zarr.errors
 from dask.base import tokenize
+from dask.blockwise import BlockwiseDep
 from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
@@ -271,13 +272,14 @@ class ChunkReader:
             self.location, self.token, self.store, self.name, i, start, stop, crc, self.strict
         )
 
-    def chunk_of(self, rows):
-        """The row chunk holding each global row of ``rows``."""
-        return np.searchsorted(self.starts, rows, side="right") - 1 + self.first
+    def chunk_of(self, row: int) -> int:
+        """The row chunk holding the global row ``row`` (a bisection of the tuple: no copy
+        of it per call, which a reader built per block of a long store would pay per block)."""
+        return bisect.bisect_right(self.starts, row) - 1 + self.first
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """Global rows ``lo:hi`` (one read of each chunk they overlap)."""
-        first, last = int(self.chunk_of(lo)), int(self.chunk_of(hi - 1))
+        first, last = self.chunk_of(lo), self.chunk_of(hi - 1)
         parts = []
         for c in range(first, last + 1):
             block = self.read(c)
@@ -288,13 +290,15 @@ class ChunkReader:
     def covering(self, lo: int, hi: int) -> ChunkReader:
         """The reader of only the chunks that rows ``lo:hi`` overlap (what a task reading
         those rows carries)."""
-        c0 = int(self.chunk_of(lo)) - self.first
-        c1 = max(c0, int(self.chunk_of(hi - 1)) - self.first)
-        crcs = None if self.crcs is None else self.crcs[c0 : c1 + 1]
-        return ChunkReader(
-            self.location, self.token, self.store, self.name, self.starts[c0 : c1 + 2], crcs,
-            self.strict, self.first + c0,
-        )  # fmt: skip
+        c0 = self.chunk_of(lo) - self.first
+        c1 = max(c0, self.chunk_of(hi - 1) - self.first)
+        sub = object.__new__(ChunkReader)  # the checked fields as they are: slices only
+        for field in ("location", "token", "store", "name", "strict"):
+            setattr(sub, field, getattr(self, field))
+        sub.starts = self.starts[c0 : c1 + 2]
+        sub.crcs = None if self.crcs is None else self.crcs[c0 : c1 + 1]
+        sub.first = self.first + c0
+        return sub
 
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.first, self.starts, self.crcs, self.strict)
@@ -321,27 +325,43 @@ def _read_span(span: RowSpan) -> np.ndarray:
     return span.read()
 
 
-def _per_block(name: str, func, per_block: list, args: tuple, chunks, dtype) -> da.Array:
-    """A dask array of blocks ``func(per_block[j], *args)`` (row block j; the other axes
-    whole): one Blockwise layer with no dependencies, each task carrying only its own item
+class _PerBlock(BlockwiseDep):
+    """Row block j's own argument, ``make(j)``, made when the graph is materialised (for
+    the blocks it keeps) rather than for every block when the array is built."""
+
+    produces_tasks = False
+
+    def __init__(self, make, numblocks: tuple[int, ...]) -> None:
+        self.make, self.numblocks = make, numblocks
+
+    def __getitem__(self, idx: tuple[int, ...]):
+        return self.make(idx[0])
+
+
+def _per_block(name: str, func, make, args: tuple, chunks, dtype) -> da.Array:
+    """A dask array of blocks ``func(make(j), *args)`` (row block j; the other axes whole):
+    one Blockwise layer with no dependencies, each task carrying only its own argument
     (and ``args``), that fuses with the blockwise operations applied to it."""
-    from dask.blockwise import BlockwiseDepDict
     from dask.blockwise import blockwise as core_blockwise
     from dask.highlevelgraph import HighLevelGraph
 
     nd = len(chunks)
-    tail = (0,) * (nd - 1)
-    numblocks = (len(per_block),) + (1,) * (nd - 1)
-    dep = BlockwiseDepDict(
-        {(j, *tail): item for j, item in enumerate(per_block)}, numblocks=numblocks
-    )
+    dep = _PerBlock(make, (len(chunks[0]),) + (1,) * (nd - 1))
     ind = tuple(range(nd))
     consts = [x for a in args for x in (a, None)]
-    layer = core_blockwise(
-        func, name, ind, dep, ind, *consts, numblocks={}, _data_producer=True
-    )  # fmt: skip
+    layer = core_blockwise(func, name, ind, dep, ind, *consts, numblocks={}, _data_producer=True)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     return da.Array(graph, name, chunks, meta=np.empty((0,) * nd, dtype=dtype))
+
+
+def _block_span(j: int, reader: ChunkReader, bounds) -> RowSpan:
+    """Block j's rows as its task carries them."""
+    return RowSpan(reader, bounds[j], bounds[j + 1]).narrowed()
+
+
+def _group_spans(j: int, reader: ChunkReader, bounds, cuts) -> tuple:
+    """The blocks of group j (``cuts[j]:cuts[j + 1]``) as its task carries them."""
+    return tuple(_block_span(i, reader, bounds) for i in range(cuts[j], cuts[j + 1]))
 
 
 def _read_checked_blocks(spans: tuple, func, *args):
@@ -416,7 +436,7 @@ class RowSource(da.Array):
     def _from(cls, reader: ChunkReader, bounds, tail, dtype, name: str) -> RowSource:
         bounds = tuple(int(b) for b in bounds)
         chunks = (tuple(np.diff(bounds).tolist()),) + tuple((int(s),) for s in tail)
-        spans = [RowSpan(reader, a, b).narrowed() for a, b in itertools.pairwise(bounds)]
+        spans = functools.partial(_block_span, reader=reader, bounds=bounds)
         arr = _per_block(name, _read_span, spans, (), chunks, dtype)
         self = cls(arr.dask, arr.name, arr.chunks, meta=arr._meta)
         self.reader, self.bounds = reader, bounds
@@ -461,13 +481,11 @@ class RowSource(da.Array):
         after the other, checks them and calls ``func`` on each, so a value never depends
         on the grouping; the array's row chunks are the tasks' rows."""
         cuts = pass_groups(np.diff(self.bounds), row_bytes(self))
-        b = np.asarray(self.bounds)
-        rows = tuple(np.diff(b[cuts]).tolist())
+        rows = tuple(np.diff(np.asarray(self.bounds)[cuts]).tolist())
         chunks = (rows,) if n_out is None else (rows, (n_out,))
-        groups = [
-            tuple(RowSpan(self.reader, int(b[i]), int(b[i + 1])).narrowed() for i in range(c0, c1))
-            for c0, c1 in itertools.pairwise(cuts)
-        ]  # fmt: skip
+        groups = functools.partial(
+            _group_spans, reader=self.reader, bounds=self.bounds, cuts=tuple(cuts.tolist())
+        )
         name = f"{token or 'map-rows'}-{tokenize(self.reader, self.bounds, cuts, func, *args)}"
         return _per_block(name, _read_checked_blocks, groups, (func, *args), chunks, dtype)
 
