@@ -292,13 +292,11 @@ class ChunkReader:
         those rows carries)."""
         c0 = self.chunk_of(lo) - self.first
         c1 = max(c0, self.chunk_of(hi - 1) - self.first)
-        sub = object.__new__(ChunkReader)  # the checked fields as they are: slices only
-        for field in ("location", "token", "store", "name", "strict"):
-            setattr(sub, field, getattr(self, field))
-        sub.starts = self.starts[c0 : c1 + 2]
-        sub.crcs = None if self.crcs is None else self.crcs[c0 : c1 + 1]
-        sub.first = self.first + c0
-        return sub
+        crcs = None if self.crcs is None else self.crcs[c0 : c1 + 1]
+        return ChunkReader(
+            self.location, self.token, self.store, self.name, self.starts[c0 : c1 + 2], crcs,
+            self.strict, self.first + c0,
+        )  # fmt: skip
 
     def __dask_tokenize__(self):
         return (type(self).__name__, self.token, self.first, self.starts, self.crcs, self.strict)
