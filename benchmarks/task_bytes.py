@@ -55,7 +55,7 @@ def _args(argv=None):
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a pass may take")
     p.add_argument("--baseline-src", help="a checkout whose dkernel runs the pass again")
-    p.add_argument("--pass-only", action="store_true", help="the pass alone, as JSON")
+    p.add_argument("--pass-only", metavar="STORE", help="the passes over STORE alone, as JSON")
     p.add_argument("--report", action="store_true", help="task_bytes.md from task_bytes.json")
     return p.parse_args(argv)
 
@@ -179,8 +179,8 @@ def _baseline(args, path: str) -> dict:
     import subprocess
 
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.baseline_src))
-    cmd = [sys.executable, __file__, "--pass-only", "--timeout", str(args.timeout),
-           "--chunks", str(path)]  # fmt: skip
+    cmd = [sys.executable, __file__, "--timeout", str(args.timeout),
+           "--pass-only", str(path)]  # fmt: skip
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["src"] = args.baseline_src
@@ -261,8 +261,8 @@ def main(argv=None) -> None:
         res = json.loads((out / "task_bytes.json").read_text())
         (out / "task_bytes.md").write_text(_markdown(res))
         return
-    if args.pass_only:  # --chunks is the store's path here (the baseline's subprocess)
-        print(json.dumps(_pass(args.chunks, args.timeout)))
+    if args.pass_only:  # the baseline's subprocess
+        print(json.dumps(_pass(args.pass_only, args.timeout)))
         return
     from distributed import Client, LocalCluster
 
