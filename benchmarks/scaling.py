@@ -133,8 +133,9 @@ def _timed(client, fn):
     return wall, out, acc.report()
 
 
-def _calls(board, wave, args, *, rows: int | None = None):
-    """The protocol's calls, each a (name, function) over the stores (cut to ``rows``)."""
+def _calls(board, wave, args, *, rows: int | None = None, state: dict | None = None):
+    """The protocol's calls, each a (name, function) over the stores (cut to ``rows``);
+    the fitted models are kept in ``state`` (``"km"``, ``"svm"``; a new dict by default)."""
     import dask.array as da
 
     from dkernel.cluster import MiniBatchKernelKMeans
@@ -150,7 +151,7 @@ def _calls(board, wave, args, *, rows: int | None = None):
     # them); the warm-up's cut rows as arrays
     data_b = (board,) if rows is None else (Xb, yb)
     Xw, _ = cut(wave, rows)
-    state = {}
+    state = {} if state is None else state
 
     def km_fit():
         state["km"] = MiniBatchKernelKMeans(n_clusters=3, random_state=0).fit(Xw)
@@ -190,9 +191,10 @@ def _phases_of(name: str, result, outer: dict) -> dict:
 
 
 @contextlib.contextmanager
-def _warm_cluster(w: int, board, wave, args):
+def _warm_cluster(w: int, board, wave, args, prepare=None):
     """A fresh cluster of w worker processes (one thread each), every call warmed up once
-    on the first ``WARM_ROWS`` rows (numba compiles in every worker on its first call)."""
+    on the first ``WARM_ROWS`` rows (numba compiles in every worker on its first call);
+    ``prepare(client)`` first, when given."""
     from distributed import Client, LocalCluster
 
     with (
@@ -201,6 +203,8 @@ def _warm_cluster(w: int, board, wave, args):
         ) as cl,
         Client(cl) as client,
     ):
+        if prepare is not None:
+            prepare(client)
         for _, fn in _calls(board, wave, args, rows=WARM_ROWS):
             fn()
         yield client
