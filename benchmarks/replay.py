@@ -104,6 +104,8 @@ def _patch(templates: dict, rates: dict) -> None:
         return rows_of((self.store, self.name), n)
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
+        # the rows' own read time: the passes replayed read whole chunks (their ranges
+        # fall on chunk bounds), so no partly read chunk is missed
         time.sleep((hi - lo) * rates[(self.store, self.name)])
         return rows_of((self.store, self.name), hi - lo)
 
