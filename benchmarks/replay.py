@@ -171,35 +171,26 @@ def _compute_rates(real: dict, board, wave, rates: dict) -> dict:
     return out
 
 
-def _run(args, w: int, board, wave, state: dict, prepare=None) -> dict:
-    """Every call of :data:`CALLS` (and the SVM fit once, for real, when ``prepare`` is
-    None: the model score uses) on a fresh w-worker cluster."""
-    sargs = argparse.Namespace(coreset_m=2000, tasks="kmeans,svm", **vars(args))
+def _run(args, w: int, board, wave, state: dict, replay: tuple | None = None) -> dict:
+    """Every call of :data:`CALLS` on a fresh w-worker cluster: for real (and the SVM fit
+    once before them: the model score uses), or with ``replay = (templates, rates,
+    compute)`` the workers patched (:func:`_patch`) and each call at its compute rate."""
+    sargs = scaling._args(["--tasks", "kmeans,svm"])
+    prepare = None if replay is None else (lambda client: client.run(_patch, *replay[:2]))
     res = {}
     with scaling._warm_cluster(w, board, wave, sargs, prepare=prepare) as client:
         calls = dict(scaling._calls(board, wave, sargs, state=state))
-        names = CALLS if prepare is not None else ("svm_fit", *CALLS)
-        for name in names:
-            if prepare is not None:
-                client.run(_set_rate, prepare.compute.get(name, 0.0))
+        for name in CALLS if replay is not None else ("svm_fit", *CALLS):
+            if replay is not None:
+                client.run(_set_rate, replay[2][name])
             runs = []
             for _ in range(1 if name == "svm_fit" else args.repeat):
                 wall, result, outer = scaling._timed(client, calls[name])
                 runs.append({"wall": wall, "phases": scaling._phases_of(name, result, outer)})
             res[name] = scaling._median_run(runs)
-            kind = "replay" if prepare is not None else "real"
+            kind = "real" if replay is None else "replay"
             print(f"{kind} w={w} {name}: {res[name]['wall']:.3f} s", flush=True)
     return res
-
-
-class _Prepare:
-    """``prepare(client)``: the patch in every worker; ``compute``: each call's rate."""
-
-    def __init__(self, templates: dict, rates: dict, compute: dict) -> None:
-        self.templates, self.rates, self.compute = templates, rates, compute
-
-    def __call__(self, client) -> None:
-        client.run(_patch, self.templates, self.rates)
 
 
 def main(argv=None):
@@ -214,8 +205,8 @@ def main(argv=None):
     state: dict = {}
     real = {w: _run(args, w, board, wave, state) for w in _workers(args.real_workers)}
     compute = _compute_rates(real[1], board, wave, rates)
-    prepare = _Prepare(templates, rates, compute)
-    replay = {w: _run(args, w, board, wave, state, prepare) for w in _workers(args.workers)}
+    patched = (templates, rates, compute)
+    replay = {w: _run(args, w, board, wave, state, patched) for w in _workers(args.workers)}
     res = {
         "command": "python benchmarks/replay.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),

@@ -191,17 +191,17 @@ def _share_reads(per_range: list, name: str) -> tuple[list, dict]:
     under the loads' name: X's chunk and y's of the same rows are one task, not two), and
     those reads ``{key: (span, ...)}`` (one :class:`~dkernel.data._verify.RowSpan` per
     array, its reader narrowed to the chunk)."""
-    sources: dict[str, list] = {}
+    sources: dict[str, list[RowSpan]] = {}
     span_keys: dict[tuple[int, int], str] = {}
 
     def pick(g):
         if not isinstance(g, _SharedRows):
             return g
         key = span_keys.setdefault((g.start, g.stop), f"{name}-read-{len(span_keys)}")
-        readers = sources.setdefault(key, [])
-        item = next((j for j, (r, _, _) in enumerate(readers) if r is g.reader), len(readers))
-        if item == len(readers):
-            readers.append((g.reader, g.start, g.stop))
+        spans = sources.setdefault(key, [])
+        item = next((j for j, s in enumerate(spans) if s.reader is g.reader), len(spans))
+        if item == len(spans):
+            spans.append(RowSpan(g.reader, g.start, g.stop))
         return _Picked(key, item, g.lo, g.hi)
 
     out = [
@@ -209,8 +209,7 @@ def _share_reads(per_range: list, name: str) -> tuple[list, dict]:
               for p in rows)
         for rows in per_range
     ]  # fmt: skip
-    spans = {key: tuple(RowSpan(*src).narrowed() for src in srcs) for key, srcs in sources.items()}
-    return out, spans
+    return out, {key: tuple(s.narrowed() for s in spans) for key, spans in sources.items()}
 
 
 def _per_part(n: int, each: Sequence | None, args: tuple) -> list[tuple]:
