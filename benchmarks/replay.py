@@ -4,6 +4,7 @@ replayed with every task's work replaced by a sleep of its measured length.
     python benchmarks/replay.py --store-dir bench-data [--workers 1,2,8,14] [--real-workers 1,2]
         [--repeat 3]
     python benchmarks/replay.py --report       # replay.md from replay.json
+    python benchmarks/replay.py --kmeans-rows 40000000 --name replay_4e7   # a bigger store
 
 :mod:`scaling` predicts 8 and 14 workers from runs on 1 and 2 (the waves model of
 :func:`dkernel.runtime.amdahl`): its serial seconds are what a phase's wall holds beyond
@@ -34,7 +35,7 @@ Dask costs are if anything too high: the scheduler, the client and 14 workers' e
 share the cores (on 16, each has its own). What a sleep cannot show: the memory bandwidth
 and caches that 14 computing workers share.
 
-Writes ``results/replay.{json,md}``.
+Writes ``results/replay.{json,md}`` (``--name``: another stem).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def _args(argv=None):
     p.add_argument("--kmeans-rows", type=int, default=4 * 10**6)
     p.add_argument("--store-dir", default="bench-data")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--name", default="replay", help="the results' file stem in --out")
     p.add_argument("--report", action="store_true")
     return p.parse_args(argv)
 
@@ -196,9 +198,9 @@ def _run(args, w: int, board, wave, state: dict, replay: tuple | None = None) ->
 def main(argv=None):
     args = _args(argv)
     out = Path(args.out)
-    path = out / "replay.json"
+    path, md = out / f"{args.name}.json", out / f"{args.name}.md"
     if args.report:
-        (out / "replay.md").write_text(report(json.loads(path.read_text())))
+        md.write_text(report(json.loads(path.read_text())))
         return
     board, wave = scaling._stores(args, n_svm=args.svm_rows, n_km=args.kmeans_rows)
     templates, rates = _reads(board, wave)
@@ -217,7 +219,7 @@ def main(argv=None):
     }
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1, default=float))
-    (out / "replay.md").write_text(report(res))
+    md.write_text(report(res))
     print(report(res))
 
 
