@@ -137,8 +137,9 @@ def read_inputs(
 
 def open_labelled(X, y, *, needs_y: bool = True):
     """``(X, y, classes)``: a store path or Dataset becomes its X, and (``needs_y``) its
-    labels when ``y`` is None; ``classes``: the store's recorded classes then (None
-    otherwise, or unrecorded). Labels that are names (text from a CSV, an array, a pandas
+    labels when ``y`` is None; ``classes``: the store's recorded classes then, or when
+    ``y`` is a store's whole ``y`` (``ds.y``: :attr:`RowSource.recorded_classes`), else
+    None (or unrecorded). Labels that are names (text from a CSV, an array, a pandas
     Series or a DataFrame column) are the names here, as a store's labels are: one rule,
     so ``classes_`` and predictions are the user's names whichever way the rows came."""
     classes = None
@@ -153,6 +154,9 @@ def open_labelled(X, y, *, needs_y: bool = True):
             # the classes recorded at ingest with y: no pass over y to find them (a
             # label that is not one of them is still named when the rows are read)
             y, classes = ds.labels("y"), ds.label_classes()
+    if classes is None and needs_y:
+        # a store's own labels passed as y: no pass over them to find the classes
+        classes = getattr(y, "recorded_classes", None)
     return X, y, classes
 
 

@@ -17,7 +17,7 @@ from distributed import Client, LocalCluster
 
 from dkernel.cluster import MiniBatchKernelKMeans
 from dkernel.coreset import distributed_coreset
-from dkernel.data import ingest
+from dkernel.data import ingest, open_dataset
 from dkernel.svm import BudgetedSVC
 
 #: Distributed fits here train in rounds from the first step (no stream prefix).
@@ -207,3 +207,25 @@ def test_budgeted_svc_probabilities_weights_and_score(client, data):
             "svm-score",
         },
     )
+
+
+def test_a_stores_own_labels_are_not_read_for_their_classes(client, data, tmp_path):
+    """``fit(ds.X, ds.y)`` takes the classes the store recorded, as ``fit(ds)`` does: no
+    pass over y (no ``svm-classes`` or ``coreset-classes`` task); a cut of the rows may
+    lack a class, so its classes are read from it."""
+    X, y = data
+    path = str(tmp_path / "g.zarr")
+    ingest(X, path, y=y, chunk_rows=CHUNK)
+    ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.y.blocks_of(300).recorded_classes, [-1, 1])
+    assert ds.y[:10].recorded_classes is None and ds.X.recorded_classes is None
+    params = dict(budget=30, max_iter=1, n_rounds=2, distributed=True, random_state=0)
+    clf = BudgetedSVC(**params).fit(ds.X, ds.y)
+    distributed_coreset(ds.X, ds.y, 100, random_state=0)
+    seen = _check(client, {"bsgd-shard", "coreset-sample"})
+    assert not {"svm-classes", "coreset-classes"} & seen
+    np.testing.assert_array_equal(clf.classes_, [-1, 1])
+    assert clf.classes_.dtype == ds.y.dtype
+    np.testing.assert_array_equal(clf.predict(X), BudgetedSVC(**params).fit(path).predict(X))
+    BudgetedSVC(**params).fit(ds.X[: N // 2], ds.y[: N // 2])
+    _check(client, {"svm-classes"})

@@ -302,6 +302,10 @@ def _dataset(loc: Location, attrs, views, arrays) -> Dataset:
                 f"store {loc.url!r}: array {y!r} has {views[y].shape[0]} rows but {x!r} has "
                 f"{rows}; the store was modified outside dkernel"
             )
+    recorded = attrs.get("classes")
+    if views["y"] is not None and recorded is not None:
+        # y as stored (a store of names keeps indices, as its recorded classes are)
+        views["y"].recorded_classes = np.asarray(sorted(recorded)).astype(views["y"].dtype)
     return Dataset(path=loc.url, attrs=attrs, location=loc, arrays=arrays, **views)
 
 

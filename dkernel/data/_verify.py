@@ -425,10 +425,16 @@ class RowSource(da.Array):
       arithmetic) is dask's own and gives a plain dask array: its reads stay checked
       (checksums and missing chunks), but they are tasks of their own and values are
       checked by the pass that uses them.
+
+    ``recorded_classes``: on a store's whole ``y`` (in any blocks), the sorted classes it
+    recorded at ingest (those of ``y`` and of a test split), the ones a fit on the store
+    uses, so that a fit on ``ds.y`` needs no pass to find them either; None for other rows
+    (a cut may lack a class) and other arrays.
     """
 
     reader: ChunkReader
     bounds: tuple[int, ...]
+    recorded_classes: np.ndarray | None = None
 
     @classmethod
     def _from(cls, reader: ChunkReader, bounds, tail, dtype, name: str) -> RowSource:
@@ -441,10 +447,14 @@ class RowSource(da.Array):
         return self
 
     def _derive(self, bounds) -> RowSource:
-        """The same rows source over other block bounds (its own task names)."""
+        """The same rows source over other block bounds (its own task names); the same
+        rows in other blocks keep their recorded classes."""
         bounds = tuple(int(b) for b in bounds)
         name = f"{self.reader.token}-{tokenize(self.reader, bounds)}"
-        return RowSource._from(self.reader, bounds, self.shape[1:], self.dtype, name)
+        out = RowSource._from(self.reader, bounds, self.shape[1:], self.dtype, name)
+        if (bounds[0], bounds[-1]) == (self.bounds[0], self.bounds[-1]):
+            out.recorded_classes = self.recorded_classes
+        return out
 
     def __getitem__(self, key):
         rows = _rows_key(key, self.shape)
