@@ -355,6 +355,31 @@ def test_one_vs_rest_trial_pass_matches_the_gradient_pass(c):
     _check_trial(R.OVR, part, basis, V, rng.normal(size=V.shape) * 0.3)
 
 
+@pytest.mark.parametrize("loss", ["ovr", *JOINT])
+def test_a_trial_pass_makes_each_tiles_features_once(monkeypatch, loss):
+    """Features that do not fit in memory are made per tile as a pass reads it: a trial
+    pass (two gradient points and the line) makes each tile's once, as a gradient pass
+    does, with the bits of the separate passes."""
+    part, basis = _three_part(n=2500)
+    part = part._replace(F=_three(2500)[0], cached=False)  # the rows, not their features
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(basis.width, 3)) * 0.3
+    S = rng.normal(size=V.shape) * 0.1
+    obj = R.OBJECTIVES[loss]
+    made = []
+    real = R.features
+    monkeypatch.setattr(R, "features", lambda Xb, b: made.append(len(Xb)) or real(Xb, b))
+    monkeypatch.setattr(R, "_TILE_ROWS", 4 * R._PASS_ROWS)
+    tiles = [min(R._TILE_ROWS, 2500 - a) for a in range(0, 2500, R._TILE_ROWS)]
+    assert len(tiles) > 1
+    obj.trial(part, basis, V, S)
+    assert made == tiles
+    made.clear()
+    obj.grad(part, basis, V, False)
+    assert made == tiles
+    _check_trial(obj, part, basis, V, S)
+
+
 @pytest.mark.parametrize("dense", [True, False])
 def test_newton_steps_take_one_pass_each_when_the_line_search_takes_a_full_or_half_step(dense):
     """A Newton step costs one trial pass (and CG's Hessian passes when the Hessian is not

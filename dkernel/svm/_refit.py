@@ -363,22 +363,33 @@ def part_grad_ww(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np
     ``[0, -1, 0]`` the loss (the other columns of that row zero: the loss is one per row,
     not per class), ``[1, :-1]`` the generalised Hessian's diagonal, ``[2]`` the gradient
     at ``V = 0`` when asked (every slack 1 there)."""
-    c = V.shape[1]
-    out = np.zeros((3, V.shape[0] + 1, c))
+    return _joint_grad(part, basis, V, with_zero, _add_grad_ww)
+
+
+def _joint_grad(part: Part, basis: Basis, V: np.ndarray, with_zero: bool, add) -> np.ndarray:
+    """The gradient pass of a joint loss: ``add(out, F, yi, w, F @ V, with_zero)`` adds
+    each tile's sums."""
+    out = np.zeros((3, V.shape[0] + 1, V.shape[1]))
     for F, yi, w in _tiles(part, basis):
-        rows, Zs = _slacks(F @ V, yi)
-        G = Zs * w[:, None]
-        G[rows, yi] = -G.sum(axis=1)
-        out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
-        out[0, -1, 0] += (w[:, None] * Zs * Zs).sum()
-        A = (Zs > 0) * w[:, None]
-        A[rows, yi] = A.sum(axis=1)
-        out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
-        if with_zero:
-            G0 = np.repeat(w[:, None], c, axis=1)
-            G0[rows, yi] = -(c - 1) * w
-            out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
+        add(out, F, yi, w, F @ V, with_zero)
     return out
+
+
+def _add_grad_ww(out, F, yi, w, M, with_zero: bool) -> None:
+    """Add a tile's Weston-Watkins sums (:func:`part_grad_ww`) for its scores ``M``."""
+    c = M.shape[1]
+    rows, Zs = _slacks(M, yi)
+    G = Zs * w[:, None]
+    G[rows, yi] = -G.sum(axis=1)
+    out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
+    out[0, -1, 0] += (w[:, None] * Zs * Zs).sum()
+    A = (Zs > 0) * w[:, None]
+    A[rows, yi] = A.sum(axis=1)
+    out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
+    if with_zero:
+        G0 = np.repeat(w[:, None], c, axis=1)
+        G0[rows, yi] = -(c - 1) * w
+        out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
 
 
 def part_hess_ww(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
@@ -403,21 +414,13 @@ def _ww_sq_loss(M: np.ndarray, yi: np.ndarray, w: np.ndarray) -> float:
     return float((w[:, None] * Zs * Zs).sum())
 
 
-def _joint_line(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray, loss) -> np.ndarray:
-    """A joint loss (``loss(scores, yi, w)``) at ``V + t S`` for every t of ``_STEPS`` in
-    column 0, shape (len(_STEPS), c)."""
-    c = V.shape[1]
-    out = np.zeros((len(_STEPS), c))
-    for F, yi, w in _tiles(part, basis):
-        M = F @ np.hstack([V, S])
-        for k, t in enumerate(_STEPS):
-            out[k, 0] += loss(M[:, :c] + t * M[:, c:], yi, w)
-    return out
-
-
-def part_line_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Weston-Watkins loss at ``V + t S`` for every t of ``_STEPS`` (:func:`_joint_line`)."""
-    return _joint_line(part, basis, V, S, _ww_sq_loss)
+def _add_joint_line(out: np.ndarray, M: np.ndarray, yi, w, loss) -> None:
+    """Add a tile's joint loss (``loss(scores, yi, w)``) at ``V + t S`` for every t of
+    ``_STEPS`` to column 0 of ``out`` (shape (len(_STEPS), c)), for its scores ``M`` at
+    ``[V, S]``."""
+    c = out.shape[1]
+    for k, t in enumerate(_STEPS):
+        out[k, 0] += loss(M[:, :c] + t * M[:, c:], yi, w)
 
 
 def _runner_up(M: np.ndarray, yi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -435,24 +438,26 @@ def part_grad_cs(part: Part, basis: Basis, V: np.ndarray, with_zero: bool) -> np
     """:func:`part_grad_ww` of the Crammer-Singer loss (the runner-up's slack only).
     All scores tie at ``V = 0``: the gradient there (``[2]``) is the subgradient splitting
     each row's runner-up share evenly over its c - 1 other classes."""
-    c = V.shape[1]
-    out = np.zeros((3, V.shape[0] + 1, c))
-    for F, yi, w in _tiles(part, basis):
-        rows, r, z = _runner_up(F @ V, yi)
-        wz = np.where(z > 0, z, 0.0) * w
-        G = np.zeros((len(yi), c))
-        G[rows, yi] = -wz
-        G[rows, r] = wz
-        out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
-        out[0, -1, 0] += (wz * np.where(z > 0, z, 0.0)).sum()
-        A = np.zeros((len(yi), c))
-        A[rows, yi] = A[rows, r] = np.where(z > 0, w, 0.0)
-        out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
-        if with_zero:
-            G0 = np.repeat(w[:, None] / (c - 1), c, axis=1)
-            G0[rows, yi] = -w
-            out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
-    return out
+    return _joint_grad(part, basis, V, with_zero, _add_grad_cs)
+
+
+def _add_grad_cs(out, F, yi, w, M, with_zero: bool) -> None:
+    """Add a tile's Crammer-Singer sums (:func:`part_grad_cs`) for its scores ``M``."""
+    c = M.shape[1]
+    rows, r, z = _runner_up(M, yi)
+    wz = np.where(z > 0, z, 0.0) * w
+    G = np.zeros((len(yi), c))
+    G[rows, yi] = -wz
+    G[rows, r] = wz
+    out[0, :-1] += 2.0 * weighted_colsums(F, G, False)
+    out[0, -1, 0] += (wz * np.where(z > 0, z, 0.0)).sum()
+    A = np.zeros((len(yi), c))
+    A[rows, yi] = A[rows, r] = np.where(z > 0, w, 0.0)
+    out[1, :-1] += 2.0 * weighted_colsums(F, A, True)
+    if with_zero:
+        G0 = np.repeat(w[:, None] / (c - 1), c, axis=1)
+        G0[rows, yi] = -w
+        out[2, :-1] += 2.0 * weighted_colsums(F, G0, False)
 
 
 def part_hess_cs(part: Part, basis: Basis, V: np.ndarray, D: np.ndarray) -> np.ndarray:
@@ -478,26 +483,28 @@ def _cs_sq_loss(M: np.ndarray, yi: np.ndarray, w: np.ndarray) -> float:
     return float((w * z * z).sum())
 
 
-def part_line_cs(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Crammer-Singer loss at ``V + t S`` for every t of ``_STEPS`` (:func:`_joint_line`;
-    the runner-up chosen anew at each t)."""
-    return _joint_line(part, basis, V, S, _cs_sq_loss)
-
-
-def _joint_trial(part: Part, basis: Basis, V, S, grad: Callable, line: Callable) -> np.ndarray:
-    """:func:`part_trial` of a joint loss (its ``grad`` and ``line`` ops)."""
-    at = np.stack([grad(part, basis, V + S, False), grad(part, basis, V + S * _HALF, False)])
-    return _packed(at, line(part, basis, V, S))
+def _joint_trial(part: Part, basis: Basis, V, S, add: Callable, loss: Callable) -> np.ndarray:
+    """:func:`part_trial` of a joint loss (``add``: its tile's gradient sums, ``loss``: its
+    loss of a tile's scores), in one pass over the tiles (each tile's features made once):
+    the gradient pass's bits at ``V + S`` and ``V + _HALF S``, the line's losses."""
+    at = np.zeros((2, 3, V.shape[0] + 1, V.shape[1]))
+    line = np.zeros((len(_STEPS), V.shape[1]))
+    VS, points = np.hstack([V, S]), [V + S * t for t in (1.0, _HALF)]
+    for F, yi, w in _tiles(part, basis):
+        _add_joint_line(line, F @ VS, yi, w, loss)
+        for j, Vt in enumerate(points):
+            add(at[j], F, yi, w, F @ Vt, False)
+    return _packed(at, line)
 
 
 def part_trial_ww(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
     """:func:`part_trial` of the Weston-Watkins loss."""
-    return _joint_trial(part, basis, V, S, part_grad_ww, part_line_ww)
+    return _joint_trial(part, basis, V, S, _add_grad_ww, _ww_sq_loss)
 
 
 def part_trial_cs(part: Part, basis: Basis, V: np.ndarray, S: np.ndarray) -> np.ndarray:
     """:func:`part_trial` of the Crammer-Singer loss."""
-    return _joint_trial(part, basis, V, S, part_grad_cs, part_line_cs)
+    return _joint_trial(part, basis, V, S, _add_grad_cs, _cs_sq_loss)
 
 
 def _packed(at: np.ndarray, line: np.ndarray) -> np.ndarray:
