@@ -440,10 +440,24 @@ def _run_tables(key: str, run: dict) -> list[str]:
 PAPER_ROWS, PAPER_WORKERS, PAPER_CHUNK_ROWS = 10**9, 100, 1 << 16
 
 
+def _km_batch_rows() -> int:
+    """Rows the k-means fit's batches draw at its defaults (``max_iter`` x ``batch_size``)."""
+    from dkernel.cluster import MiniBatchKernelKMeans
+
+    p = MiniBatchKernelKMeans().get_params()
+    return int(p["max_iter"]) * int(p["batch_size"])
+
+
+def _touched(chunks: int, rows: int) -> float:
+    """The chunks (of equal size) that ``rows`` uniform draws fall in, on average."""
+    return chunks * -float(np.expm1(-rows / chunks))
+
+
 def _paper(run: dict) -> list[str]:
     """10^9 rows on 100 workers from object storage, extrapolated from the measured run at
     1 worker: each phase's worker seconds scale with n (all work here is per row but the
-    refit's, whose sample is fixed at 256 rows per SV), its serial seconds stay, and its
+    refit's, whose sample is fixed at 256 rows per SV, and the k-means batches' read, which
+    scales with the chunks they touch), its serial seconds stay, and its
     width becomes what n gives (shards: one per 2^17 rows, at most 256; chunks: n / 2^16)."""
     from dkernel.data import pass_groups
     from dkernel.runtime import spread
@@ -457,8 +471,9 @@ def _paper(run: dict) -> list[str]:
     shards = 256
     lines = [f"## On paper: 10^9 rows on {PAPER_WORKERS} workers from object storage", "",
              "Extrapolated from the 1-worker run above (see `_paper` in the script): per phase,"
-             " worker seconds x (10^9 / measured rows) except the refit (a fixed sample) and the"
-             " k-means iterations (a fixed number of batches), serial seconds as measured,"
+             " worker seconds x (10^9 / measured rows) except the refit (a fixed sample), the"
+             " k-means iterations (a fixed number of batches) and the k-means fit's setup (x the"
+             " chunks its batches touch), serial seconds as measured,"
              f" width from n ({shards} shards; {chunks:,} chunks of 2^16 rows). A round of"
              f" tasks over {shards} shards on {PAPER_WORKERS} workers takes"
              f" {-(-shards // PAPER_WORKERS)} waves.", "",
@@ -466,6 +481,7 @@ def _paper(run: dict) -> list[str]:
              "|---|---|---|---|---|---|"]  # fmt: skip
     fixed = {"refit parts", "refit solve", "iterations", "init", "setup", "compile",
              "sample solve"}  # fmt: skip
+    drawn = _km_batch_rows()
     totals = {}
     for name, r in one.items():
         factor = km_scale if name.startswith("kmeans") else scale
@@ -475,6 +491,11 @@ def _paper(run: dict) -> list[str]:
             width = shards if name == "svm_fit" and ph in ("rounds", "shards") else chunks
             if ph in fixed:
                 width = a["width"] or 1
+            if (name, ph) == ("kmeans_fit", "setup") and a["width"]:
+                # the batches' rows are read in one pass over the chunks they fall in
+                touched = _touched(chunks, drawn)
+                P = a["parallel_seconds"] * touched / _touched(a["width"], drawn)
+                width = round(touched)
             t = a["serial_seconds"] + spread(P, width, PAPER_WORKERS)
             total += t
             lines.append(f"| {name} | {ph} | {a['serial_seconds']:.2f} | {P:.0f} | {width:,} "
@@ -501,10 +522,13 @@ def _paper(run: dict) -> list[str]:
         f" k-means: its labels pass reads each chunk once ({chunks:,} GETs; adjacent chunks"
         f" share a task within 64 MiB of rows: {km_tasks:,} tasks on 100 workers) and sends"
         " one number per chunk to the client; its"
-        " mini-batches read the chunks their rows fall in (up to 256 chunks per batch of 256"
-        " rows at 10^9 rows: the fit's iterations then read far more than a pass, and a"
-        " pre-shuffled store or batches grouped by chunk is what would keep them near one"
-        " read). The coreset's three passes run on blocks kept on the workers (read once)."
+        f" mini-batches' {drawn:,} rows (the defaults' 200 batches of 256) are gathered in"
+        " one pass over the chunks they fall in (every batch in one group of"
+        " `kmeans.prefetch-bytes`, 64 MiB of rows), which at 10^9 rows are"
+        f" {_touched(chunks, drawn):,.0f} of the {chunks:,} chunks: the setup reads nearly"
+        " the whole store once (its worker seconds above scale with the chunks touched; a"
+        " pre-shuffled store read in row ranges would read only the batches' share). The"
+        " coreset's three passes run on blocks kept on the workers (read once)."
         " Every task is sent only its own chunks' row offsets and checksums (a few hundred"
         " bytes a chunk read), not the store's manifest: a task that carried the whole"
         f" manifest of {chunks:,} chunks pickled to about 0.25 MB (measured on a store of"
