@@ -356,22 +356,26 @@ def test_one_vs_rest_trial_pass_matches_the_gradient_pass(c):
 
 
 @pytest.mark.parametrize("loss", ["ovr", *JOINT])
-def test_a_trial_pass_makes_each_tiles_features_once(monkeypatch, loss):
+def test_a_trial_pass_makes_each_tiles_features_once(loss):
     """Features that do not fit in memory are made per tile as a pass reads it: a trial
     pass (two gradient points and the line) makes each tile's once, as a gradient pass
-    does, with the bits of the separate passes."""
-    part, basis = _three_part(n=2500)
-    part = part._replace(F=_three(2500)[0], cached=False)  # the rows, not their features
+    does, with the bits of the separate passes. The kernel counts its calls."""
+    made = []
+
+    def rbf(A, B):
+        made.append(len(A))
+        return np.exp(-2.0 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
+
+    n = 2 * R._TILE_ROWS + 500
+    X, y = _three(n)
+    basis, _ = R.make_basis(X[:25], KernelSpec(rbf, None, 3, 1.0, {}), 1.0)
+    part = R.make_part([(X, y, np.ones(n))], basis, False)  # the rows, not their features
     rng = np.random.default_rng(3)
     V = rng.normal(size=(basis.width, 3)) * 0.3
     S = rng.normal(size=V.shape) * 0.1
     obj = R.OBJECTIVES[loss]
-    made = []
-    real = R.features
-    monkeypatch.setattr(R, "features", lambda Xb, b: made.append(len(Xb)) or real(Xb, b))
-    monkeypatch.setattr(R, "_TILE_ROWS", 4 * R._PASS_ROWS)
-    tiles = [min(R._TILE_ROWS, 2500 - a) for a in range(0, 2500, R._TILE_ROWS)]
-    assert len(tiles) > 1
+    tiles = [R._TILE_ROWS, R._TILE_ROWS, 500]
+    made.clear()
     obj.trial(part, basis, V, S)
     assert made == tiles
     made.clear()
