@@ -513,15 +513,28 @@ def test_models_and_checkpoints_on_s3(bucket, tmp_path):
     assert state["t"] == 7 and state["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert load_checkpoint(f"s3://{bucket}/ck/none.npz", params=params) is None
 
-    ck = f"s3://{bucket}/ck/km.npz"
-    km = MiniBatchKernelKMeans(3, max_iter=15, checkpoint=ck, random_state=0).fit(X)
-    local = MiniBatchKernelKMeans(
-        3, max_iter=15, checkpoint=str(tmp_path / "km.npz"), random_state=0
-    ).fit(X)
-    np.testing.assert_array_equal(km.labels_, local.labels_)
     from dkernel.data import file_size
 
-    assert file_size(ck) > 0  # the fit wrote its checkpoint to the bucket
+    ck = f"s3://{bucket}/ck/km.npz"
+    params = dict(n_clusters=3, max_iter=15, checkpoint_every=5, random_state=0)
+
+    def stop(n_iter, objective):
+        if n_iter == 12:
+            raise RuntimeError("stopped at 12")
+
+    with pytest.raises(RuntimeError, match="stopped at 12"):
+        MiniBatchKernelKMeans(**params, checkpoint=ck).fit(X, callback=stop)
+    assert file_size(ck) > 0  # the stopped fit left its checkpoint in the bucket
+    km = MiniBatchKernelKMeans(**params, checkpoint=ck).fit(X)  # resumed from it
+    local = MiniBatchKernelKMeans(**params, checkpoint=str(tmp_path / "km.npz")).fit(X)
+    np.testing.assert_array_equal(km.labels_, local.labels_)
+    np.testing.assert_array_equal(km.history_, local.history_)
+    # a whole fit's checkpoint is spent: removed from the bucket as from a disk
+    assert file_size(ck) is None
+    assert not (tmp_path / "km.npz").exists()
+    svm = f"s3://{bucket}/ck/svm.npz"
+    BudgetedSVC(budget=30, max_iter=2, checkpoint=svm, random_state=0).fit(X, y)
+    assert file_size(svm) is None
 
 
 def test_error_descriptions_read_the_kind_not_the_port_digits():

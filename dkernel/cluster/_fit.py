@@ -16,7 +16,6 @@ import functools
 import hashlib
 import logging
 import numbers
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +25,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._defaults import setting
-from ..data import draw_indices, load_checkpoint, save_checkpoint
-from ..runtime import timer
+from ..data import CheckpointFile, draw_indices
 from ._common import _fetch_checked, _gather_checked
 from ._init import _init_centers
 from ._window import WindowState, new_windows, plateau, stop_reason, window_step
@@ -56,24 +54,17 @@ class Loop(NamedTuple):
 
 
 # ---------------------------------------------------------------- checkpoint
-class Checkpoint(NamedTuple):
-    """The checkpoint file of a fit: its ``params`` (what it is tied to), the state it
-    holds (``saved``, None when there is none) and the iterations between two saves."""
+class Checkpoint(CheckpointFile):
+    """The checkpoint file of a fit, and the state it held when the fit opened it
+    (``saved``, None when there was none)."""
 
-    path: Any
-    params: dict
-    saved: dict | None
-    every: int
+    def __init__(self, path, every: int, params: dict) -> None:
+        super().__init__(path, every, params)
+        self.saved = self.load()
 
     def save(self, state: WindowState) -> None:
         """Write the state after ``state.n_iter`` iterations: exactly its arrays."""
-        with timer("checkpoint", logger):
-            save_checkpoint(self.path, state.to_arrays(), params=self.params)
-
-    def remove(self) -> None:
-        """The fit is whole: its checkpoint is spent."""
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self.path)
+        self.write(state.to_arrays(), "checkpoint")
 
 
 def open_checkpoint(path, every, params, X, dtype, sample_weight, w) -> Checkpoint | None:
@@ -84,7 +75,7 @@ def open_checkpoint(path, every, params, X, dtype, sample_weight, w) -> Checkpoi
         return None
     n, d = int(X.shape[0]), X.shape[1]
     params = checkpoint_params(params, n, d, dtype, sample_weight, w)
-    return Checkpoint(path, params, load_checkpoint(path, params=params), every)
+    return Checkpoint(path, every, params)
 
 
 def checkpoint_params(params, n, d, dtype, sample_weight, w) -> dict:

@@ -4,6 +4,7 @@
 from .._secrets import redact as redact  # masks storage credentials in any text shown
 from ._atomic import HOST_TAG as HOST_TAG
 from ._atomic import terminate_as_interrupt as terminate_as_interrupt
+from ._checkpoint import CheckpointFile as CheckpointFile
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._files import check_folder_writable as check_folder_writable
 from ._files import check_output, check_prefix_writable, file_size, read_bytes, write_bytes

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import time
 import zipfile
@@ -38,9 +39,12 @@ import numpy as np
 
 from .._validation import DKernelError, json_value
 from .._version import __version__
+from ..runtime import timer
 from ._atomic import pid_alive
-from ._files import check_output, read_bytes, write_bytes
+from ._files import check_output, read_bytes, remove_file, write_bytes
 from ._location import as_location
+
+logger = logging.getLogger(__name__)
 
 #: Version of the checkpoint layout.
 CHECKPOINT_FORMAT = 1
@@ -197,3 +201,28 @@ def load_checkpoint(
             "remove it or use the parameters it was saved with"
         )
     return {**meta.get("values", {}), **arrays}
+
+
+class CheckpointFile:
+    """The checkpoint of one fit: its file or object (``path``), the parameters its state
+    is tied to (``params``) and the steps between two saves (``every``). The estimators'
+    checkpoints add what they save; loading, saving and removing are these."""
+
+    def __init__(self, path, every: int, params: Mapping[str, Any]) -> None:
+        self.path = os.fspath(path)
+        self.every = int(every)
+        self.params = params
+
+    def load(self) -> dict[str, Any] | None:
+        """The state saved for these parameters (None when there is none; another fit's
+        raises)."""
+        return load_checkpoint(self.path, params=self.params)
+
+    def write(self, state: Mapping[str, Any], what: str) -> None:
+        """Save ``state`` (timed as ``what`` in the log)."""
+        with timer(what, logger):
+            save_checkpoint(self.path, state, params=self.params)
+
+    def remove(self) -> None:
+        """The fit is whole: its checkpoint is spent (a local file or an object alike)."""
+        remove_file(self.path)

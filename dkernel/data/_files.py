@@ -48,6 +48,21 @@ def write_bytes(target, data: bytes, *, storage_options=None) -> None:
             os.close(fd)
 
 
+def remove_file(target, *, storage_options=None) -> None:
+    """Delete the file or object ``target``; nothing to do when there is none."""
+    loc = as_location(target, storage_options)
+    if loc.is_local:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(loc.url)
+        return
+    try:
+        loc.fs.rm_file(loc.path)
+    except FileNotFoundError:
+        return
+    except Exception as exc:
+        raise DKernelError(f"cannot remove {loc.url!r}: {describe_error(exc)}") from None
+
+
 def file_size(target, *, storage_options=None) -> int | None:
     """Size in bytes of the file or object ``target``; None when there is none."""
     loc = as_location(target, storage_options)

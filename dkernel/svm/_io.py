@@ -33,10 +33,8 @@ and the parameters it is tied to; the state's entries are :mod:`.state`'s).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import numbers
-import os
 from typing import Any, TypeGuard
 
 import numpy as np
@@ -53,9 +51,8 @@ from .._model_io import (
     write_npz,
 )
 from .._validation import DKernelError, check_scalar
-from ..data import load_checkpoint, save_checkpoint
+from ..data import CheckpointFile
 from ..kernels import KERNEL_CODES, check_kernel_scale
-from ..runtime import timer
 from . import _refit
 from ._predict import scaler_of
 from .state import checkpoint_arrays, raw_arrays
@@ -267,13 +264,8 @@ def estimator_from_file(cls, where: str, header: dict, arrays: dict):
 _NOT_FINGERPRINTED = ("checkpoint", "checkpoint_every", "verbose")
 
 
-class Checkpoint:
+class Checkpoint(CheckpointFile):
     """Where and how often a fit saves its state, and the parameters it is tied to."""
-
-    def __init__(self, path, every: int, params: dict) -> None:
-        self.path = os.fspath(path)
-        self.every = int(every)
-        self.params = params
 
     @classmethod
     def of(cls, est, *, n: int, d: int, classes, distributed: bool, block_rows=None):
@@ -293,20 +285,9 @@ class Checkpoint:
         )
         return cls(est.checkpoint, est.checkpoint_every, params)
 
-    def load(self):
-        return load_checkpoint(self.path, params=self.params)
-
     def save(self, position: tuple[int, int], seed: int, arrays: dict) -> None:
-        with timer("bsgd checkpoint", logger):
-            save_checkpoint(
-                self.path,
-                {"position": [int(p) for p in position], "seed": int(seed), **arrays},
-                params=self.params,
-            )
-
-    def remove(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self.path)
+        state = {"position": [int(p) for p in position], "seed": int(seed), **arrays}
+        self.write(state, "bsgd checkpoint")
 
 
 def saved_in_refit(saved: dict | None) -> TypeGuard[dict]:
