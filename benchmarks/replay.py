@@ -5,6 +5,7 @@ replayed with every task's work replaced by a sleep of its measured length.
         [--repeat 3]
     python benchmarks/replay.py --report       # replay.md from replay.json
     python benchmarks/replay.py --kmeans-rows 40000000 --name replay_4e7   # a bigger store
+        [--saturations 1.1,1.0]   # the scheduler's worker-saturation side by side
 
 :mod:`scaling` predicts 8 and 14 workers from runs on 1 and 2 (the waves model of
 :func:`dkernel.runtime.amdahl`): its serial seconds are what a phase's wall holds beyond
@@ -66,6 +67,12 @@ def _args(argv=None):
     p.add_argument("--store-dir", default="bench-data")
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--name", default="replay", help="the results' file stem in --out")
+    p.add_argument(
+        "--saturations",
+        default="",
+        help="scheduler worker-saturation values to replay side by side on each w > 1 "
+        "(e.g. 1.1,1.0: distributed's default against dkernel's clusters')",
+    )
     p.add_argument("--report", action="store_true")
     return p.parse_args(argv)
 
@@ -173,14 +180,23 @@ def _compute_rates(real: dict, board, wave, rates: dict) -> dict:
     return out
 
 
-def _run(args, w: int, board, wave, state: dict, replay: tuple | None = None) -> dict:
+def _run(
+    args, w: int, board, wave, state: dict, replay: tuple | None = None, saturation=None
+) -> dict:
     """Every call of :data:`CALLS` on a fresh w-worker cluster: for real (and the SVM fit
     once before them: the model score uses), or with ``replay = (templates, rates,
-    compute)`` the workers patched (:func:`_patch`) and each call at its compute rate."""
+    compute)`` the workers patched (:func:`_patch`) and each call at its compute rate;
+    ``saturation``: the scheduler's ``worker-saturation`` (None: the config's)."""
+    import dask
+
     sargs = scaling._args(["--tasks", "kmeans,svm"])
     prepare = None if replay is None else (lambda client: client.run(_patch, *replay[:2]))
     res = {}
-    with scaling._warm_cluster(w, board, wave, sargs, prepare=prepare) as client:
+    config = {} if saturation is None else {"distributed.scheduler.worker-saturation": saturation}
+    with (
+        dask.config.set(config),
+        scaling._warm_cluster(w, board, wave, sargs, prepare=prepare) as client,
+    ):
         calls = dict(scaling._calls(board, wave, sargs, state=state))
         for name in CALLS if replay is not None else ("svm_fit", *CALLS):
             if replay is not None:
@@ -209,6 +225,12 @@ def main(argv=None):
     compute = _compute_rates(real[1], board, wave, rates)
     patched = (templates, rates, compute)
     replay = {w: _run(args, w, board, wave, state, patched) for w in _workers(args.workers)}
+    # the saturations side by side: each w's clusters one after the other
+    sats = [float(v) for v in args.saturations.split(",") if v]
+    by_sat: dict = {str(v): {} for v in sats}
+    for w in (w for w in _workers(args.workers) if w > 1 and sats):
+        for v in sats:
+            by_sat[str(v)][str(w)] = _run(args, w, board, wave, state, patched, saturation=v)
     res = {
         "command": "python benchmarks/replay.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),
@@ -216,6 +238,7 @@ def main(argv=None):
         "compute_seconds_per_row": compute,
         "real": {str(w): r for w, r in real.items()},
         "replay": {str(w): r for w, r in replay.items()},
+        "replay_by_saturation": by_sat,
     }
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1, default=float))
@@ -264,6 +287,27 @@ def report(res: dict) -> str:
         cells += [f"{walls[w]:.3f} s" for w in ws]
         ups = [f"{base / walls[w]:.2f}x / {t1 / model[w]:.2f}x" for w in ws if w > 1]
         lines.append(f"| {name} | {t1:.3f} s | " + " | ".join(cells + ups) + " |")
+    by_sat = res.get("replay_by_saturation") or {}
+    if by_sat:
+        sats = list(by_sat)
+        lines += [
+            "",
+            "The scheduler's `worker-saturation` side by side (each w's clusters one after "
+            "the other; distributed's default is 1.1, dkernel's clusters use 1.0): the "
+            "replay's wall and its speed-up over the 1-worker replay.",
+            "",
+            "| call | workers | " + " | ".join(f"saturation {v}" for v in sats) + " |",
+            "|---|---|" + "---|" * len(sats),
+        ]
+        base = res["replay"].get("1")
+        for name in CALLS:
+            for w in by_sat[sats[0]]:
+                cells = []
+                for v in sats:
+                    wall = by_sat[v][w][name]["wall"]
+                    up = f" ({base[name]['wall'] / wall:.2f}x)" if base else ""
+                    cells.append(f"{wall:.3f} s{up}")
+                lines.append(f"| {name} | {w} | " + " | ".join(cells) + " |")
     lines += ["", "Compute seconds per row (of the real run, less its reads): "]
     lines += [f"- {k}: {v:.3e}" for k, v in res["compute_seconds_per_row"].items()]
     lines += ["", "Read seconds per row (one read of every chunk, in process): "]
