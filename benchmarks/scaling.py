@@ -440,12 +440,12 @@ def _run_tables(key: str, run: dict) -> list[str]:
 PAPER_ROWS, PAPER_WORKERS, PAPER_CHUNK_ROWS = 10**9, 100, 1 << 16
 
 
-def _km_batch_rows() -> int:
-    """Rows the k-means fit's batches draw at its defaults (``max_iter`` x ``batch_size``)."""
+def _km_batches() -> tuple[int, int]:
+    """The k-means fit's batches at its defaults: ``(max_iter, batch_size)``."""
     from dkernel.cluster import MiniBatchKernelKMeans
 
     p = MiniBatchKernelKMeans().get_params()
-    return int(p["max_iter"]) * int(p["batch_size"])
+    return int(p["max_iter"]), int(p["batch_size"])
 
 
 def _touched(chunks: int, rows: int) -> float:
@@ -481,7 +481,8 @@ def _paper(run: dict) -> list[str]:
              "|---|---|---|---|---|---|"]  # fmt: skip
     fixed = {"refit parts", "refit solve", "iterations", "init", "setup", "compile",
              "sample solve"}  # fmt: skip
-    drawn = _km_batch_rows()
+    n_batches, batch_size = _km_batches()
+    drawn = n_batches * batch_size
     totals = {}
     for name, r in one.items():
         factor = km_scale if name.startswith("kmeans") else scale
@@ -522,7 +523,8 @@ def _paper(run: dict) -> list[str]:
         f" k-means: its labels pass reads each chunk once ({chunks:,} GETs; adjacent chunks"
         f" share a task within 64 MiB of rows: {km_tasks:,} tasks on 100 workers) and sends"
         " one number per chunk to the client; its"
-        f" mini-batches' {drawn:,} rows (the defaults' 200 batches of 256) are gathered in"
+        f" mini-batches' {drawn:,} rows (the defaults' {n_batches} batches of {batch_size})"
+        " are gathered in"
         " one pass over the chunks they fall in (every batch in one group of"
         " `kmeans.prefetch-bytes`, 64 MiB of rows), which at 10^9 rows are"
         f" {_touched(chunks, drawn):,.0f} of the {chunks:,} chunks: the setup reads nearly"
