@@ -158,9 +158,6 @@ EOF
 }
 trap shutdown EXIT
 
-# one task at a time per one-thread worker, as the clusters dkernel starts (README:
-# Clusters and HPC); the scheduler reads it from its environment
-export DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="${DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION:-1.0}"
 "$PY" -m dask scheduler --scheduler-file "$SCHED_FILE" "${IFACE_OPT[@]}" \
     --port 0 --dashboard-address :0 >"$JOB_DIR/scheduler.log" 2>&1 &
 PIDS+=($!)
