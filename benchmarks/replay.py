@@ -71,7 +71,7 @@ def _args(argv=None):
         "--saturations",
         default="",
         help="scheduler worker-saturation values to replay side by side on each w > 1 "
-        "(e.g. 1.1,1.0: distributed's default against dkernel's clusters')",
+        "(e.g. 1.1,1.0: distributed's default against one task a worker at a time)",
     )
     p.add_argument("--report", action="store_true")
     return p.parse_args(argv)
@@ -293,7 +293,7 @@ def report(res: dict) -> str:
         lines += [
             "",
             "The scheduler's `worker-saturation` side by side (each w's clusters one after "
-            "the other; distributed's default is 1.1, dkernel's clusters use 1.0): the "
+            "the other; distributed's default is 1.1): the "
             "replay's wall and its speed-up over the 1-worker replay.",
             "",
             "| call | workers | " + " | ".join(f"saturation {v}" for v in sats) + " |",

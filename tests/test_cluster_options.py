@@ -56,27 +56,3 @@ def test_shipped_configs_pass():
     for path in paths:
         cfg = load_cluster_config(path)
         assert cfg["kind"] in ("local", "slurm", "pbs", "scheduler-file", "address"), path
-
-
-def test_the_clusters_dkernel_starts_hand_a_worker_one_task_at_a_time():
-    """A scheduler dkernel starts runs with ``dkernel.cluster.worker-saturation`` (1.0: a
-    one-thread worker gets its next task when it is free, not while it runs one); null
-    leaves distributed's own; a bad value is named before a cluster starts."""
-    import dask
-    from distributed import Client
-
-    from dkernel.runtime import local_cluster
-
-    def saturation(**options):
-        with (
-            local_cluster(n_workers=1, processes=False, **options) as cluster,
-            Client(cluster) as client,
-        ):
-            return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.WORKER_SATURATION)
-
-    assert saturation() == 1.0
-    with dask.config.set({"dkernel.cluster.worker-saturation": None}):
-        assert saturation() == dask.config.get("distributed.scheduler.worker-saturation") != 1.0
-    with dask.config.set({"dkernel.cluster.worker-saturation": 0}):
-        with pytest.raises(DKernelError, match="worker-saturation must be > 0, got 0"):
-            saturation()

@@ -70,26 +70,8 @@ def local_cluster(*, where: str = "the local cluster", **overrides: Any):
         env.setdefault("NUMBA_NUM_THREADS", str(numba_threads()))
         kwargs["env"] = env
     _quiet_groups_layout()
-    with _quiet_wildcard_origin(), scheduler_settings():
+    with _quiet_wildcard_origin():
         return LocalCluster(**kwargs)
-
-
-@contextlib.contextmanager
-def scheduler_settings():
-    """Distributed's config as a scheduler that dkernel starts reads it: with
-    ``dkernel.cluster.worker-saturation`` (None: distributed's own)."""
-    value = dask.config.get("dkernel.cluster.worker-saturation", None)
-    if value is None:
-        yield
-        return
-    try:
-        saturation = float(value)
-    except (TypeError, ValueError):
-        saturation = float("nan")
-    if not saturation > 0:
-        raise DKernelError(f"dkernel.cluster.worker-saturation must be > 0, got {value!r}")
-    with dask.config.set({"distributed.scheduler.worker-saturation": saturation}):
-        yield
 
 
 _GUARD_HINT = (
@@ -249,8 +231,7 @@ def _jobqueue_cluster(kind: str, cfg: dict[str, Any]):
         prologue.append(line)
     cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
     try:
-        with scheduler_settings():
-            return cls(job_script_prologue=prologue, **opts)
+        return cls(job_script_prologue=prologue, **opts)
     except (TypeError, ValueError) as exc:  # unknown or ill-typed option in the YAML
         raise DKernelError(f"cannot build the {kind} cluster from its options ({exc})") from None
 
