@@ -60,7 +60,9 @@ def main(argv=None) -> None:
                        "tasks_4000": _best(small.compute), "tasks_40": _best(large.compute)}  # fmt: skip
             rows.append(row)
             print(row, flush=True)
-    cmd = ("python benchmarks/saturation.py " + shlex.join(sys.argv[1:] if argv is None else argv)).rstrip()
+    cmd = (
+        "python benchmarks/saturation.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    ).rstrip()
     res = {"command": cmd, "workers": args.workers, "runs": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
