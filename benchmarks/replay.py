@@ -224,11 +224,12 @@ def main(argv=None):
     real = {w: _run(args, w, board, wave, state) for w in _workers(args.real_workers)}
     compute = _compute_rates(real[1], board, wave, rates)
     patched = (templates, rates, compute)
-    replay = {w: _run(args, w, board, wave, state, patched) for w in _workers(args.workers)}
+    ws = _workers(args.workers)
+    replay = {w: _run(args, w, board, wave, state, patched) for w in ws}
     # the saturations side by side: each w's clusters one after the other
     sats = [float(v) for v in args.saturations.split(",") if v]
     by_sat: dict = {str(v): {} for v in sats}
-    for w in (w for w in _workers(args.workers) if w > 1 and sats):
+    for w in (w for w in ws if w > 1):
         for v in sats:
             by_sat[str(v)][str(w)] = _run(args, w, board, wave, state, patched, saturation=v)
     res = {
