@@ -129,15 +129,24 @@ ARGS = [
 ]
 
 
-def _check_results(data, out: str):
-    for step in ("1/6 ingest", "3/6 budgeted SVM", "5/6 coreset", "cluster stopped (exit 0)"):
+def _check_results(data, out: str, *, classes=(-1, 1), clusters=10):
+    """The job's steps all ran and results.json holds each step's summary, on ``data``'s
+    train (3000 rows) and test (1000 rows) of ``classes``."""
+    for step in ("1/6 ingest", "3/6 budgeted SVM", "5/6 coreset", "6/6 summary"):
         assert step in out, out
+    assert "cluster stopped (exit 0)" in out, out
     r = json.loads((data / "train-results" / "results.json").read_text(encoding="utf-8"))
     assert r["ingest"]["n_samples"] == 3000 and r["ingest-test"]["n_samples"] == 1000
-    assert r["kmeans"]["n_clusters"] == 10 and r["info"]["arrays"]["labels"]["shape"] == [3000]
+    assert r["ingest"]["classes"] == list(classes)
+    assert r["kmeans"]["n_clusters"] == clusters
+    assert r["info"]["arrays"]["labels"]["shape"] == [3000]
     assert 0 < r["svm-train"]["n_support_vectors"] <= 100
     assert r["svm-test"]["n_samples"] == 1000 and r["svm-test"]["accuracy"] > 0.8
-    assert 0 < r["coreset"]["rows"] <= 300
+    if len(classes) == 2:
+        assert 0 < r["coreset"]["rows"] <= 300
+    else:  # more than two classes: one-vs-rest coresets (the step used to stop the job)
+        assert r["coreset"]["multiclass"] == "ovr" and r["coreset"]["classes"] == list(classes)
+        assert all(0 < c["rows"] <= 300 for c in r["coreset"]["per_class"].values())
     assert (data / "train-coreset.zarr").is_dir()  # written beside the store
     return r
 
@@ -175,12 +184,30 @@ def _run_slurm_job(tmp_path, data, args, **slurm) -> str:
     return out
 
 
+@pytest.fixture
+def three_class_data(tmp_path):
+    """Three Gaussian classes in 2-d: train.csv (3000 rows) and test.csv (1000 rows)."""
+    rng = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, n in (("train", 3000), ("test", 1000)):
+        y = rng.integers(0, 3, n)
+        X = centers[y] + rng.standard_normal((n, 2))
+        np.savetxt(data / f"{name}.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    return data
+
+
 @pytest.mark.slow
-def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
+def test_slurm_job_runs_every_step_with_a_stand_in_srun(three_class_data, tmp_path):
+    """The whole job on two workers, on three classes (the PBS test runs two): more than two
+    classes make the coreset step build one-vs-rest coresets (it used to stop the job at
+    step 5 of 6, results.json never written)."""
+    job_data = three_class_data
     out = _run_slurm_job(
         tmp_path,
         job_data,
-        ARGS,
+        [*ARGS, "--clusters", "3"],
         job_id="4242",
         ntasks="2",
         cpus_per_task="1",
@@ -193,7 +220,7 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
     srun_log = (tmp_path / "srun.log").read_text(encoding="utf-8")
     assert "1 x " in srun_log and "-m dask scheduler" in srun_log
     assert "2 x " in srun_log and "-m dask worker" in srun_log
-    _check_results(job_data, out)
+    _check_results(job_data, out, classes=(0, 1, 2), clusters=3)
     job_dir = job_data / "train-results" / "job-4242"
     # --interface lo: the scheduler listened on the loopback address; its file is gone after
     assert "Scheduler at:     tcp://127.0.0.1:" in (job_dir / "scheduler.log").read_text("utf-8")
@@ -214,27 +241,6 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(job_data, tmp_path):
             if " - ERROR - " in line and not any(r in line for r in shutdown_races)
         ]
         assert not errors, (log, errors)
-
-
-@pytest.mark.slow
-def test_slurm_job_runs_to_results_on_three_classes(tmp_path):
-    """More than two classes: the coreset step builds one-vs-rest coresets (it used to stop
-    the job at step 5 of 6, results.json never written)."""
-    rng = np.random.default_rng(0)
-    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, n in (("train", 3000), ("test", 600)):
-        y = rng.integers(0, 3, n)
-        X = centers[y] + rng.standard_normal((n, 2))
-        np.savetxt(data / f"{name}.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
-    out = _run_slurm_job(tmp_path, data, [*ARGS, "--clusters", "3"], ntasks="1")
-    assert "6/6 summary" in out and "cluster stopped (exit 0)" in out
-    r = json.loads((data / "train-results" / "results.json").read_text(encoding="utf-8"))
-    assert r["ingest"]["classes"] == [0, 1, 2]
-    assert r["svm-test"]["n_samples"] == 600 and r["svm-test"]["accuracy"] > 0.8
-    assert r["coreset"]["multiclass"] == "ovr" and r["coreset"]["classes"] == [0, 1, 2]
-    assert all(0 < c["rows"] <= 300 for c in r["coreset"]["per_class"].values())
 
 
 FAKE_PBSDSH = r"""#!/bin/bash
