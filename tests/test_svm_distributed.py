@@ -49,8 +49,7 @@ for maintenance in ("merge", "remove"):
 """
 
 
-@pytest.mark.parametrize("coretype", ["Haswell", "Prescott"])
-def test_sgd_passes_do_not_depend_on_the_blas_kernel(coretype, tmp_path):
+def test_sgd_passes_do_not_depend_on_the_blas_kernel(tmp_path):
     """The same model, to the bit, whichever kernel OpenBLAS picks (the processor's own or
     one named by OPENBLAS_CORETYPE): the loops sum squared norms and dot products in their
     own order (removal breaks ties between equal SVs on those last bits)."""
@@ -65,7 +64,9 @@ def test_sgd_passes_do_not_depend_on_the_blas_kernel(coretype, tmp_path):
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    assert bits({}) == bits({"OPENBLAS_CORETYPE": coretype})
+    own = bits({})
+    for coretype in ("Haswell", "Prescott"):
+        assert bits({"OPENBLAS_CORETYPE": coretype}) == own, coretype
 
 
 def test_plan_shards_balances_rows_whatever_the_chunks():
