@@ -203,10 +203,10 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(three_class_data, tmp_pa
     """The whole job on two workers, on three classes (the PBS test runs two): more than two
     classes make the coreset step build one-vs-rest coresets (it used to stop the job at
     step 5 of 6, results.json never written)."""
-    job_data = three_class_data
+    data = three_class_data
     out = _run_slurm_job(
         tmp_path,
-        job_data,
+        data,
         [*ARGS, "--clusters", "3"],
         job_id="4242",
         ntasks="2",
@@ -220,8 +220,8 @@ def test_slurm_job_runs_every_step_with_a_stand_in_srun(three_class_data, tmp_pa
     srun_log = (tmp_path / "srun.log").read_text(encoding="utf-8")
     assert "1 x " in srun_log and "-m dask scheduler" in srun_log
     assert "2 x " in srun_log and "-m dask worker" in srun_log
-    _check_results(job_data, out, classes=(0, 1, 2), clusters=3)
-    job_dir = job_data / "train-results" / "job-4242"
+    _check_results(data, out, classes=(0, 1, 2), clusters=3)
+    job_dir = data / "train-results" / "job-4242"
     # --interface lo: the scheduler listened on the loopback address; its file is gone after
     assert "Scheduler at:     tcp://127.0.0.1:" in (job_dir / "scheduler.log").read_text("utf-8")
     assert not (job_dir / "scheduler.json").exists()
