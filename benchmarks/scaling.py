@@ -483,6 +483,7 @@ def _paper(run: dict) -> list[str]:
              "sample solve"}  # fmt: skip
     n_batches, batch_size = _km_batches()
     drawn = n_batches * batch_size
+    touched = _touched(chunks, drawn)  # the chunks the k-means batches fall in at 10^9
     totals = {}
     for name, r in one.items():
         factor = km_scale if name.startswith("kmeans") else scale
@@ -494,7 +495,6 @@ def _paper(run: dict) -> list[str]:
                 width = a["width"] or 1
             if (name, ph) == ("kmeans_fit", "setup") and a["width"]:
                 # the batches' rows are read in one pass over the chunks they fall in
-                touched = _touched(chunks, drawn)
                 P = a["parallel_seconds"] * touched / _touched(a["width"], drawn)
                 width = round(touched)
             t = a["serial_seconds"] + spread(P, width, PAPER_WORKERS)
@@ -527,7 +527,7 @@ def _paper(run: dict) -> list[str]:
         " are gathered in"
         " one pass over the chunks they fall in (every batch in one group of"
         " `kmeans.prefetch-bytes`, 64 MiB of rows), which at 10^9 rows are"
-        f" {_touched(chunks, drawn):,.0f} of the {chunks:,} chunks: the setup reads nearly"
+        f" {touched:,.0f} of the {chunks:,} chunks: the setup reads nearly"
         " the whole store once (its worker seconds above scale with the chunks touched; a"
         " pre-shuffled store read in row ranges would read only the batches' share). The"
         " coreset's three passes run on blocks kept on the workers (read once)."
