@@ -76,6 +76,11 @@ def _args(argv=None):
     p.add_argument("--big-rows", type=int, default=10**8)
     p.add_argument("--report", action="store_true")
     p.add_argument(
+        "--run-name", default=None,
+        help="the run's key in scaling.json (default '<cores>cores'; a run of that key is "
+        "replaced)",
+    )  # fmt: skip
+    p.add_argument(
         "--repeat", type=int, default=1,
         help="time every call (and the stream) this many times on its cluster; the run of "
         "median wall is kept, with all the walls",
@@ -352,15 +357,22 @@ def main(argv=None):
             board, wave = _stores(args, n_svm=args.svm_rows, n_km=args.kmeans_rows)
             run = {"command": command, "machine": machine, "svm_rows": args.svm_rows,
                    "kmeans_rows": args.kmeans_rows, "workers": {}}  # fmt: skip
+            res.setdefault("runs", {})[args.run_name or f"{os.cpu_count()}cores"] = run
             if not args.skip_stream and "svm" in args.tasks:
                 run["stream"] = _stream(board, args.repeat)
             for w in [int(v) for v in args.workers.split(",")]:
                 run["workers"][str(w)] = _run_workers(args, w, board, wave)
-            res.setdefault("runs", {})[f"{os.cpu_count()}cores"] = run
+                _save(res, out_dir)  # a run cut short keeps the worker counts done
+    _save(res, out_dir)
+
+
+def _save(res: dict, out_dir: Path) -> None:
+    """scaling.json (the measurements and what follows from them) and scaling.md."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "scaling.json"
     path.write_text(json.dumps(_derive(res), indent=1, default=float))
     (out_dir / "scaling.md").write_text(report(res))
-    print(f"wrote {path} and scaling.md")
+    print(f"wrote {path} and scaling.md", flush=True)
 
 
 def _derive(res: dict) -> dict:
