@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download, here, the wheels a bare 16-core test machine lacks for the scaling protocol
-# (DEVELOPERS.md, "The scaling run on 16 cores"): the machine has Python 3.12 with numpy,
+# (DEVELOPERS.md, "On a bare machine lent for a few minutes"): it has Python 3.12 with numpy,
 # numba, scikit-learn, scipy, pyyaml, fsspec, cloudpickle, toolz, msgpack, psutil and tqdm,
 # but not Dask, distributed or zarr. Versions are those pinned in requirements/constraints.txt
 # for Python >= 3.12; the wheels land in .whl/ (git-ignored locally by .git/info/exclude).
