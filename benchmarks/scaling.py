@@ -344,26 +344,27 @@ def main(argv=None):
     out_dir = Path(args.out)
     path = out_dir / "scaling.json"
     res = _load(path)
-    if not args.report:
-        command = "python benchmarks/scaling.py " + shlex.join(
-            sys.argv[1:] if argv is None else argv
-        )
-        machine = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
-        if args.big:
-            for w in [int(v) for v in args.workers.split(",")]:
-                res.setdefault("big", {})[str(w)] = {**_run_big(args, w), "command": command,
-                                                     "machine": machine}  # fmt: skip
-        else:
-            board, wave = _stores(args, n_svm=args.svm_rows, n_km=args.kmeans_rows)
-            run = {"command": command, "machine": machine, "svm_rows": args.svm_rows,
-                   "kmeans_rows": args.kmeans_rows, "workers": {}}  # fmt: skip
-            res.setdefault("runs", {})[args.run_name or f"{os.cpu_count()}cores"] = run
-            if not args.skip_stream and "svm" in args.tasks:
-                run["stream"] = _stream(board, args.repeat)
-            for w in [int(v) for v in args.workers.split(",")]:
-                run["workers"][str(w)] = _run_workers(args, w, board, wave)
-                _save(res, out_dir)  # a run cut short keeps the worker counts done
-    _save(res, out_dir)
+    if args.report:
+        _save(res, out_dir)
+        return
+    command = "python benchmarks/scaling.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    machine = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
+    # saved after every worker count: a run cut short keeps the counts done
+    if args.big:
+        for w in [int(v) for v in args.workers.split(",")]:
+            res.setdefault("big", {})[str(w)] = {**_run_big(args, w), "command": command,
+                                                 "machine": machine}  # fmt: skip
+            _save(res, out_dir)
+        return
+    board, wave = _stores(args, n_svm=args.svm_rows, n_km=args.kmeans_rows)
+    run = {"command": command, "machine": machine, "svm_rows": args.svm_rows,
+           "kmeans_rows": args.kmeans_rows, "workers": {}}  # fmt: skip
+    res.setdefault("runs", {})[args.run_name or f"{os.cpu_count()}cores"] = run
+    if not args.skip_stream and "svm" in args.tasks:
+        run["stream"] = _stream(board, args.repeat)
+    for w in [int(v) for v in args.workers.split(",")]:
+        run["workers"][str(w)] = _run_workers(args, w, board, wave)
+        _save(res, out_dir)
 
 
 def _save(res: dict, out_dir: Path) -> None:
