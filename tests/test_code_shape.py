@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import pathlib
+import re
 
 import dkernel
 
@@ -370,3 +371,45 @@ def test_the_finders_see_private_imports_and_patches():
     )
     assert private_imports(tree) == [1, 2, 3, 5]
     assert private_patches(tree) == [7, 8, 9, 10]
+
+
+# ------------------------------------------------------- one way to find the client (34)
+#: How code finds a Dask client other than by ``dkernel.runtime.distributed_client``.
+_CLIENT_FINDERS = {
+    "Client.current(": r"Client\.current\(",
+    "default_client(": r"\bdefault_client\(",
+    "distributed's get_client": r"\bdistributed[\w.]* import .*\bget_client\b",
+    "get_worker().client": r"get_worker\(\)\.client",
+    "].client": r"\]\.client\b",
+    "__self__": r"__self__",
+}
+#: The two places that may: ``distributed_client`` itself, and ``get_client``'s reuse of a
+#: running client, which asks "is there one to reuse?", not "where would Dask compute?"
+_CLIENT_FOUND_HERE = {
+    "runtime/_progress.py": ("].client", "__self__"),
+    "runtime/_client.py": ("Client.current(",),
+}
+
+
+def client_finders(source: str) -> list[str]:
+    """The client-finding idioms of ``_CLIENT_FINDERS`` in ``source`` (code lines only)."""
+    code = [line.split("#", 1)[0] for line in source.splitlines()]
+    return [name for name, pat in _CLIENT_FINDERS.items() if any(re.search(pat, ln) for ln in code)]
+
+
+def test_one_function_finds_the_client():
+    found = {}
+    for path, _ in _trees():
+        where = path.relative_to(ROOT).as_posix()
+        extra = set(client_finders(path.read_text())) - set(_CLIENT_FOUND_HERE.get(where, ()))
+        if extra:
+            found[where] = sorted(extra)
+    assert not found, f"a client found outside runtime.distributed_client: {found}"
+
+
+def test_the_client_finder_finds_them():
+    src = (
+        "client = futs[0].client\nc = Client.current()  \nx = 1  # default_client()\n"
+        "from distributed.worker import get_client\nfrom ._client import get_client\n"
+    )
+    assert client_finders(src) == ["Client.current(", "distributed's get_client", "].client"]

@@ -200,6 +200,28 @@ def test_persisted_chunks_on_a_cluster_one_task_each(X, local_cluster_client):
         assert len(names) == 3 and all(str(k).startswith("my-rows-") for k in names)
 
 
+def test_persisted_chunks_go_to_the_client_that_holds_them(X, local_cluster_client):
+    """Rows of an array persisted on a client are taken there, even when Dask would now
+    compute on another scheduler: its chunks live on that client's workers only."""
+    from distributed import futures_of, get_task_stream, wait
+
+    from dkernel.runtime import distributed_client
+
+    client = local_cluster_client
+    with client.as_current(), dask.config.set(scheduler=client):
+        Xp = da.from_array(X, chunks=(100, 3)).persist()
+        wait(Xp)
+    idx = np.array([7, 420, 421, 990])
+    with dask.config.set(scheduler="threads"):
+        assert distributed_client() is None
+        assert distributed_client(holding=futures_of(Xp)) is client
+        with get_task_stream(client) as ts:
+            got = take_rows(Xp, idx, name="held-rows")
+    np.testing.assert_array_equal(got, X[idx])
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data]
+    assert len(names) == 3 and all(str(k).startswith("held-rows-") for k in names)
+
+
 def test_no_dask_fancy_indexing_for_long_index_lists(X, scheduler):
     """A 5000-row batch from 100 chunks makes 100 tasks, not one per index."""
     Xd = da.from_array(X, chunks=(10, 3))

@@ -16,6 +16,7 @@ from dask.base import tokenize
 from dask.core import flatten
 
 from .._validation import DKernelError, check_scalar, is_dask_array
+from ..runtime import distributed_client
 from ._store import as_array_input, check_allocation
 from ._verify import RowSource, join_rows, pass_groups, row_bytes
 
@@ -287,7 +288,7 @@ def _take_dask(X, uniq: np.ndarray, prefix: str) -> np.ndarray:
         groups = group_by_chunk(X, uniq)
         futs = _persisted_futures(X, [row_chunk_keys(X)[c] for c, _ in groups])
     if futs:  # chunks held by a client: submit next to them, no graph at all
-        client = futs[0].client
+        client = distributed_client(holding=futs)
         token = tokenize(X.name, uniq)
         keys = [f"{prefix}-{token}-{j}" for j in range(len(futs))]
         parts = client.gather(

@@ -26,7 +26,7 @@ import importlib.util
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import dask.config
@@ -343,8 +343,15 @@ def _rows_bar(sizes: dict, desc: str):
     return progress(int(sum(sizes.values())), desc, enabled=True, unit="rows", unit_scale=True)
 
 
-def distributed_client() -> Any:
-    """The distributed client Dask would compute on now, if any."""
+def distributed_client(holding: Sequence[Any] = ()) -> Any:
+    """The distributed client Dask would compute on now, if any; the one place dkernel
+    finds a client.
+
+    With ``holding`` (distributed futures, e.g. a persisted array's), the client that holds
+    them: work submitted next to them must go to their cluster, whatever the default is.
+    """
+    if holding:
+        return holding[0].client
     from dask.base import get_scheduler
 
     scheduler = get_scheduler()
