@@ -344,8 +344,8 @@ def _rows_bar(sizes: dict, desc: str):
 
 
 def distributed_client(holding: Sequence[Any] = ()) -> Any:
-    """The distributed client Dask would compute on now, if any; the one place dkernel
-    finds a client.
+    """The distributed client Dask would compute on now, if any: the one place dkernel
+    finds the client it computes on (``get_client`` only reuses a running one).
 
     With ``holding`` (distributed futures, e.g. a persisted array's), the client that holds
     them: work submitted next to them must go to their cluster, whatever the default is.
