@@ -31,6 +31,7 @@ from dkernel.kernels import (
     rbf_from_gram,
     resolve_kernel,
     row_sq_norms,
+    row_tiles,
     sigmoid_from_gram,
 )
 
@@ -327,6 +328,37 @@ def test_n_jobs_rules(dkernel_config):
         t.start()
         t.join()
     assert seen == [1]  # a non-main thread (Dask's threaded scheduler, a worker's pool)
+
+
+def test_row_tiles_cut_for_threads_only_where_threads_run(dkernel_config):
+    """A block too small for threads is tiled by cache size alone, however many cores the
+    machine has; a large one gives every core at least two tiles."""
+    dkernel_config({"kernels.cores": 16})
+    assert row_tiles(256, 256, 21, 4) == [(0, 256)]  # a k-means batch against its windows
+    assert row_tiles(85, 85, 21, 8) == [(0, 85)]
+    # the cache bound still holds for small work: 2 MiB of output per tile
+    dkernel_config({"kernels.tile-bytes": 1 << 16, "kernels.min-parallel-work": 1 << 40})
+    assert row_tiles(256, 1024, 2, 4) == [(r, r + 16) for r in range(0, 256, 16)]
+    dkernel_config({"kernels.tile-bytes": 1 << 21, "kernels.min-parallel-work": 1 << 24})
+    big = row_tiles(4096, 300, 21, 4)  # 45 M flops: threads run
+    assert len(big) == 32 and big[0] == (0, 128) and big[-1] == (3968, 4096)
+    dkernel_config({"kernels.cores": 2})
+    assert row_tiles(256, 256, 21, 4) == [(0, 256)]
+    assert len(row_tiles(4096, 300, 21, 4)) == 4
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "polynomial", "sigmoid", "cosine"])
+def test_a_small_block_is_the_same_on_any_core_count(rng, dkernel_config, kernel):
+    """Small work runs on one thread everywhere, and is tiled the same everywhere, so its
+    float64 products round the same on 1 core and on 64."""
+    X = rng.normal(size=(97, 7))
+    Y = rng.normal(size=(1000, 7))
+    kw = dict(kernel=kernel, gamma=0.1, degree=3, coef0=1.0)
+    ref = pairwise_kernels(X, Y, **kw)
+    for cores in (1, 2, 16, 64):
+        dkernel_config({"kernels.cores": cores})
+        np.testing.assert_array_equal(pairwise_kernels(X, Y, **kw), ref)
+        np.testing.assert_array_equal(pairwise_kernels(X, Y, n_jobs=cores, **kw), ref)
 
 
 def test_threadpool_limits_are_respected(dkernel_config):

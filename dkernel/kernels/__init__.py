@@ -34,6 +34,7 @@ from ._pairwise import (
 from ._pairwise import diag_from_spec as diag_from_spec
 from ._pairwise import effective_n_jobs as effective_n_jobs
 from ._pairwise import pairwise_from_spec as pairwise_from_spec
+from ._pairwise import row_tiles as row_tiles
 from ._pairwise import run_tiles as run_tiles
 from ._scale import check_kernel_scale as check_kernel_scale
 from ._table import KERNEL_ALIASES, KERNELS, RADIAL_KERNELS, KernelInfo, kernel_info

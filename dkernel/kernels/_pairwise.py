@@ -227,20 +227,14 @@ def pairwise_from_spec(
         out = np.empty((m, n), dtype=dt)
     elif out.shape != (m, n) or out.dtype != dt or not out.flags.c_contiguous:
         raise DKernelError(f"out must be a C-contiguous {dt} array of shape {(m, n)}")
-    # Tile rows: the tile of the output stays in cache while it is transformed; wide X
-    # (large d, where the product dominates) gets taller tiles because BLAS re-packs Y
-    # for every tile; and every thread gets at least two tiles to balance the load.
-    tile_bytes = int(setting("kernels.tile-bytes"))
-    tile = max(8, tile_bytes // max(1, n * dt.itemsize), min(_WIDE_TILE_ROWS, X.shape[1]))
-    tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
     # A small symmetric K(X, X) (one cache-sized tile) is one product X @ X.T, which BLAS
     # computes as a rank-k update (half the work, symmetric by construction): a fixed
     # rule of the shape, so the result is the same for any n_jobs.
+    tile_bytes = int(setting("kernels.tile-bytes"))
     whole = symmetric and info.tile is not None and m * m * dt.itemsize <= tile_bytes
-    if whole:
-        tile = m
-    tiles = [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
-    threads = effective_n_jobs(n_jobs, len(tiles), m * n * (X.shape[1] + 16))
+    tiles = [(0, m)] if whole else row_tiles(m, n, X.shape[1], dt.itemsize)
+    work_flops = m * n * (X.shape[1] + 16)
+    threads = effective_n_jobs(n_jobs, len(tiles), work_flops)
     if info.tile is None:  # no BLAS form: the laplacian's own loop
         work = _laplacian_work(X, Y, spec, out, symmetric)
     else:
@@ -254,6 +248,31 @@ def pairwise_from_spec(
     if symmetric and info.unit_diagonal:
         np.fill_diagonal(out, 1.0)
     return out
+
+
+def row_tiles(m: int, n: int, d: int, itemsize: int) -> list[tuple[int, int]]:
+    """The row tiles ``(r0, r1)`` of an m x n kernel block over d features.
+
+    A tile of the output stays in cache while it is transformed
+    (``dkernel.kernels.tile-bytes``); wide rows (large d, where the product dominates) get
+    taller tiles because BLAS re-packs the other side for every tile. Where the work is
+    large enough for threads (``kernels.min-parallel-work``), every core gets at least two
+    tiles to balance the load; smaller work is not cut for threads it will not get (on 16
+    cores a 256 x 256 block would be 32 tiles of 8 rows, 2.4x the time of one tile).
+    A rule of the shape and the machine, not of ``n_jobs`` or the calling thread: a block
+    is tiled, and so rounded, the same on the client and in a task, for any ``n_jobs``.
+
+    Examples
+    --------
+    >>> from dkernel.kernels import row_tiles
+    >>> row_tiles(256, 256, 21, 4)  # one batch against one support: a single tile
+    [(0, 256)]
+    """
+    tile = max(8, int(setting("kernels.tile-bytes")) // max(1, n * itemsize))
+    tile = max(tile, min(_WIDE_TILE_ROWS, d))
+    if m * n * (d + 16) >= int(setting("kernels.min-parallel-work")):
+        tile = min(tile, max(8, -(-m // (2 * _cpu_count()))))
+    return [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
 
 
 def _callable_kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np.ndarray:
