@@ -340,11 +340,15 @@ def test_row_tiles_cut_for_threads_only_where_threads_run(dkernel_config):
     dkernel_config({"kernels.tile-bytes": 1 << 16, "kernels.min-parallel-work": 1 << 40})
     assert row_tiles(256, 1024, 2, 4) == [(r, r + 16) for r in range(0, 256, 16)]
     dkernel_config({"kernels.tile-bytes": 1 << 21, "kernels.min-parallel-work": 1 << 24})
-    big = row_tiles(4096, 300, 21, 4)  # 45 M flops: threads run
-    assert len(big) == 32 and big[0] == (0, 128) and big[-1] == (3968, 4096)
+    big = row_tiles(65536, 64, 21, 4)  # 155 M flops: threads run, two tiles a core
+    assert len(big) == 32 and big[0] == (0, 2048) and big[-1] == (63488, 65536)
+    # a task tiles as the client does, but never below 1024 rows for threads (a labels
+    # pass block: 128-row tiles made it 1.4x slower)
+    assert row_tiles(4096, 256, 21, 4) == [(r, r + 1024) for r in range(0, 4096, 1024)]
     dkernel_config({"kernels.cores": 2})
     assert row_tiles(256, 256, 21, 4) == [(0, 256)]
-    assert len(row_tiles(4096, 300, 21, 4)) == 4
+    assert len(row_tiles(65536, 64, 21, 4)) == 8  # the 2 MiB cache bound: 8192 rows
+    assert row_tiles(4096, 256, 21, 4) == [(r, r + 1024) for r in range(0, 4096, 1024)]
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "polynomial", "sigmoid", "cosine"])
