@@ -349,9 +349,10 @@ def main(argv=None):
         return
     command = "python benchmarks/scaling.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     machine = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
+    workers = [int(v) for v in args.workers.split(",")]
     # saved after every worker count: a run cut short keeps the counts done
     if args.big:
-        for w in [int(v) for v in args.workers.split(",")]:
+        for w in workers:
             res.setdefault("big", {})[str(w)] = {**_run_big(args, w), "command": command,
                                                  "machine": machine}  # fmt: skip
             _save(res, out_dir)
@@ -362,7 +363,7 @@ def main(argv=None):
     res.setdefault("runs", {})[args.run_name or f"{os.cpu_count()}cores"] = run
     if not args.skip_stream and "svm" in args.tasks:
         run["stream"] = _stream(board, args.repeat)
-    for w in [int(v) for v in args.workers.split(",")]:
+    for w in workers:
         run["workers"][str(w)] = _run_workers(args, w, board, wave)
         _save(res, out_dir)
 

@@ -36,8 +36,6 @@ _MIN_BLAS_LIMIT_WORK = 1 << 18
 # 0.137 s with 1024-row tiles, 0.144 s with 512, 0.177 s with 256 and 0.191 s with 128
 # (the tiles 16 cores gave).
 _MIN_THREAD_TILE_ROWS = 1024
-# Below "kernels.min-parallel-work" (m n (d + 16) flops) one thread is faster than a pool
-# hand-off.
 
 
 class KernelSpec(NamedTuple):
@@ -239,8 +237,7 @@ def pairwise_from_spec(
     tile_bytes = int(setting("kernels.tile-bytes"))
     whole = symmetric and info.tile is not None and m * m * dt.itemsize <= tile_bytes
     tiles = [(0, m)] if whole else row_tiles(m, n, X.shape[1], dt.itemsize)
-    work_flops = m * n * (X.shape[1] + 16)
-    threads = effective_n_jobs(n_jobs, len(tiles), work_flops)
+    threads = effective_n_jobs(n_jobs, len(tiles), _block_work(m, n, X.shape[1]))
     if info.tile is None:  # no BLAS form: the laplacian's own loop
         work = _laplacian_work(X, Y, spec, out, symmetric)
     else:
@@ -277,9 +274,22 @@ def row_tiles(m: int, n: int, d: int, itemsize: int) -> list[tuple[int, int]]:
     """
     tile = max(8, int(setting("kernels.tile-bytes")) // max(1, n * itemsize))
     tile = max(tile, min(_WIDE_TILE_ROWS, d))
-    if m * n * (d + 16) >= int(setting("kernels.min-parallel-work")):
+    if _parallel_work(_block_work(m, n, d)):
         tile = min(tile, max(_MIN_THREAD_TILE_ROWS, -(-m // (2 * _cpu_count()))))
     return [(r0, min(m, r0 + tile)) for r0 in range(0, m, tile)]
+
+
+def _block_work(m: int, n: int, d: int) -> int:
+    """The work of an m x n kernel block over d features, in the unit of
+    ``kernels.min-parallel-work``: about m n (d + 16) flops (product and transform)."""
+    return m * n * (d + 16)
+
+
+def _parallel_work(work: int) -> bool:
+    """Whether a block of this much work (:func:`_block_work`) is worth threads: below
+    ``kernels.min-parallel-work`` one thread is faster than a pool hand-off. The one test
+    both the tiles (:func:`row_tiles`) and the threads (:func:`effective_n_jobs`) use."""
+    return work >= int(setting("kernels.min-parallel-work"))
 
 
 def _callable_kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np.ndarray:
@@ -396,7 +406,7 @@ def effective_n_jobs(n_jobs: int | None, n_tiles: int, work: int) -> int:
     Never more threads than tiles.
     """
     if n_jobs is None:
-        if work < int(setting("kernels.min-parallel-work")) or _in_parallel_context():
+        if not _parallel_work(work) or _in_parallel_context():
             return 1
         n_jobs = min(_cpu_count(), _blas_thread_limit())
     elif n_jobs < 0:
